@@ -1,0 +1,64 @@
+"""One GPU per measurement job on a multi-GPU host.
+
+Snakemake's ``--resources gpu=N`` bounds how many measurement jobs run at
+once, but does not say which GPU each one takes. A job holds a lease: an
+exclusive ``flock`` on ``<lock_dir>/gpu<i>.lock`` for the first free ``i``,
+then sets ``CUDA_VISIBLE_DEVICES=i`` before CUDA is initialised. The
+operating system drops the lock when the process ends, so a crashed job
+frees its GPU. Where a scheduler already set ``CUDA_VISIBLE_DEVICES`` (SLURM),
+that choice stands and no lease is taken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import time
+from pathlib import Path
+
+log = logging.getLogger("kernels.gpulease")
+
+
+@contextlib.contextmanager
+def lease(n_gpus: int, lock_dir: str | os.PathLike, poll_s: float = 0.5, timeout_s: float | None = None):
+    """Hold one of ``n_gpus`` GPUs for the ``with`` block; yields its index.
+
+    Sets ``CUDA_VISIBLE_DEVICES`` to that index (call before torch touches
+    CUDA). Yields ``None`` without a lease when ``CUDA_VISIBLE_DEVICES`` was
+    already set. Raises ValueError when ``n_gpus`` < 1 and TimeoutError when
+    no GPU frees up within ``timeout_s`` seconds.
+    """
+    if n_gpus < 1:
+        raise ValueError(f"n_gpus must be at least 1, got {n_gpus}")
+    if os.environ.get("CUDA_VISIBLE_DEVICES"):
+        yield None
+        return
+    lock_dir = Path(lock_dir)
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    while True:
+        for i in range(n_gpus):
+            f = open(lock_dir / f"gpu{i}.lock", "a+")
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                f.close()
+                continue
+            try:
+                f.seek(0)
+                f.truncate()
+                f.write(f"{os.getpid()}\n")
+                f.flush()
+                os.environ["CUDA_VISIBLE_DEVICES"] = str(i)
+                log.info("leased GPU %d of %d (pid %d)", i, n_gpus, os.getpid())
+                yield i
+            finally:
+                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+                fcntl.flock(f, fcntl.LOCK_UN)
+                f.close()
+            return
+        if timeout_s is not None and time.monotonic() - start > timeout_s:
+            raise TimeoutError(f"no free GPU among {n_gpus} in {lock_dir} after {timeout_s} s")
+        time.sleep(poll_s)

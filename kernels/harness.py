@@ -1,0 +1,407 @@
+"""Measurement harness shared by every study.
+
+A *study* is a module ``kernels.<study>.study`` that defines
+
+``STUDY: str``
+    The study name written in every row (``swiglu``, ``flex``, ``gdn``).
+``SHAPE_FIELDS: tuple[str, ...]``
+    The shape fields every row of the study carries.
+``cases(sweep: dict, impl: str) -> list[dict]``
+    The configurations one implementation is measured on. Each case holds
+    ``pass`` (fwd|bwd|fwdbwd), ``dtype`` and the shape fields; anything else
+    it holds is copied into the row too.
+``prepare(impl: str, case: dict, device: torch.device) -> Prepared``
+    Builds random inputs, runs the implementation once, compares its output
+    with the reference on the same inputs (:func:`check_close`, raising
+    :class:`Mismatch`) and returns the call to time. It raises
+    :class:`Unsupported` when the implementation cannot run the case here.
+``ISOLATE: frozenset[str]`` (optional)
+    Implementations whose every case runs in a child process, because a
+    failure of theirs can poison the CUDA context.
+
+:func:`run_job` measures every case of one (study, impl) pair and writes one
+JSON line per case, atomically, following ``../shared/BRIEF.md`` section 5.
+A failed case becomes a row with its ``status`` (ok|oom|unsupported|error|
+wrong) and ``error``; the sweep goes on.
+
+Timing on CUDA uses ``triton.testing.do_bench`` (events, warm-up, L2 flushed
+between repetitions) and keeps every repetition; on the CPU (the smoke run)
+it uses ``time.perf_counter`` around synchronous calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import logging
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+log = logging.getLogger("kernels.harness")
+
+STATUSES = ("ok", "oom", "unsupported", "error", "wrong")
+PASSES = ("fwd", "bwd", "fwdbwd")
+
+
+class Unsupported(Exception):
+    """The implementation cannot run this case here (missing package, no GPU, ...)."""
+
+
+class Mismatch(Exception):
+    """The implementation's output differs from the reference beyond tolerance."""
+
+
+@dataclasses.dataclass
+class Prepared:
+    """A checked call ready to be timed.
+
+    Attributes:
+        fn: zero-argument callable doing exactly the work to time.
+        bytes: minimum bytes the operation must move through device memory
+            (each input read once, each output written once), as an int.
+        flops: minimum floating-point operations, as an int (0 for
+            bandwidth-bound operations counted in bytes only).
+        extra: study-specific fields copied into the row (compile seconds,
+            recompile count, densities, the measured error, ...).
+        cuda_graph: time CUDA-graph replays of ``fn``
+            (``triton.testing.do_bench_cudagraph``) instead of launches.
+    """
+
+    fn: Callable[[], Any]
+    bytes: int
+    flops: int
+    extra: dict = dataclasses.field(default_factory=dict)
+    cuda_graph: bool = False
+
+
+def relative_rmse(out, ref) -> float:
+    """RMSE(out, ref) / RMS(ref), computed in float64.
+
+    The ratio FLA's tests use; 0 for identical tensors, ``inf`` for NaN/Inf
+    in ``out``. Both arguments are tensors of the same shape.
+    """
+    import torch
+
+    o = out.detach().to(torch.float64)
+    r = ref.detach().to(device=o.device, dtype=torch.float64)
+    if o.shape != r.shape:
+        raise Mismatch(f"shape {tuple(o.shape)} differs from the reference's {tuple(r.shape)}")
+    if not torch.isfinite(o).all():
+        return math.inf
+    rms = r.pow(2).mean().sqrt().item()
+    err = (o - r).pow(2).mean().sqrt().item()
+    if rms == 0.0:
+        return err
+    return err / rms
+
+
+def check_close(what: str, out, ref, tol: float) -> float:
+    """Compare ``out`` with ``ref`` by :func:`relative_rmse`.
+
+    Returns the error; raises :class:`Mismatch` naming ``what`` when it is
+    above ``tol`` or when ``out`` holds NaN or Inf.
+    """
+    err = relative_rmse(out, ref)
+    if not err <= tol:
+        raise Mismatch(f"{what}: RMSE/RMS {err:.3g} above tolerance {tol:g}")
+    return err
+
+
+# ----------------------------------------------------------------------------
+# timing
+
+
+def time_call(prepared: Prepared, device, warmup_ms: float, rep_ms: float, cpu_reps: int) -> list[float]:
+    """Time ``prepared.fn``; return every repetition in milliseconds.
+
+    On CUDA: ``triton.testing.do_bench(fn, warmup, rep, return_mode="all")``
+    (CUDA events, L2 flushed before each repetition), or
+    ``do_bench_cudagraph`` when ``prepared.cuda_graph``. On the CPU:
+    ``cpu_reps`` wall-clock repetitions after one warm-up call.
+    """
+    import torch
+
+    if device.type == "cuda":
+        import triton.testing
+
+        if prepared.cuda_graph:
+            times = triton.testing.do_bench_cudagraph(prepared.fn, rep=rep_ms, return_mode="all")
+        else:
+            times = triton.testing.do_bench(prepared.fn, warmup=warmup_ms, rep=rep_ms, return_mode="all")
+        return [float(t) for t in times]
+    prepared.fn()
+    times = []
+    for _ in range(cpu_reps):
+        t0 = time.perf_counter()
+        prepared.fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def median(values: list[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+# ----------------------------------------------------------------------------
+# environment
+
+
+def _nvidia_smi(query: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.strip().splitlines()[0].strip() if out.strip() else None
+
+
+def git_commit() -> str:
+    """The commit of the working tree: ``ARTIFACT_GIT_COMMIT`` if set, else git, else 'unknown'."""
+    if os.environ.get("ARTIFACT_GIT_COMMIT"):
+        return os.environ["ARTIFACT_GIT_COMMIT"]
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def environment() -> dict:
+    """The environment block of every row: GPU, driver, CUDA, clocks, versions, commit."""
+    import torch
+
+    env = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "git_commit": git_commit(),
+        "host_cpu": platform.processor() or platform.machine(),
+    }
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = None
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        env.update(
+            gpu_name=props.name,
+            sm_count=props.multi_processor_count,
+            capability=f"{props.major}.{props.minor}",
+            memory_gib=round(props.total_memory / 2**30, 1),
+            driver=_nvidia_smi("driver_version"),
+            sm_clock_mhz=_nvidia_smi("clocks.sm"),
+            mem_clock_mhz=_nvidia_smi("clocks.mem"),
+            max_sm_clock_mhz=_nvidia_smi("clocks.max.sm"),
+        )
+    else:
+        env.update(gpu_name="cpu", driver=None)
+    return env
+
+
+def gpu_slug(name: str) -> str:
+    """Folder name of a GPU: 'NVIDIA H200' -> 'h200', 'cpu' -> 'cpu'."""
+    name = name.lower().replace("nvidia", "").strip()
+    return "".join(c if c.isalnum() else "-" for c in name).strip("-") or "unknown"
+
+
+# ----------------------------------------------------------------------------
+# files
+
+
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename.
+
+    The temporary file lives in ``$ARTIFACT_TMPDIR`` (default ``.tmp/`` in
+    the working directory), outside ``data/``, so that a killed run leaves
+    no partial file beside the results.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmpdir = Path(os.environ.get("ARTIFACT_TMPDIR", ".tmp"))
+    tmpdir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=tmpdir, prefix=path.name + ".", suffix=".part")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.replace(tmp, path)
+        except OSError:  # other file system: fall back to a rename beside the target
+            local = path.with_name("." + path.name + ".part")
+            with open(local, "w") as f:
+                f.write(text)
+            os.replace(local, path)
+            os.unlink(tmp)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
+    """Write rows as JSON lines, atomically (:func:`write_atomic`)."""
+    write_atomic(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+# ----------------------------------------------------------------------------
+# running cases
+
+
+def _status_of(exc: BaseException) -> str:
+    import torch
+
+    if isinstance(exc, Mismatch):
+        return "wrong"
+    if isinstance(exc, (Unsupported, NotImplementedError, ImportError)):
+        return "unsupported"
+    if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower():
+        return "oom"
+    return "error"
+
+
+def measure_case(study_mod, impl: str, case: dict, device, timing: dict) -> dict:
+    """Prepare, check and time one case; return its row (without ``env``).
+
+    Never raises for a failure of the implementation: the row's ``status``
+    and ``error`` say what happened, and ``times_ms`` is empty unless ok.
+    """
+    import torch
+
+    row = {"study": study_mod.STUDY, "impl": impl, **case, "times_ms": [], "median_ms": None,
+           "bytes": None, "flops": None, "status": "ok", "error": None, "peak_mem_bytes": None,
+           "setup_s": None}
+    t0 = time.perf_counter()
+    try:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        prepared = study_mod.prepare(impl, case, device)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        row["setup_s"] = round(time.perf_counter() - t0, 3)
+        row.update(bytes=int(prepared.bytes), flops=int(prepared.flops), **prepared.extra)
+        times = time_call(prepared, device, timing["warmup_ms"], timing["rep_ms"], timing["cpu_reps"])
+        row["times_ms"] = [round(t, 6) for t in times]
+        row["median_ms"] = median(times)
+        if device.type == "cuda":
+            row["peak_mem_bytes"] = int(torch.cuda.max_memory_allocated())
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a row
+        row["status"] = _status_of(exc)
+        row["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        row["times_ms"], row["median_ms"] = [], None
+        if row["status"] == "error":
+            log.debug("%s", traceback.format_exc())
+    finally:
+        prepared = None
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return row
+
+
+def _measure_in_child(study: str, impl: str, case: dict, timing: dict) -> dict:
+    """Run :func:`measure_case` in a fresh Python process; a crash becomes an error row."""
+    payload = json.dumps({"study": study, "impl": impl, "case": case, "timing": timing})
+    proc = subprocess.run([sys.executable, "-m", "kernels.harness"], input=payload,
+                          capture_output=True, text=True)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    mod = importlib.import_module(f"kernels.{study}.study")
+    return {"study": mod.STUDY, "impl": impl, **case, "times_ms": [], "median_ms": None,
+            "bytes": None, "flops": None, "status": "error", "peak_mem_bytes": None, "setup_s": None,
+            "error": f"child process exited with {proc.returncode}: {proc.stderr[-1500:]}"}
+
+
+def setup_logging(logfile: str | os.PathLike | None = None) -> None:
+    """Log INFO lines to stderr and, when given, to ``logfile`` (a Snakemake rule's log)."""
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if logfile:
+        Path(logfile).parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(logfile, mode="w"))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
+                        handlers=handlers, force=True)
+    for noisy in ("fontTools", "matplotlib"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+class Progress:
+    """Logs 'configuration i of n, elapsed, estimate left' for a long sweep."""
+
+    def __init__(self, label: str, total: int):
+        self.label, self.total, self.t0 = label, total, time.perf_counter()
+
+    def step(self, i: int, what: str) -> None:
+        elapsed = time.perf_counter() - self.t0
+        eta = elapsed / i * (self.total - i) if i else float("nan")
+        log.info("[%s] configuration %d of %d (%s): elapsed %.0f s, about %.0f s left",
+                 self.label, i, self.total, what, elapsed, eta)
+
+
+def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: dict) -> list[dict]:
+    """Measure every case of ``impl`` in ``study`` and write ``out`` (JSONL, atomically).
+
+    Args:
+        study: module name under ``kernels`` (``swiglu``, ``flex``, ``gdn``).
+        impl: implementation name known to that study.
+        sweep: the study's sweep configuration (the config's ``<study>.sweep``).
+        out: path of the JSONL file to write.
+        timing: ``warmup_ms``, ``rep_ms`` (CUDA) and ``cpu_reps`` (CPU).
+    Returns the rows written.
+    """
+    import torch
+
+    mod = importlib.import_module(f"kernels.{study}.study")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    cases = mod.cases(sweep, impl)
+    isolate = impl in getattr(mod, "ISOLATE", ())
+    env = environment()
+    progress = Progress(f"{study}/{impl}", len(cases))
+    rows = []
+    for i, case in enumerate(cases):
+        progress.step(i, ", ".join(f"{k}={v}" for k, v in case.items()))
+        if isolate:
+            row = _measure_in_child(study, impl, case, timing)
+        else:
+            row = measure_case(mod, impl, case, device, timing)
+        row["env"] = env
+        rows.append(row)
+        if row["status"] != "ok":
+            log.warning("[%s/%s] %s: %s", study, impl, row["status"], row["error"])
+    progress.step(len(cases), "done")
+    write_jsonl(out, rows)
+    return rows
+
+
+def _child_main() -> None:
+    import torch
+
+    req = json.loads(sys.stdin.read())
+    mod = importlib.import_module(f"kernels.{req['study']}.study")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    row = measure_case(mod, req["impl"], req["case"], device, req["timing"])
+    sys.stdout.write("\n" + json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    _child_main()

@@ -1,0 +1,30 @@
+"""Test setup: Triton in the interpreter when there is no CUDA GPU, and the
+`gpu` marker for tests that need one (skipped on CPU machines)."""
+
+import os
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before any test module imports triton
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (run on the H200 with `pytest -m gpu`)")
+    config.addinivalue_line("markers", "slow: runs the Snakemake DAG (minutes)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def device():
+    return torch.device("cuda" if HAS_CUDA else "cpu")

@@ -1,0 +1,67 @@
+"""GPU leases: N concurrent jobs on N simulated GPUs, never two on one; a crash frees its GPU."""
+
+import multiprocessing as mp
+import os
+import signal
+import time
+
+import pytest
+
+from kernels import gpulease
+
+
+def _hold(lock_dir, n, hold_s, queue):
+    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+    with gpulease.lease(n, lock_dir, poll_s=0.02) as gpu:
+        start = time.monotonic()
+        queue.put((gpu, os.environ["CUDA_VISIBLE_DEVICES"], start))
+        time.sleep(hold_s)
+        queue.put((gpu, "end", time.monotonic()))
+
+
+def test_n_jobs_on_n_gpus_never_share(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_hold, args=(tmp_path, 3, 0.4, queue)) for _ in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    events = [queue.get(timeout=5) for _ in range(12)]
+    starts = [(g, t) for g, v, t in events if v != "end"]
+    ends = [(g, t) for g, v, t in events if v == "end"]
+    assert all(v == str(g) for g, v, _ in events if v != "end")
+    assert {g for g, _ in starts} == {0, 1, 2}
+    # on each GPU, the holds never overlap
+    for gpu in range(3):
+        spans = sorted(zip(sorted(t for g, t in starts if g == gpu), sorted(t for g, t in ends if g == gpu)))
+        for (_, end1), (start2, _) in zip(spans, spans[1:]):
+            assert start2 >= end1
+
+
+def test_a_crashed_job_frees_its_gpu(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    holder = ctx.Process(target=_hold, args=(tmp_path, 1, 60, queue))
+    holder.start()
+    assert queue.get(timeout=30)[0] == 0
+    with pytest.raises(TimeoutError):
+        with gpulease.lease(1, tmp_path, poll_s=0.02, timeout_s=0.3):
+            pass
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.join(10)
+    with gpulease.lease(1, tmp_path, poll_s=0.02, timeout_s=5) as gpu:
+        assert gpu == 0 and os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ
+
+
+def test_scheduler_choice_stands(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    with gpulease.lease(8, tmp_path) as gpu:
+        assert gpu is None and os.environ["CUDA_VISIBLE_DEVICES"] == "3"
+    with pytest.raises(ValueError, match="n_gpus"):
+        with gpulease.lease(0, tmp_path):
+            pass

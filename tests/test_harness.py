@@ -1,0 +1,121 @@
+"""The measurement harness: statuses, timing rows, atomic files, environment."""
+
+import json
+import os
+
+import pytest
+import torch
+
+from kernels import harness
+
+
+class FakeStudy:
+    """A study module stand-in whose prepare does what each case asks."""
+
+    STUDY = "fake"
+    SHAPE_FIELDS = ("n",)
+
+    @staticmethod
+    def prepare(impl, case, device):
+        x = torch.arange(case["n"], dtype=torch.float32, device=device)
+        if impl == "ok":
+            out = x * 2
+            err = harness.check_close("out", out, x.double() * 2, 1e-6)
+            return harness.Prepared(fn=lambda: x * 2, bytes=8 * case["n"], flops=case["n"],
+                                    extra={"rel_err": err})
+        if impl == "wrong":
+            harness.check_close("out", x * 3, x.double() * 2, 1e-3)
+        if impl == "nan":
+            harness.check_close("out", x * float("nan"), x.double(), 1e-3)
+        if impl == "unsupported":
+            raise harness.Unsupported("not on this device")
+        if impl == "missing":
+            import not_a_real_package  # noqa: F401
+        if impl == "oom":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 TiB")
+        raise RuntimeError("boom")
+
+
+TIMING = dict(warmup_ms=1, rep_ms=5, cpu_reps=3)
+
+
+@pytest.mark.parametrize("impl,status", [("ok", "ok"), ("wrong", "wrong"), ("nan", "wrong"),
+                                         ("unsupported", "unsupported"), ("missing", "unsupported"),
+                                         ("oom", "oom"), ("boom", "error")])
+def test_measure_case_status(impl, status, device):
+    row = harness.measure_case(FakeStudy, impl, {"pass": "fwd", "dtype": "float32", "n": 64},
+                               device, TIMING)
+    assert row["status"] == status
+    assert row["study"] == "fake" and row["impl"] == impl and row["n"] == 64
+    if status == "ok":
+        assert len(row["times_ms"]) >= 3 and row["median_ms"] > 0
+        assert row["bytes"] == 512 and row["rel_err"] == 0.0 and row["error"] is None
+    else:
+        assert row["times_ms"] == [] and row["median_ms"] is None
+        assert row["error"]
+
+
+def test_relative_rmse():
+    ref = torch.ones(100, dtype=torch.float64)
+    assert harness.relative_rmse(ref, ref) == 0.0
+    assert harness.relative_rmse(ref * 1.01, ref) == pytest.approx(0.01)
+    assert harness.relative_rmse(torch.full((100,), float("inf")), ref) == float("inf")
+    with pytest.raises(harness.Mismatch, match="shape"):
+        harness.relative_rmse(torch.ones(3), torch.ones(4))
+    with pytest.raises(harness.Mismatch, match="o_final: RMSE/RMS"):
+        harness.check_close("o_final", ref * 2, ref, 0.01)
+
+
+def test_median():
+    assert harness.median([3.0, 1.0, 2.0]) == 2.0
+    assert harness.median([4.0, 1.0, 2.0, 3.0]) == 2.5
+
+
+def test_write_jsonl_is_atomic(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARTIFACT_TMPDIR", str(tmp_path / "tmp"))
+    target = tmp_path / "data" / "x.jsonl"
+    harness.write_jsonl(target, [{"a": 1}, {"b": 2}])
+    assert [json.loads(line) for line in target.read_text().splitlines()] == [{"a": 1}, {"b": 2}]
+
+    class Boom:  # not JSON serialisable: the write fails half way
+        pass
+
+    with pytest.raises(TypeError):
+        harness.write_jsonl(target, [{"a": 3}, {"b": Boom()}])
+    assert [json.loads(line) for line in target.read_text().splitlines()] == [{"a": 1}, {"b": 2}]
+    assert os.listdir(tmp_path / "tmp") == []
+    assert sorted(os.listdir(target.parent)) == ["x.jsonl"]
+
+
+def test_environment_block():
+    env = harness.environment()
+    for key in ("gpu_name", "torch", "triton", "python", "git_commit", "cuda", "driver"):
+        assert key in env
+    assert env["torch"] == torch.__version__
+
+
+def test_gpu_slug():
+    assert harness.gpu_slug("NVIDIA H200") == "h200"
+    assert harness.gpu_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
+    assert harness.gpu_slug("cpu") == "cpu"
+
+
+def test_child_process_isolation_records_a_crash(tmp_path):
+    """A case whose process dies becomes an error row instead of ending the sweep."""
+    import shutil
+
+    import kernels
+
+    study_dir = os.path.join(os.path.dirname(kernels.__file__), "_crash_fixture")
+    os.makedirs(study_dir)
+    try:
+        open(os.path.join(study_dir, "__init__.py"), "w").close()
+        with open(os.path.join(study_dir, "study.py"), "w") as f:
+            f.write("import os\nSTUDY = 'crash'\nSHAPE_FIELDS = ()\n"
+                    "def prepare(impl, case, device):\n    os._exit(9)\n")
+        row = harness._measure_in_child("_crash_fixture", "x", {"pass": "fwd", "dtype": "float32"},
+                                        TIMING)
+    finally:
+        shutil.rmtree(study_dir)
+    assert row["status"] == "error" and "exited with 9" in row["error"]
+    assert row["study"] == "crash" and row["times_ms"] == []

@@ -1,0 +1,57 @@
+"""The whole DAG of this repository: lint, the GPU configuration's dry run,
+and the smoke run end to end to a PDF (what CI proves on every change)."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def snakemake(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=ROOT,
+                          capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}")
+    return proc
+
+
+def test_lint_is_clean():
+    proc = snakemake("--lint", "--config", "measure=true", "gpu=h200", check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_gpu_configuration_dry_run():
+    """On a CPU host, the H200 configuration plans every measurement then every output."""
+    proc = snakemake("-n", "--config", "measure=true", "gpu=h200", "--rerun-triggers", "mtime")
+    out = proc.stdout
+    for study in ("swiglu", "flex", "gdn"):
+        assert f"data/raw/h200/{study}/" in out
+    assert "rule paper:" in out or "localrule paper:" in out
+
+
+@pytest.mark.slow
+def test_smoke_run_end_to_end():
+    """Every measurement rule on the CPU at tiny sizes, then the full PDF."""
+    smoke = ROOT / "results" / "smoke"
+    shutil.rmtree(smoke, ignore_errors=True)
+    snakemake("--profile", "profiles/smoke", "--cores", "2")
+    raw = sorted((smoke / "raw" / "cpu").glob("*/*.jsonl"))
+    assert {p.parent.name for p in raw} == {"swiglu", "flex", "gdn"}
+    statuses = [json.loads(line)["status"] for p in raw for line in p.read_text().splitlines()]
+    assert "error" not in statuses and "wrong" not in statuses, statuses
+    assert statuses.count("ok") > 0
+    figures = sorted((smoke / "figures").glob("*.pdf"))
+    assert len(figures) >= 6
+    pdf = smoke / "paper" / "main.pdf"
+    assert pdf.stat().st_size > 0
+    if shutil.which("pdffonts"):
+        fonts = subprocess.run(["pdffonts", str(pdf)], capture_output=True, text=True).stdout
+        rows = fonts.splitlines()[2:]
+        assert rows and all(line.split()[-5] == "yes" for line in rows), fonts  # every font embedded
+    again = snakemake("--profile", "profiles/smoke", "--cores", "2", "-n")
+    assert "Nothing to be done" in again.stdout + again.stderr

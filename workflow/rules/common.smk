@@ -1,0 +1,117 @@
+# Configuration checks, modes and paths shared by every rule file.
+
+import importlib
+import shutil
+import subprocess
+
+from kernels.harness import gpu_slug
+
+_KNOWN_STUDIES = {p.stem for p in Path(workflow.basedir, "config", "studies").glob("*.yaml")}
+_unknown = sorted(set(config) - {"measure", "gpu", "smoke", "studies", "timing"} - _KNOWN_STUDIES)
+if _unknown:
+    raise WorkflowError(f"unknown config key(s) {_unknown}: expected measure, gpu, smoke, studies, "
+                        f"timing or a study of config/studies/ ({sorted(_KNOWN_STUDIES)})")
+validate(config, "../schemas/config.schema.yaml")
+for _study in config["studies"]:
+    if _study not in config:
+        raise WorkflowError(f"config key 'studies' names '{_study}' but config/studies/"
+                            f"{_study}.yaml does not exist")
+    validate(config[_study], f"../schemas/{_study}.schema.yaml")
+
+def _flag(value):
+    """A boolean config value, also when given as text on the command line (--config k=true)."""
+    return value in (True, "true")
+
+
+STUDIES = config["studies"]
+SMOKE = _flag(config["smoke"])
+SWEEP = "smoke" if SMOKE else "sweep"
+
+
+def detected_gpus():
+    """Names of the CUDA GPUs `nvidia-smi -L` lists on this host ([] if none)."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+if SMOKE:
+    # Tiny CPU sizes; Triton kernels run in the interpreter.
+    MEASURE = config["measure"] == "auto" or _flag(config["measure"])
+    GPU = "cpu" if config["gpu"] == "auto" else config["gpu"]
+    N_GPUS = 1
+    RAW = "results/smoke/raw"
+    OUT = "results/smoke"
+else:
+    _gpus = detected_gpus()
+    N_GPUS = max(len(_gpus), 1)
+    MEASURE = bool(_gpus) if config["measure"] == "auto" else _flag(config["measure"])
+    RAW = "data/raw"
+    OUT = "."
+    if config["gpu"] != "auto":
+        GPU = config["gpu"]
+    elif MEASURE:
+        if not _gpus:
+            raise WorkflowError("config measure=true but no GPU found by nvidia-smi: "
+                                "set config key 'gpu' (e.g. --config gpu=h200) for a dry run")
+        GPU = gpu_slug(_gpus[0])
+    else:
+        _committed = sorted(p.name for p in Path(RAW).glob("*") if p.is_dir())
+        if len(_committed) != 1:
+            raise WorkflowError(f"config gpu=auto: expected one folder of committed data under "
+                                f"{RAW}/, found {_committed}; set config key 'gpu'")
+        GPU = _committed[0]
+
+RESULTS = "results/smoke" if SMOKE else "results"
+TIDY = f"{RESULTS}/tidy"
+LOGS = f"{RESULTS}/logs"
+FIGURES_DIR = str(Path(OUT, "figures"))
+PAPER_DIR = str(Path(OUT, "paper"))
+BENCH = f"{RAW}/{GPU}/benchmarks"
+
+if not MEASURE:
+    print(f"No measurement on this host (measure={config['measure']}): rendering from the "
+          f"committed data in {RAW}/{GPU}/.", file=sys.stderr)
+
+
+def study_impls(study):
+    """Implementations measured for a study in the active sweep."""
+    return config[study][SWEEP]["impls"]
+
+
+def raw_files(study):
+    """JSONL files of one study: those this run measures, or those committed."""
+    if MEASURE:
+        return [f"{RAW}/{GPU}/{study}/{impl}.jsonl" for impl in study_impls(study)]
+    return sorted(str(p) for p in Path(RAW, GPU, study).glob("*.jsonl"))
+
+
+def report_module(study):
+    return importlib.import_module(f"kernels.{study}.report")
+
+
+FIGURES = {s: sorted(report_module(s).FIGURES) for s in STUDIES}
+TABLES = {s: sorted(report_module(s).TABLES) for s in STUDIES}
+
+ALL_FIGURES = [f"{FIGURES_DIR}/{name}.pdf" for s in STUDIES for name in FIGURES[s]]
+ALL_TABLES = [f"{PAPER_DIR}/generated/{name}.tex" for s in STUDIES for name in TABLES[s]]
+ALL_FLOATS = [f"{PAPER_DIR}/generated/{s}_floats.tex" for s in STUDIES]
+ALL_OUTPUTS = [*ALL_FIGURES, *ALL_TABLES, *ALL_FLOATS, f"{PAPER_DIR}/generated/numbers.tex",
+               f"{PAPER_DIR}/main.pdf"]
+if MEASURE:
+    ALL_OUTPUTS += [f for s in STUDIES for f in raw_files(s)]
+
+
+def figure_study(wildcards):
+    """The study whose report module draws figure ``wildcards.name``."""
+    return next(s for s in STUDIES if wildcards.name in FIGURES[s])
+
+
+def table_study(wildcards):
+    """The study whose report module makes table ``wildcards.name``."""
+    return next(s for s in STUDIES if wildcards.name in TABLES[s])

@@ -1,0 +1,30 @@
+# Measurement: one job per (study, implementation), one GPU each.
+
+if MEASURE:
+    if workflow.is_main_process and "gpu" not in workflow.global_resources:
+        raise WorkflowError(
+            "measurement jobs need a GPU limit so that two never share a GPU: run with the "
+            "default profile (profiles/default sets resources gpu=1) or pass --resources gpu=N"
+        )
+
+    rule measure:
+        output:
+            f"{RAW}/{GPU}/{{study}}/{{impl}}.jsonl",
+        wildcard_constraints:
+            study="|".join(STUDIES),
+            impl="[a-z0-9_]+",
+        params:
+            sweep=lambda w: config[w.study][SWEEP],
+            timing=config["timing"],
+            interpret=SMOKE,
+            gpus=N_GPUS,
+        resources:
+            gpu=1,
+        conda:
+            "../envs/measure.yaml"
+        log:
+            f"{LOGS}/measure_{{study}}_{{impl}}.log",
+        benchmark:
+            f"{BENCH}/measure_{{study}}_{{impl}}.tsv"
+        script:
+            "../scripts/measure.py"

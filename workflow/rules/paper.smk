@@ -1,0 +1,35 @@
+# The paper PDF, built with latexmk from paper/main.tex, the generated tables,
+# numbers and the figures.
+
+PAPER_SOURCES = ["paper/main.tex", "paper/references.bib"]
+
+if PAPER_DIR != "paper":
+
+    rule paper_sources:
+        input:
+            PAPER_SOURCES,
+        output:
+            [f"{PAPER_DIR}/{Path(p).name}" for p in PAPER_SOURCES],
+        conda:
+            "../envs/render.yaml"
+        shell:
+            "cp {input} {PAPER_DIR}/"
+
+
+rule paper:
+    input:
+        [f"{PAPER_DIR}/{Path(p).name}" for p in PAPER_SOURCES],
+        ALL_FIGURES,
+        ALL_TABLES,
+        ALL_FLOATS,
+        f"{PAPER_DIR}/generated/numbers.tex",
+    output:
+        f"{PAPER_DIR}/main.pdf",
+    conda:
+        "../envs/render.yaml"
+    log:
+        f"{LOGS}/paper.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/paper.tsv"
+    script:
+        "../scripts/paper.py"
