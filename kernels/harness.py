@@ -24,9 +24,10 @@ JSON line per case, atomically, following ``../shared/BRIEF.md`` section 5.
 A failed case becomes a row with its ``status`` (ok|oom|unsupported|error|
 wrong) and ``error``; the sweep goes on.
 
-Timing on CUDA uses ``triton.testing.do_bench`` (events, warm-up, L2 flushed
-between repetitions) and keeps every repetition; on the CPU (the smoke run)
-it uses ``time.perf_counter`` around synchronous calls.
+Timing on CUDA follows ``triton.testing.do_bench`` (CUDA events, warm-up,
+L2 flushed between repetitions) with a bounded number of repetitions, and
+keeps every repetition (:func:`cuda_times`); on the CPU (the smoke run) it
+uses ``time.perf_counter`` around synchronous calls.
 """
 
 from __future__ import annotations
@@ -120,27 +121,65 @@ def check_close(what: str, out, ref, tol: float) -> float:
 # timing
 
 
-def time_call(prepared: Prepared, device, warmup_ms: float, rep_ms: float, cpu_reps: int) -> list[float]:
-    """Time ``prepared.fn``; return every repetition in milliseconds.
+def cuda_times(fn: Callable[[], Any], warmup_ms: float, rep_ms: float, min_reps: int,
+               max_reps: int) -> list[float]:
+    """Milliseconds of each of several timed calls of ``fn`` on the current CUDA device.
 
-    On CUDA: ``triton.testing.do_bench(fn, warmup, rep, return_mode="all")``
-    (CUDA events, L2 flushed before each repetition), or
-    ``do_bench_cudagraph`` when ``prepared.cuda_graph``. On the CPU:
-    ``cpu_reps`` wall-clock repetitions after one warm-up call.
+    The method of ``triton.testing.do_bench`` (its source: CUDA events around
+    each call, a 256 MiB buffer zeroed before each call to flush the L2, a
+    warm-up of about ``warmup_ms``), with the number of repetitions bounded:
+    about ``rep_ms`` of work, clamped to ``[min_reps, max_reps]``, so that
+    microsecond kernels do not produce tens of thousands of rows and slow
+    calls are still repeated.
     """
     import torch
 
-    if device.type == "cuda":
-        import triton.testing
+    flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device="cuda")
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(3):
+        flush.zero_()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    estimate = max(start.elapsed_time(end) / 3, 1e-4)
+    for _ in range(max(1, int(warmup_ms / estimate))):
+        fn()
+    n = min(max_reps, max(min_reps, int(rep_ms / estimate)))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for i in range(n):
+        flush.zero_()
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
+
+def time_call(prepared: Prepared, device, timing: dict) -> list[float]:
+    """Time ``prepared.fn``; return every repetition in milliseconds.
+
+    On CUDA: :func:`cuda_times` with the ``timing`` config (``warmup_ms``,
+    ``rep_ms``, ``min_reps``, ``max_reps``), or
+    ``triton.testing.do_bench_cudagraph`` (graph replays, ``return_mode="all"``)
+    when ``prepared.cuda_graph``. On the CPU: ``timing["cpu_reps"]``
+    wall-clock repetitions after one warm-up call.
+    """
+    if device.type == "cuda":
         if prepared.cuda_graph:
-            times = triton.testing.do_bench_cudagraph(prepared.fn, rep=rep_ms, return_mode="all")
-        else:
-            times = triton.testing.do_bench(prepared.fn, warmup=warmup_ms, rep=rep_ms, return_mode="all")
-        return [float(t) for t in times]
+            import triton.testing
+
+            times = triton.testing.do_bench_cudagraph(prepared.fn, rep=timing["rep_ms"],
+                                                      return_mode="all")
+            return [float(t) for t in times]
+        return cuda_times(prepared.fn, timing["warmup_ms"], timing["rep_ms"], timing["min_reps"],
+                          timing["max_reps"])
     prepared.fn()
     times = []
-    for _ in range(cpu_reps):
+    for _ in range(timing["cpu_reps"]):
         t0 = time.perf_counter()
         prepared.fn()
         times.append((time.perf_counter() - t0) * 1e3)
@@ -301,7 +340,7 @@ def measure_case(study_mod, impl: str, case: dict, device, timing: dict) -> dict
             torch.cuda.synchronize()
         row["setup_s"] = round(time.perf_counter() - t0, 3)
         row.update(bytes=int(prepared.bytes), flops=int(prepared.flops), **prepared.extra)
-        times = time_call(prepared, device, timing["warmup_ms"], timing["rep_ms"], timing["cpu_reps"])
+        times = time_call(prepared, device, timing)
         row["times_ms"] = [round(t, 6) for t in times]
         row["median_ms"] = median(times)
         if device.type == "cuda":
@@ -366,7 +405,8 @@ def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: 
         impl: implementation name known to that study.
         sweep: the study's sweep configuration (the config's ``<study>.sweep``).
         out: path of the JSONL file to write.
-        timing: ``warmup_ms``, ``rep_ms`` (CUDA) and ``cpu_reps`` (CPU).
+        timing: ``warmup_ms``, ``rep_ms``, ``min_reps``, ``max_reps`` (CUDA) and
+            ``cpu_reps`` (CPU), as in ``config/config.yaml``.
     Returns the rows written.
     """
     import torch

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from kernels import style
@@ -63,7 +64,10 @@ def render_figure(study: str, name: str, tidy_csv: str, out: str) -> None:
 def table_to_latex(table: pd.DataFrame, caption: str | None = None) -> str:
     """A booktabs/siunitx tabular of ``table``; index and headers escaped."""
     styler = table.style
-    styler = styler.format(escape="latex", na_rep="--")
+    # the report already rounded the numbers: print them without padding
+    styler = styler.format(escape="latex", na_rep="--",
+                           formatter=lambda v: np.format_float_positional(v, trim="-")
+                           if isinstance(v, float) else v)
     styler = styler.format_index(escape="latex", axis=0).format_index(escape="latex", axis=1)
     return styler.to_latex(hrules=True, siunitx=True, caption=caption)
 

@@ -27,7 +27,7 @@ IMPL_COLORS = {
     "triton": "#55A868", "chunk": "#55A868", "flex": "#55A868",
     "decode": "#8C8C8C", "flex_autotune": "#8C8C8C", "recurrent": "#8C8C8C",
     "seed": "#937860", "liger": "#DA8BC3", "fla_chunk": "#DA8BC3", "fla_recurrent": "#937860",
-    "gemm_fused": "#8172B3", "flash_qla": "#8172B3", "matmul_triton": "#CCB974",
+    "gemm_fused": "#8172B3", "flash_qla": "#8172B3", "matmul": "#CCB974",
     "copy": "#000000",
     "sdpa_flash": "#DD8452", "sdpa_cudnn": "#C44E52", "sdpa_efficient": "#CCB974",
     "sdpa_masked": "#64B5CD", "sdpa_math": "#64B5CD",

@@ -36,7 +36,7 @@ class FakeStudy:
         raise RuntimeError("boom")
 
 
-TIMING = dict(warmup_ms=1, rep_ms=5, cpu_reps=3)
+TIMING = dict(warmup_ms=1, rep_ms=5, min_reps=3, max_reps=50, cpu_reps=3)
 
 
 @pytest.mark.parametrize("impl,status", [("ok", "ok"), ("wrong", "wrong"), ("nan", "wrong"),
@@ -119,3 +119,13 @@ def test_child_process_isolation_records_a_crash(tmp_path):
         shutil.rmtree(study_dir)
     assert row["status"] == "error" and "exited with 9" in row["error"]
     assert row["study"] == "crash" and row["times_ms"] == []
+
+
+@pytest.mark.gpu
+def test_cuda_times_bounds_repetitions():
+    x = torch.randn(1 << 20, device="cuda")
+    fast = harness.cuda_times(lambda: x.mul(2), warmup_ms=1, rep_ms=100, min_reps=5, max_reps=40)
+    assert len(fast) == 40 and all(t > 0 for t in fast)
+    slow = harness.cuda_times(lambda: torch.cuda._sleep(20_000_000), warmup_ms=1, rep_ms=1, min_reps=5,
+                              max_reps=40)
+    assert len(slow) == 5

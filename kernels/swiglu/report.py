@@ -1,0 +1,384 @@
+"""Figures, tables and quoted numbers of the SwiGLU study (no torch import).
+
+Derived metrics (:func:`derive`), per row:
+
+``us``, ``q10_us``, ``q90_us``   median and quantiles in microseconds;
+``pct_copy``       ``gbps`` as a percentage of the same run's ``copy`` bandwidth
+                   at the same gpu, dtype, pass and numel (elementwise rows);
+``pct_peak``       ``gbps`` as a percentage of the GPU's datasheet HBM
+                   bandwidth (:data:`PEAK_GBPS`; NaN for other GPUs);
+``speedup_eager``  eager's median over this row's, same gpu, dtype, pass,
+                   shape and launch mode.
+
+``gbps`` is computed by the collect step on the *minimum* bytes of the
+operation (study.py), so an implementation that moves more bytes shows a
+lower figure than its real traffic.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from kernels import style
+
+#: Datasheet HBM bandwidth in GB/s (NVIDIA H200 SXM: 4.8 TB/s HBM3e).
+PEAK_GBPS = {"h200": 4800.0}
+#: FFN hidden sizes of the sweep and a model that uses each.
+MODELS = {11008: "Llama-2-7B", 14336: "Llama-3-8B", 18944: "Qwen2-7B", 28672: "Llama-3-70B"}
+GEMM_MODELS = {(4096, 14336): "Llama-3-8B", (8192, 28672): "Llama-3-70B"}
+#: Order of the tiers in legends and tables.
+ORDER = ("eager", "compile", "compile_no_cudagraphs", "triton", "decode", "seed", "liger", "matmul",
+         "gemm_fused", "copy")
+LARGE = 2**26  # "large" elementwise sizes for the bandwidth verdict
+DEFAULTS = {"series": "grid", "launch": "stream", "gemm_in": 0}
+SHAPE = ["tokens", "hidden", "gemm_in"]
+
+
+def _prepared(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    for col, value in DEFAULTS.items():
+        if col not in df:
+            df[col] = value
+        df[col] = df[col].fillna(value)
+    for col in ("median_ms", "q10_ms", "q90_ms", "gbps", "tflops", "numel", "tokens", "hidden"):
+        if col not in df:
+            df[col] = np.nan
+    return df
+
+
+def derive(df: pd.DataFrame) -> pd.DataFrame:
+    """Add ``us``, ``q10_us``, ``q90_us``, ``pct_copy``, ``pct_peak`` and ``speedup_eager``."""
+    df = _prepared(df)
+    if df.empty:
+        return df.assign(us=[], q10_us=[], q90_us=[], pct_copy=[], pct_peak=[], speedup_eager=[])
+    for q in ("median", "q10", "q90"):
+        df[("us" if q == "median" else f"{q}_us")] = df[f"{q}_ms"].astype(float) * 1e3
+    ok = df["status"].eq("ok")
+    copy = (df[ok & df["impl"].eq("copy")].groupby(["gpu", "dtype", "pass", "numel"])["gbps"]
+            .median().rename("copy_gbps").reset_index())
+    df = df.merge(copy, on=["gpu", "dtype", "pass", "numel"], how="left")
+    df["pct_copy"] = np.where(df["gemm_in"].astype(float) > 0, np.nan, 100.0 * df["gbps"] / df["copy_gbps"])
+    df["pct_peak"] = 100.0 * df["gbps"] / df["gpu"].map(PEAK_GBPS).astype(float)
+    keys = ["gpu", "dtype", "pass", "launch", *SHAPE]
+    eager = (df[ok & df["impl"].eq("eager")].groupby(keys)["median_ms"].median()
+             .rename("eager_ms").reset_index())
+    df = df.merge(eager, on=keys, how="left")
+    df["speedup_eager"] = df["eager_ms"] / df["median_ms"]
+    return df.drop(columns=["copy_gbps", "eager_ms"])
+
+
+# ----------------------------------------------------------------------------
+# helpers
+
+
+def _ok(df: pd.DataFrame) -> pd.DataFrame:
+    """The ok rows, derived (the tidy CSV already is; a raw tidy table is derived here)."""
+    if df.empty or "status" not in df:
+        return _prepared(df).iloc[0:0]
+    df = _prepared(df) if "speedup_eager" in df else derive(df)
+    return df[df["status"].eq("ok") & df["median_ms"].notna()]
+
+
+def _elementwise(df: pd.DataFrame, dtype="bfloat16") -> pd.DataFrame:
+    d = _ok(df)
+    return d[d["dtype"].eq(dtype) & d["gemm_in"].astype(float).eq(0) & d["launch"].eq("stream")]
+
+
+def _impls(df: pd.DataFrame) -> list[str]:
+    present = list(dict.fromkeys(df["impl"])) if "impl" in df else []
+    return [i for i in ORDER if i in present] + sorted(i for i in present if i not in ORDER)
+
+
+def _passes(df: pd.DataFrame) -> list[str]:
+    present = set(df["pass"]) if "pass" in df else set()
+    return [p for p in ("fwd", "bwd", "fwdbwd") if p in present] or ["fwd"]
+
+
+def _legend(axes) -> None:
+    """One legend (in the last panel) for the lines of every panel."""
+    entries = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    if entries:
+        axes[-1].legend(list(entries.values()), list(entries), loc="best")
+
+
+def _empty_note(ax, text="no measurements"):
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=7)
+
+
+def _size_panels(df: pd.DataFrame, metric: str, ylabel: str, title: str):
+    """One panel per pass: metric against numel, one line per impl (median over shapes)."""
+    data = _elementwise(df)
+    flat = data[data["series"].eq("flat")]
+    data = flat if not flat.empty else data
+    passes = _passes(data)
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=len(passes), squeeze=False)
+    colors = style.palette(_impls(data))
+    for ax, p in zip(axes[0], passes):
+        sub = data[data["pass"].eq(p)]
+        for impl in _impls(sub):
+            line = sub[sub["impl"].eq(impl)].groupby("numel")[metric].median().sort_index()
+            copy = impl == "copy"
+            ax.plot(line.index, line.values, marker="o", color=colors[impl], label=impl,
+                    linestyle="--" if copy else "-", linewidth=1.6 if copy else 1.0)
+        if metric == "gbps":
+            for gpu in sub["gpu"].unique():
+                if gpu in PEAK_GBPS:
+                    ax.axhline(PEAK_GBPS[gpu], color="grey", linestyle=":", linewidth=0.8)
+                    ax.annotate(f"{gpu.upper()} datasheet", (0.02, PEAK_GBPS[gpu]), fontsize=6,
+                                xycoords=("axes fraction", "data"), va="bottom")
+        if sub.empty:
+            _empty_note(ax)
+        else:
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log" if metric == "us" else "linear")
+        ax.set_title(f"{title}, {p}")
+        ax.set_xlabel("elements (numel)")
+        ax.set_ylabel(ylabel)
+    _legend(axes[0])
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------
+# figures
+
+
+def fig_latency(df: pd.DataFrame):
+    """SwiGLU latency against size (bf16, flat sizes of rows of 8192): median microseconds per
+    implementation and pass, with the device-to-device copy of the same bytes (dashed)."""
+    return _size_panels(df, "us", "median latency (µs)", "latency")
+
+
+def fig_bandwidth(df: pd.DataFrame):
+    """SwiGLU bandwidth against size (bf16): GB/s on the minimum bytes (fwd 6, bwd 10, fwd+bwd 16
+    bytes per element) against the same run's copy bandwidth (dashed) and the datasheet peak (dotted)."""
+    return _size_panels(df, "gbps", "GB/s (minimum bytes)", "bandwidth")
+
+
+def fig_speedup(df: pd.DataFrame):
+    """Speedup over eager PyTorch per tier (bf16, every token x hidden and flat size, median over
+    shapes of equal size); 1 = eager, the byte-count ceiling of a fused forward is 10/6."""
+    data = _elementwise(df)
+    data = data[data["impl"].ne("eager") & data["speedup_eager"].notna()]
+    passes = _passes(data)
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=len(passes), squeeze=False)
+    colors = style.palette(_impls(data))
+    for ax, p in zip(axes[0], passes):
+        sub = data[data["pass"].eq(p)]
+        for impl in _impls(sub):
+            line = sub[sub["impl"].eq(impl)].groupby("numel")["speedup_eager"].median().sort_index()
+            ax.plot(line.index, line.values, marker="o", color=colors[impl], label=impl,
+                    linestyle="--" if impl == "copy" else "-")
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        if p == "fwd":
+            ax.axhline(10 / 6, color="grey", linestyle=":", linewidth=0.8)
+        if sub.empty:
+            _empty_note(ax)
+        else:
+            ax.set_xscale("log", base=2)
+        ax.set_title(f"speedup over eager, {p}")
+        ax.set_xlabel("elements (numel)")
+        ax.set_ylabel("eager time / time")
+    _legend(axes[0])
+    fig.tight_layout()
+    return fig
+
+
+def fig_decode(df: pd.DataFrame):
+    """Decode sizes (1-64 tokens x 14336, bf16 forward): latency launched per call (solid) and
+    replayed from a CUDA graph (dashed, inputs resident in L2)."""
+    d = _ok(df)
+    d = d[d["dtype"].eq("bfloat16") & d["pass"].eq("fwd") & d["gemm_in"].astype(float).eq(0)
+          & d["hidden"].eq(14336) & d["tokens"].le(64)]
+    fig, ax = style.figure(height=2.4)
+    colors = style.palette(_impls(d))
+    for impl in _impls(d):
+        for launch, ls in (("stream", "-"), ("graph", "--")):
+            line = d[d["impl"].eq(impl) & d["launch"].eq(launch)].groupby("tokens")["us"].median().sort_index()
+            if not line.empty:
+                ax.plot(line.index, line.values, marker="o", linestyle=ls, color=colors[impl],
+                        label=f"{impl} ({launch})")
+    if d.empty:
+        _empty_note(ax)
+    else:
+        ax.set_xscale("log", base=2)
+        ax.legend(fontsize=6, ncol=2, loc="best")
+    ax.set_xlabel("tokens")
+    ax.set_ylabel("median latency (µs)")
+    fig.tight_layout()
+    return fig
+
+
+def fig_gemm(df: pd.DataFrame):
+    """Gate/up projection with SwiGLU (bf16, 8192 tokens): SwiGLU in the Triton matmul epilogue
+    (gemm_fused) against cuBLAS matmul + our Triton activation (matmul) and + eager activation."""
+    d = _ok(df)
+    d = d[d["gemm_in"].astype(float) > 0]
+    fig, ax = style.figure(height=2.4)
+    if d.empty:
+        _empty_note(ax)
+        return fig
+    d = d.assign(shape=[f"{GEMM_MODELS.get((int(k), int(n)), '')}\n{int(t)}x{int(k)} to {int(n)}".strip()
+                        for t, k, n in zip(d["tokens"], d["gemm_in"], d["hidden"])])
+    shapes = list(dict.fromkeys(d.sort_values("gemm_in")["shape"]))
+    impls = _impls(d)
+    colors = style.palette(impls)
+    width = 0.8 / max(len(impls), 1)
+    for j, impl in enumerate(impls):
+        vals = [d[d["shape"].eq(s) & d["impl"].eq(impl)]["median_ms"].median() for s in shapes]
+        xs = np.arange(len(shapes)) + (j - (len(impls) - 1) / 2) * width
+        ax.bar(xs, vals, width=width, color=colors[impl], label=impl)
+    ax.set_xticks(np.arange(len(shapes)), shapes, fontsize=6)
+    ax.set_ylabel("median time (ms)")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+FIGURES = {
+    "swiglu_latency": fig_latency,
+    "swiglu_bandwidth": fig_bandwidth,
+    "swiglu_speedup": fig_speedup,
+    "swiglu_decode": fig_decode,
+    "swiglu_gemm": fig_gemm,
+}
+
+
+# ----------------------------------------------------------------------------
+# tables
+
+
+def table_model_shapes(df: pd.DataFrame) -> pd.DataFrame:
+    """SwiGLU at model shapes (bf16, launched per call): median microseconds per implementation,
+    for 16 (decode) and 8192 (prefill) tokens at each model's FFN hidden size."""
+    d = _elementwise(df)
+    d = d[d["tokens"].isin([16, 8192]) & d["hidden"].isin(list(MODELS))]
+    if d.empty:
+        return pd.DataFrame({"note": ["no measurements"]}, index=pd.Index(["-"], name="shape"))
+    d = d.assign(shape=[f"{MODELS[int(h)]} {int(t)}x{int(h)} {p}"
+                        for t, h, p in zip(d["tokens"], d["hidden"], d["pass"])])
+    order = d.sort_values(["pass", "hidden", "tokens"])["shape"].drop_duplicates()
+    table = d.pivot_table(index="shape", columns="impl", values="us", aggfunc="median")
+    table = table.reindex(index=list(order), columns=[i for i in _impls(d) if i in table.columns])
+    table.index.name = "shape (tokens x hidden, pass)"
+    table.columns.name = None
+    return table.round(1)
+
+
+def table_gemm(df: pd.DataFrame) -> pd.DataFrame:
+    """Gate/up projection with SwiGLU (bf16): median milliseconds and TFLOP/s of the fused
+    epilogue against cuBLAS matmul followed by our or eager's activation."""
+    d = _ok(df)
+    d = d[d["gemm_in"].astype(float) > 0]
+    if d.empty:
+        return pd.DataFrame({"note": ["no measurements"]}, index=pd.Index(["-"], name="shape"))
+    d = d.assign(shape=[f"{GEMM_MODELS.get((int(k), int(n)), 'other')} {int(t)}x{int(k)} to {int(n)}"
+                        for t, k, n in zip(d["tokens"], d["gemm_in"], d["hidden"])])
+    ms = d.pivot_table(index="shape", columns="impl", values="median_ms", aggfunc="median")
+    tf = d.pivot_table(index="shape", columns="impl", values="tflops", aggfunc="median")
+    impls = [i for i in _impls(d) if i in ms.columns]
+    table = pd.concat({"ms": ms[impls].round(3), "TFLOP/s": tf[impls].round(0)}, axis=1)
+    table.columns = [f"{impl} {unit}" for unit, impl in table.columns]
+    if {"gemm_fused", "matmul"} <= set(impls):
+        table["fused speedup"] = (ms["matmul"] / ms["gemm_fused"]).round(2)
+    table.index.name = "shape (tokens x K to N)"
+    return table
+
+
+TABLES = {"swiglu_model_shapes": table_model_shapes, "swiglu_gemm": table_gemm}
+
+
+# ----------------------------------------------------------------------------
+# macros
+
+
+def _fmt(value, digits=1) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)) or pd.isna(value):
+        return "n/a"
+    return f"{value:.{digits}f}"
+
+
+def _range(values: pd.Series, digits=1) -> str:
+    values = values.dropna()
+    if values.empty:
+        return "n/a"
+    lo, hi = _fmt(values.min(), digits), _fmt(values.max(), digits)
+    return lo if lo == hi else f"{lo}--{hi}"
+
+
+def _one(d: pd.DataFrame, col: str, **where) -> float:
+    for key, value in where.items():
+        d = d[d[key].eq(value)]
+    return float(d[col].median()) if not d.empty else float("nan")
+
+
+def _verdict(values: pd.Series, lo: float, hi: float) -> str:
+    values = values.dropna()
+    if values.empty:
+        return "n/a"
+    if values.min() >= lo and values.max() <= hi:
+        return "holds"
+    if values.max() < lo:
+        return "not reached"
+    if values.min() > hi:
+        return "exceeded"
+    return "partly holds"
+
+
+def macros(df: pd.DataFrame) -> dict[str, str]:
+    """Numbers quoted in the text (plain strings; 'n/a' when not measured)."""
+    d = _ok(df)
+    ew = d[d["gemm_in"].astype(float).eq(0) & d["launch"].eq("stream")] if not d.empty else d
+    bf = ew[ew["dtype"].eq("bfloat16")] if not ew.empty else ew
+    fwd = bf[bf["pass"].eq("fwd")] if not bf.empty else bf
+    large = fwd[fwd["numel"] >= LARGE] if not fwd.empty else fwd
+    out = {}
+
+    def col(frame, impl, name):
+        return frame[frame["impl"].eq(impl)][name] if not frame.empty else pd.Series(dtype=float)
+
+    out["SwigluCopyTBps"] = _fmt(col(large, "copy", "gbps").max() / 1e3, 2)
+    out["SwigluTritonFwdPctCopyMin"] = _fmt(col(large, "triton", "pct_copy").min())
+    out["SwigluTritonFwdPctCopyRange"] = _range(col(large, "triton", "pct_copy"))
+    out["SwigluTritonFwdPctPeakRange"] = _range(col(large, "triton", "pct_peak"))
+    out["SwigluSeedFwdPctPeakRange"] = _range(col(large, "seed", "pct_peak"))
+    out["SwigluSeedFwdPctCopyRange"] = _range(col(large, "seed", "pct_copy"))
+    out["SwigluCompileFwdPctCopyRange"] = _range(col(large, "compile", "pct_copy"))
+    out["SwigluSeedSpeedupLargeRange"] = _range(col(large, "seed", "speedup_eager"), 2)
+    out["SwigluTritonSpeedupLargeRange"] = _range(col(large, "triton", "speedup_eager"), 2)
+    out["SwigluTritonSpeedupAllRange"] = _range(col(fwd, "triton", "speedup_eager"), 2)
+    out["SwigluSeedSpeedupAllRange"] = _range(col(fwd, "seed", "speedup_eager"), 2)
+    # Source claims: 2.5-3.5x latency over eager and 85-92 % of peak bandwidth.
+    out["SwigluClaimLatencyVerdict"] = _verdict(col(large, "seed", "speedup_eager"), 2.5, 3.5)
+    out["SwigluClaimBandwidthVerdict"] = _verdict(col(large, "seed", "pct_peak"), 85.0, 92.0)
+    model = bf[bf["tokens"].eq(8192) & bf["hidden"].eq(14336)] if not bf.empty else bf
+    for impl, name in (("eager", "Eager"), ("compile", "Compile"), ("triton", "Triton"), ("liger", "Liger"),
+                       ("seed", "Seed")):
+        out[f"Swiglu{name}FwdUsEightB"] = _fmt(_one(model, "us", impl=impl, **{"pass": "fwd"}))
+        if impl != "seed":  # the source kernel has no backward
+            out[f"Swiglu{name}FwdbwdUsEightB"] = _fmt(_one(model, "us", impl=impl, **{"pass": "fwdbwd"}))
+    out["SwigluTritonFwdbwdSpeedupEightB"] = _fmt(_one(model, "speedup_eager", impl="triton",
+                                                       **{"pass": "fwdbwd"}), 2)
+    out["SwigluCompileSecondsEightB"] = _fmt(_one(model, "compile_s", impl="compile", **{"pass": "fwd"})
+                                             if "compile_s" in model else float("nan"))
+    dec = d[d["dtype"].eq("bfloat16") & d["pass"].eq("fwd") & d["tokens"].eq(16) & d["hidden"].eq(14336)
+            & d["gemm_in"].astype(float).eq(0)] if not d.empty else d
+    out["SwigluDecodeGraphUs"] = _fmt(_one(dec, "us", impl="decode", launch="graph"), 2)
+    out["SwigluDecodeStreamUs"] = _fmt(_one(dec, "us", impl="decode", launch="stream"), 2)
+    out["SwigluDecodeEagerUs"] = _fmt(_one(dec, "us", impl="eager", launch="stream"), 2)
+    out["SwigluDecodeEagerGraphUs"] = _fmt(_one(dec, "us", impl="eager", launch="graph"), 2)
+    out["SwigluDecodeTritonUs"] = _fmt(_one(dec, "us", impl="triton", launch="stream"), 2)
+    gemm = d[d["gemm_in"].astype(float) > 0] if not d.empty else d
+    for (k, n), name in (((4096, 14336), "EightB"), ((8192, 28672), "SeventyB")):
+        g = gemm[gemm["gemm_in"].eq(k) & gemm["hidden"].eq(n)] if not gemm.empty else gemm
+        fused, unfused = _one(g, "median_ms", impl="gemm_fused"), _one(g, "median_ms", impl="matmul")
+        out[f"SwigluGemmFusedSpeedup{name}"] = _fmt(unfused / fused, 2)
+        out[f"SwigluGemmFusedTflops{name}"] = _fmt(_one(g, "tflops", impl="gemm_fused"), 0)
+        out[f"SwigluGemmMatmulTflops{name}"] = _fmt(_one(g, "tflops", impl="matmul"), 0)
+    return out

@@ -1,0 +1,293 @@
+"""The SwiGLU sweep: every tier, forward and backward, decode to prefill.
+
+Implementations (``impl``):
+
+``eager``       ``F.silu(gate) * up`` (two kernels, one intermediate); on
+                ``gemm`` rows cuBLAS ``x @ W`` then the eager activation.
+``compile``     ``torch.compile(mode="max-autotune")`` of the eager formula
+                (CUDA graphs on); ``compile_no_cudagraphs``: mode
+                ``max-autotune-no-cudagraphs``. One fresh compile per case
+                (``torch._dynamo.reset``, ``dynamic=False``); ``compile_s``
+                (first call, cold: inductor caches disabled) and
+                ``recompiles`` go in the row. On the CPU both use mode ``default`` (``compile_mode``).
+``triton``      ours, autotuned (:mod:`kernels.swiglu.elementwise`).
+``decode``      ours with a fixed config and no autotuner dispatch
+                (:func:`~kernels.swiglu.elementwise.swiglu_decode`).
+``seed``        the source's kernel as published (stores fp16).
+``liger``       Liger-Kernel's ``LigerSiLUMulFunction`` (absent -> unsupported).
+``gemm_fused``  SwiGLU in the matmul epilogue (:mod:`kernels.swiglu.gemm`).
+``matmul``      cuBLAS ``x @ [W_gate | W_up]`` + our Triton activation on
+                the strided halves: the baseline of ``gemm_fused``.
+``copy``        ``dst.copy_(src)`` moving the same bytes as the case's pass:
+                the bandwidth line of the same run.
+
+Row fields: ``series`` (grid|flat|decode|spot|gemm, the config group),
+``launch`` (``stream``: launched each repetition, timed by ``do_bench``
+with L2 flushed; ``graph``: replayed from a CUDA graph by
+``do_bench_cudagraph``, inputs stay in L2 — compare graph rows only with
+graph rows), and the shape fields:
+
+``tokens``   rows of ``gate``/``up`` (``x`` rows for gemm rows);
+``hidden``   columns (the FFN hidden size; ``N`` of the gemm);
+``numel``    ``tokens * hidden`` elements of ``gate`` (= of the output);
+``gemm_in``  model dimension ``K`` of ``x @ W`` on gemm rows, 0 otherwise.
+
+Flat sizes (``series: flat``) are ``numel = 2**k`` laid out as
+``[2**k / hidden, hidden]`` with one fixed ``hidden`` from the config.
+
+Minimum bytes (``s`` = element size, ``n = numel``): fwd ``3 n s`` (gate,
+up read; out written), bwd ``5 n s`` (d_out, gate, up read; d_gate, d_up
+written), fwdbwd ``8 n s``; gemm ``(tokens*gemm_in + gemm_in*2*hidden +
+tokens*hidden) s``. FLOPs: 0 for the elementwise op (bandwidth-bound);
+``2 * tokens * gemm_in * 2 * hidden`` for the gemm (activation not counted).
+
+Checks: every output against the fp32 reference (:mod:`kernels.swiglu.reference`)
+on the same seeded inputs, RMSE/RMS below ``TOL[dtype]``; the seed's fp16
+output is upcast for the comparison and its dtype recorded (``out_dtype``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from contextlib import nullcontext
+
+import torch
+
+from kernels import harness
+from kernels.swiglu.reference import swiglu_backward_reference, swiglu_eager, swiglu_reference
+
+STUDY = "swiglu"
+SHAPE_FIELDS = ("tokens", "hidden", "numel", "gemm_in")
+IMPLS = ("eager", "compile", "compile_no_cudagraphs", "triton", "decode", "seed", "liger",
+         "gemm_fused", "matmul", "copy")
+#: Implementations with a forward only (other passes are skipped by cases()).
+FWD_ONLY = frozenset({"seed", "decode", "gemm_fused", "matmul"})
+#: Implementations measured with ``launch: graph`` (others skip graph launches).
+GRAPH_IMPLS = frozenset({"eager", "decode"})
+#: Implementations of gemm rows (gemm_in > 0), and those only of gemm rows.
+GEMM_IMPLS = frozenset({"gemm_fused", "matmul", "eager"})
+GEMM_ONLY = frozenset({"gemm_fused", "matmul"})
+COMPILE_MODES = {"compile": "max-autotune", "compile_no_cudagraphs": "max-autotune-no-cudagraphs"}
+#: RMSE/RMS tolerance per dtype (a few units of the dtype's rounding).
+TOL = {"bfloat16": 1e-2, "float16": 2e-3, "float32": 1e-5}
+#: Tensors moved per element by each pass (reads + writes).
+TENSORS_PER_PASS = {"fwd": 3, "bwd": 5, "fwdbwd": 8}
+SEED = 0
+
+
+# ----------------------------------------------------------------------------
+# cases
+
+
+def _shapes(group: dict) -> list[dict]:
+    if "shapes" in group:
+        return [{"tokens": s["tokens"], "hidden": s["hidden"], "numel": s["tokens"] * s["hidden"],
+                 "gemm_in": s.get("gemm_in", 0)} for s in group["shapes"]]
+    out = []
+    for hidden in group["hidden"]:
+        if "numel_log2" in group:
+            for k in group["numel_log2"]:
+                if (2**k) % hidden:
+                    raise ValueError(f"swiglu config: 2**{k} elements is not a whole number of rows of {hidden}")
+                out.append({"tokens": 2**k // hidden, "hidden": hidden, "numel": 2**k, "gemm_in": 0})
+        else:
+            out += [{"tokens": t, "hidden": hidden, "numel": t * hidden, "gemm_in": 0} for t in group["tokens"]]
+    return out
+
+
+def cases(sweep: dict, impl: str) -> list[dict]:
+    """The cases of ``impl``: the union of the config groups listing it.
+
+    Each group (``sweep["groups"]``) crosses its ``dtypes``, ``passes``,
+    shapes and ``launch`` modes; passes other than fwd are skipped for
+    :data:`FWD_ONLY` impls and graph launches for impls outside
+    :data:`GRAPH_IMPLS`. A case repeated by two groups is kept once.
+
+    Raises:
+        ValueError: unknown impl, a gemm-only impl in a group without
+            ``gemm_in`` shapes, or a flat size that is not whole rows.
+    """
+    if impl not in IMPLS:
+        raise ValueError(f"unknown swiglu impl {impl!r}; known: {', '.join(IMPLS)}")
+    out, seen = [], set()
+    for group in sweep["groups"]:
+        if impl not in group["impls"]:
+            continue
+        for shape in _shapes(group):
+            is_gemm = shape["gemm_in"] > 0
+            if (is_gemm and impl not in GEMM_IMPLS) or (not is_gemm and impl in GEMM_ONLY):
+                raise ValueError(f"swiglu config: impl {impl!r} in series {group['series']!r} "
+                                 f"{'cannot run' if is_gemm else 'needs'} gemm_in shapes")
+            for dtype in group["dtypes"]:
+                for p in group["passes"]:
+                    if p != "fwd" and (impl in FWD_ONLY or shape["gemm_in"]):
+                        continue
+                    for launch in group.get("launch", ["stream"]):
+                        if launch == "graph" and impl not in GRAPH_IMPLS:
+                            continue
+                        case = {"series": group["series"], "pass": p, "dtype": dtype, "launch": launch, **shape}
+                        key = tuple(v for k, v in sorted(case.items()) if k != "series")
+                        if key not in seen:
+                            seen.add(key)
+                            out.append(case)
+    return out
+
+
+# ----------------------------------------------------------------------------
+# implementations
+
+
+def _forward_fn(impl: str, device: torch.device):
+    """The forward callable of an elementwise impl, plus extra row fields."""
+    if impl == "eager":
+        return swiglu_eager, {}
+    if impl == "triton":
+        from kernels.swiglu.elementwise import swiglu_forward
+        return swiglu_forward, {}
+    if impl == "decode":
+        from kernels.swiglu.elementwise import swiglu_decode
+        return swiglu_decode, {}
+    if impl == "seed":
+        from kernels.swiglu.seed import seed_swiglu
+        return seed_swiglu, {}
+    if impl == "liger":
+        from liger_kernel.ops.swiglu import LigerSiLUMulFunction  # ImportError -> unsupported
+        return LigerSiLUMulFunction.apply, {}
+    if impl in COMPILE_MODES:
+        mode = COMPILE_MODES[impl] if device.type == "cuda" else "default"
+        torch._dynamo.reset()
+        compiled = torch.compile(swiglu_eager, mode=mode, dynamic=False, fullgraph=True)
+        if mode == "max-autotune":  # CUDA-graph trees: mark each call as a new step
+            def fn(gate, up):
+                torch.compiler.cudagraph_mark_step_begin()
+                return compiled(gate, up)
+            return fn, {"compile_mode": mode}
+        return compiled, {"compile_mode": mode}
+    raise harness.Unsupported(f"impl {impl!r} has no elementwise forward")
+
+
+def _tuned_config(impl: str) -> str | None:
+    """'BLOCK_SIZE/num_warps' the autotuner chose for the last triton launches."""
+    if impl != "triton":
+        return None
+    from kernels.swiglu import elementwise as ew
+    picks = []
+    for name, tuned in (("fwd", ew._FWD_TUNED), ("bwd", ew._BWD_TUNED)):
+        cfg = getattr(tuned, "best_config", None)
+        if cfg is not None:
+            picks.append(f"{name} {cfg.kwargs['BLOCK_SIZE']}/{cfg.num_warps}")
+    return "; ".join(picks) or None
+
+
+def _randn(shape, dtype, device, gen, scale=1.0):
+    return (torch.randn(shape, generator=gen, device=device, dtype=torch.float32) * scale).to(dtype)
+
+
+def _prepare_copy(case: dict, dtype, device) -> harness.Prepared:
+    size = torch.empty((), dtype=dtype).element_size()
+    n_copy = math.ceil(TENSORS_PER_PASS[case["pass"]] * case["numel"] / 2)
+    gen = torch.Generator(device=device).manual_seed(SEED)
+    src = _randn((n_copy,), dtype, device, gen)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    err = harness.check_close("copy", dst, src, 0.0)
+    return harness.Prepared(fn=lambda: dst.copy_(src), bytes=2 * n_copy * size, flops=0,
+                            extra={"rel_err": err, "out_dtype": str(dst.dtype).replace("torch.", "")})
+
+
+def _prepare_gemm(impl: str, case: dict, dtype, device) -> harness.Prepared:
+    from kernels.swiglu.gemm import swiglu_gemm, swiglu_matmul
+
+    m, k, n = case["tokens"], case["gemm_in"], case["hidden"]
+    gen = torch.Generator(device=device).manual_seed(SEED)
+    x = _randn((m, k), dtype, device, gen)
+    w = _randn((k, 2 * n), dtype, device, gen, scale=k ** -0.5)
+    w_gate, w_up = w.chunk(2, dim=-1)
+    fns = {"gemm_fused": lambda: swiglu_gemm(x, w_gate, w_up),
+           "matmul": lambda: swiglu_matmul(x, w),
+           "eager": lambda: swiglu_eager(*(x @ w).chunk(2, dim=-1))}
+    if impl not in fns:
+        raise harness.Unsupported(f"impl {impl!r} has no gemm variant")
+    fn = fns[impl]
+    out = fn()
+    ref = swiglu_reference(*(x.float() @ w.float()).chunk(2, dim=-1))
+    err = harness.check_close(f"{impl} gemm out", out, ref, TOL[case["dtype"]])
+    size = x.element_size()
+    return harness.Prepared(fn=fn, bytes=(m * k + k * 2 * n + m * n) * size, flops=2 * m * k * 2 * n,
+                            extra={"rel_err": err, "out_dtype": str(out.dtype).replace("torch.", "")})
+
+
+def _first_call(impl: str, p: str, forward, gate, up, d_out):
+    """Run one pass of an elementwise impl; return (call to time, {output name: tensor}).
+
+    fwd: ``forward(gate, up)``. bwd: our Triton backward kernel, or autograd
+    of ``forward`` on one retained graph (the backward alone). fwdbwd:
+    forward and autograd backward per call. Gradients come from
+    ``torch.autograd.grad`` (no accumulation into ``.grad``).
+    """
+    if p == "fwd":
+        return (lambda: forward(gate, up)), {"out": forward(gate, up)}
+    if impl == "triton":
+        from kernels.swiglu.elementwise import swiglu, swiglu_backward
+        if p == "bwd":
+            d_gate, d_up = swiglu_backward(d_out, gate, up)
+            return (lambda: swiglu_backward(d_out, gate, up)), {"d_gate": d_gate, "d_up": d_up}
+        forward = swiglu
+    gate.requires_grad_(True)
+    up.requires_grad_(True)
+    out = forward(gate, up)
+    if p == "bwd":
+        d_gate, d_up = torch.autograd.grad(out, (gate, up), d_out, retain_graph=True)
+        return (lambda: torch.autograd.grad(out, (gate, up), d_out, retain_graph=True)), \
+            {"d_gate": d_gate, "d_up": d_up}
+    d_gate, d_up = torch.autograd.grad(out, (gate, up), d_out)
+    return (lambda: torch.autograd.grad(forward(gate, up), (gate, up), d_out)), \
+        {"out": out, "d_gate": d_gate, "d_up": d_up}
+
+
+def prepare(impl: str, case: dict, device: torch.device) -> harness.Prepared:
+    """Build seeded inputs on ``device``, run ``impl`` once, check it, return the call to time.
+
+    Raises:
+        harness.Unsupported: graph launch off CUDA; an impl without this
+            pass or series; Liger not installed (ImportError).
+        harness.Mismatch: output or gradients beyond ``TOL[dtype]``.
+    """
+    dtype = getattr(torch, case["dtype"])
+    if case["launch"] == "graph" and device.type != "cuda":
+        raise harness.Unsupported("CUDA-graph replay needs a CUDA device")
+    if case["gemm_in"]:
+        return _prepare_gemm(impl, case, dtype, device)
+    if impl == "copy":
+        return _prepare_copy(case, dtype, device)
+    p, tol = case["pass"], TOL[case["dtype"]]
+    if p != "fwd" and impl in FWD_ONLY:
+        raise harness.Unsupported(f"impl {impl!r} has no backward")
+    shape = (case["tokens"], case["hidden"])
+    gen = torch.Generator(device=device).manual_seed(SEED)
+    gate, up = _randn(shape, dtype, device, gen), _randn(shape, dtype, device, gen)
+    n_bytes = TENSORS_PER_PASS[p] * gate.numel() * gate.element_size()
+    forward, extra = _forward_fn(impl, device)
+
+    d_out = _randn(shape, dtype, device, gen) if p != "fwd" else None
+    refs = {"out": swiglu_reference(gate, up)} if p != "bwd" else {}
+    if d_out is not None:  # before Liger's backward overwrites gate/up with the gradients
+        refs["d_gate"], refs["d_up"] = swiglu_backward_reference(d_out, gate, up)
+    # compile_s is a cold compile: no inductor cache from an earlier case or run.
+    cold = torch._inductor.config.patch(force_disable_caches=True) if impl in COMPILE_MODES else nullcontext()
+    with cold:
+        t0 = time.perf_counter()
+        fn, results = _first_call(impl, p, forward, gate, up, d_out)
+        setup = time.perf_counter() - t0
+    err = max(harness.check_close(f"{impl} {name} ({results[name].dtype})", results[name], ref, tol)
+              for name, ref in refs.items())
+    out = results.get("out", results.get("d_gate"))
+    extra.update(rel_err=err, out_dtype=str(out.dtype).replace("torch.", ""))
+    if impl in COMPILE_MODES:
+        from torch._dynamo.utils import counters
+        fn()  # a second call: a guard failure here would show as a recompile
+        extra.update(compile_s=round(setup, 3), recompiles=max(0, counters["stats"]["unique_graphs"] - 1))
+    if (cfg := _tuned_config(impl)) is not None:
+        extra["tuned"] = cfg
+    return harness.Prepared(fn=fn, bytes=n_bytes, flops=0, extra=extra, cuda_graph=case["launch"] == "graph")

@@ -1,0 +1,103 @@
+"""The SwiGLU report on a small synthetic tidy table: derive, every figure, table and macro."""
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+
+from kernels.swiglu import report
+
+
+def _row(impl, p, numel, us, tokens=None, hidden=8192, series="flat", launch="stream", gemm_in=0,
+         status="ok", dtype="bfloat16", flops=0):
+    tokens = tokens or numel // hidden
+    per_pass = {"fwd": 3, "bwd": 5, "fwdbwd": 8}[p]
+    nbytes = per_pass * numel * 2 if not gemm_in else (tokens * gemm_in + gemm_in * 2 * hidden + numel) * 2
+    ms = us / 1e3 if status == "ok" else np.nan
+    return dict(study="swiglu", impl=impl, **{"pass": p}, dtype=dtype, series=series, launch=launch,
+                tokens=tokens, hidden=hidden, numel=numel, gemm_in=gemm_in, status=status,
+                error=None if status == "ok" else "x", median_ms=ms, q10_ms=ms, q90_ms=ms, n_reps=10,
+                bytes=nbytes, flops=flops, gbps=nbytes / (ms / 1e3) / 1e9, tflops=flops / (ms / 1e3) / 1e12,
+                gpu="h200", rel_err=1e-3, compile_s=9.5 if impl.startswith("compile") else np.nan)
+
+
+@pytest.fixture
+def tidy():
+    rows = []
+    for k in (20, 26, 30):
+        n = 2**k
+        copy_us = 6 * n / 4.27e3 / 1e3  # 4.27 TB/s at 6 B/element
+        for impl, f in (("copy", 1.0), ("eager", 1.7), ("triton", 1.03), ("seed", 1.05), ("liger", 1.04)):
+            rows.append(_row(impl, "fwd", n, copy_us * f))
+        for p, scale in (("bwd", 5 / 3), ("fwdbwd", 8 / 3)):
+            for impl, f in (("copy", 1.0), ("eager", 1.9), ("triton", 1.05)):
+                rows.append(_row(impl, p, n, copy_us * scale * f))
+    rows.append(_row("liger", "bwd", 2**26, np.nan, status="unsupported"))
+    for p in ("fwd", "fwdbwd"):  # model shapes
+        for impl, us in (("eager", 286.0), ("compile", 167.0), ("triton", 168.0)):
+            rows.append(_row(impl, p, 8192 * 14336, us * (2.7 if p == "fwdbwd" else 1), tokens=8192,
+                             hidden=14336, series="grid"))
+    for t in (1, 16, 64):  # decode
+        for impl, launch, us in (("eager", "stream", 8.6), ("eager", "graph", 4.0), ("decode", "graph", 2.5),
+                                 ("decode", "stream", 9.0), ("triton", "stream", 18.4)):
+            rows.append(_row(impl, "fwd", t * 14336, us, tokens=t, hidden=14336, series="decode", launch=launch))
+    for (k, n), (mf, mm) in {(4096, 14336): (2.9, 3.1), (8192, 28672): (11.0, 11.6)}.items():
+        flops = 2 * 8192 * k * 2 * n
+        for impl, ms in (("gemm_fused", mf), ("matmul", mm), ("eager", mm + 0.2)):
+            rows.append(_row(impl, "fwd", 8192 * n, ms * 1e3, tokens=8192, hidden=n, gemm_in=k, series="gemm",
+                             flops=flops))
+    return pd.DataFrame(rows)
+
+
+def test_derive_adds_metrics(tidy):
+    df = report.derive(tidy)
+    for col in ("us", "q10_us", "q90_us", "pct_copy", "pct_peak", "speedup_eager"):
+        assert col in df
+    assert len(df) == len(tidy)
+    row = df[(df["impl"] == "triton") & (df["pass"] == "fwd") & (df["numel"] == 2**26)].iloc[0]
+    assert row["pct_copy"] == pytest.approx(100 / 1.03)
+    assert row["speedup_eager"] == pytest.approx(1.7 / 1.03)
+    assert row["pct_peak"] == pytest.approx(100 * 4270 / 1.03 / 4800, rel=1e-3)
+    assert df[df["gemm_in"] > 0]["pct_copy"].isna().all()
+    # derive is idempotent (the tidy CSV is derived already when figures read it)
+    again = report.derive(df)
+    assert np.allclose(again["speedup_eager"].fillna(-1), df["speedup_eager"].fillna(-1))
+
+
+@pytest.mark.parametrize("name", sorted(report.FIGURES))
+@pytest.mark.parametrize("subset", ["full", "cpu_partial", "empty"])
+def test_figures_draw(tidy, name, subset):
+    df = report.derive(tidy)
+    if subset == "cpu_partial":
+        df = df[df["impl"].isin(["eager", "triton"]) & (df["pass"] == "fwd")].assign(gpu="cpu")
+    elif subset == "empty":
+        df = df.iloc[0:0]
+    fig = report.FIGURES[name](df)
+    assert isinstance(fig, matplotlib.figure.Figure)
+    matplotlib.pyplot.close(fig)
+
+
+def test_tables(tidy):
+    df = report.derive(tidy)
+    shapes = report.TABLES["swiglu_model_shapes"](df)
+    assert list(shapes.columns) == ["eager", "compile", "triton", "decode"]
+    assert shapes.loc["Llama-3-8B 16x14336 fwd", "decode"] == 9.0
+    assert shapes.loc["Llama-3-8B 8192x14336 fwd", "eager"] == 286.0
+    gemm = report.TABLES["swiglu_gemm"](df)
+    assert gemm.loc["Llama-3-8B 8192x4096 to 14336", "fused speedup"] == pytest.approx(3.1 / 2.9, abs=0.01)
+    assert "gemm_fused TFLOP/s" in gemm.columns
+    for table in (report.TABLES[n](df.iloc[0:0]) for n in report.TABLES):
+        assert len(table) == 1  # a "no measurements" note, not a crash
+
+
+def test_macros(tidy):
+    m = report.macros(report.derive(tidy))
+    assert all(name.isalpha() and name.startswith("Swiglu") for name in m)
+    assert m["SwigluTritonFwdPctCopyMin"] == f"{100 / 1.03:.1f}"
+    assert m["SwigluClaimLatencyVerdict"] == "not reached"  # 1.7/1.05 < 2.5
+    assert m["SwigluTritonFwdbwdSpeedupEightB"] == f"{286 / 168:.2f}"
+    assert m["SwigluDecodeGraphUs"] == "2.50" and m["SwigluDecodeEagerUs"] == "8.60"
+    assert m["SwigluGemmFusedSpeedupEightB"] == f"{3.1 / 2.9:.2f}"
+    assert m["SwigluCompileSecondsEightB"] == "9.5"
+    empty = report.macros(tidy.iloc[0:0])
+    assert set(empty) == set(m) and set(empty.values()) == {"n/a"}

@@ -1,0 +1,128 @@
+"""The SwiGLU sweep: config against its schema, cases, and prepare() on the CPU."""
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import torch
+import yaml
+
+from kernels import harness
+from kernels.swiglu import study
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = yaml.safe_load((ROOT / "config/studies/swiglu.yaml").read_text())["swiglu"]
+SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/swiglu.schema.yaml").read_text())
+
+
+def test_config_matches_schema():
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    jsonschema.Draft202012Validator(SCHEMA).validate(CONFIG)
+    bad = json.loads(json.dumps(CONFIG))
+    bad["smoke"]["groups"][0]["tokens"] = [1]
+    bad["smoke"]["groups"][0]["numel_log2"] = [12]  # two shape specs in one group
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(SCHEMA).validate(bad)
+    assert set(SCHEMA["$defs"]["impl"]["enum"]) == set(study.IMPLS)
+
+
+@pytest.mark.parametrize("run", ["sweep", "smoke"])
+def test_cases_cover_every_impl(run):
+    sweep = CONFIG[run]
+    total = 0
+    for impl in sweep["impls"]:
+        cases = study.cases(sweep, impl)
+        assert cases, impl
+        total += len(cases)
+        for case in cases:
+            assert set(study.SHAPE_FIELDS) <= set(case)
+            assert case["numel"] == case["tokens"] * case["hidden"]
+            assert all(isinstance(v, (int, str)) for v in case.values())
+            if impl in study.FWD_ONLY:
+                assert case["pass"] == "fwd"
+            if case["launch"] == "graph":
+                assert impl in study.GRAPH_IMPLS
+            assert (case["gemm_in"] > 0) <= (impl in study.GEMM_IMPLS)
+        keys = [tuple(sorted((k, v) for k, v in c.items() if k != "series")) for c in cases]
+        assert len(keys) == len(set(keys)), "duplicate cases"
+    assert total < (400 if run == "sweep" else 80)
+
+
+def test_flat_sizes_and_errors():
+    sweep = {"groups": [{"series": "flat", "impls": ["triton"], "dtypes": ["bfloat16"], "passes": ["fwd"],
+                         "numel_log2": [16, 30], "hidden": [8192]}]}
+    cases = study.cases(sweep, "triton")
+    assert [(c["tokens"], c["numel"]) for c in cases] == [(8, 2**16), (2**17, 2**30)]
+    with pytest.raises(ValueError, match="unknown swiglu impl 'nope'"):
+        study.cases(sweep, "nope")
+    sweep["groups"][0]["hidden"] = [14336]
+    with pytest.raises(ValueError, match="is not a whole number of rows of 14336"):
+        study.cases(sweep, "triton")
+    sweep["groups"][0].update(hidden=[8192], impls=["gemm_fused"])
+    with pytest.raises(ValueError, match="impl 'gemm_fused' in series 'flat' needs gemm_in shapes"):
+        study.cases(sweep, "gemm_fused")
+
+
+def _case(p="fwd", dtype="bfloat16", tokens=4, hidden=96, launch="stream", gemm_in=0):
+    return {"series": "grid", "pass": p, "dtype": dtype, "launch": launch, "tokens": tokens, "hidden": hidden,
+            "numel": tokens * hidden, "gemm_in": gemm_in}
+
+
+@pytest.mark.parametrize("impl", ["eager", "triton", "liger"])
+@pytest.mark.parametrize("p", ["fwd", "bwd", "fwdbwd"])
+def test_prepare_elementwise(impl, p, device):
+    if impl == "liger":
+        pytest.importorskip("liger_kernel")
+    prepared = study.prepare(impl, _case(p), device)
+    assert prepared.bytes == study.TENSORS_PER_PASS[p] * 4 * 96 * 2
+    assert prepared.flops == 0 and prepared.extra["rel_err"] < study.TOL["bfloat16"]
+    prepared.fn()
+
+
+def test_prepare_copy_moves_the_same_bytes(device):
+    for p in ("fwd", "bwd", "fwdbwd"):
+        prepared = study.prepare("copy", _case(p, tokens=5, hidden=97), device)
+        assert abs(prepared.bytes - study.TENSORS_PER_PASS[p] * 5 * 97 * 2) <= 2
+        assert prepared.extra["rel_err"] == 0.0
+
+
+def test_prepare_seed_float32_is_wrong_and_bf16_is_checked_upcast(device):
+    with pytest.raises(harness.Mismatch, match=r"seed out \(torch.float16\)"):
+        study.prepare("seed", _case(dtype="float32"), device)
+    assert study.prepare("seed", _case(), device).extra["out_dtype"] == "float16"
+
+
+@pytest.mark.parametrize("impl", ["gemm_fused", "matmul", "eager"])
+def test_prepare_gemm(impl, device):
+    prepared = study.prepare(impl, _case(tokens=40, hidden=48, gemm_in=64), device)
+    assert prepared.flops == 2 * 40 * 64 * 2 * 48
+    assert prepared.bytes == (40 * 64 + 64 * 96 + 40 * 48) * 2
+    assert prepared.extra["rel_err"] < 1e-2
+
+
+def test_prepare_refuses_what_cannot_run(device):
+    if device.type == "cpu":
+        with pytest.raises(harness.Unsupported, match="CUDA-graph replay needs a CUDA device"):
+            study.prepare("decode", _case(launch="graph"), device)
+    with pytest.raises(harness.Unsupported, match="has no backward"):
+        study.prepare("seed", _case("bwd"), device)
+
+
+def test_compile_records_compile_time_and_recompiles(device):
+    prepared = study.prepare("compile_no_cudagraphs", _case(), device)
+    assert prepared.extra["compile_s"] > 0 and prepared.extra["recompiles"] == 0
+    assert prepared.extra["compile_mode"] == ("default" if device.type == "cpu" else "max-autotune-no-cudagraphs")
+
+
+def test_run_job_writes_rows(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARTIFACT_TMPDIR", str(tmp_path / "tmp"))
+    sweep = {"groups": [{"series": "decode", "impls": ["decode", "triton"], "dtypes": ["float16"],
+                         "passes": ["fwd", "bwd"], "tokens": [2], "hidden": [64], "launch": ["stream", "graph"]}]}
+    rows = harness.run_job("swiglu", "decode", sweep, tmp_path / "decode.jsonl",
+                           dict(warmup_ms=1, rep_ms=5, min_reps=3, max_reps=20, cpu_reps=2))
+    assert [r["launch"] for r in rows] == ["stream", "graph"]
+    assert rows[0]["status"] == "ok" and rows[0]["bytes"] == 3 * 2 * 64 * 2
+    expected = "ok" if torch.cuda.is_available() else "unsupported"
+    assert rows[1]["status"] == expected
+    assert len(harness.read_jsonl(tmp_path / "decode.jsonl")) == 2
