@@ -1,0 +1,94 @@
+"""The FlexAttention report on a small synthetic tidy table: derive, every figure, table and macro."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+
+from kernels.flex import report
+
+BASE = dict(gpu="h200", dtype="bfloat16", heads=16, kv_heads=16, head_dim=128, seed=0, status="ok", error=None,
+            doc_dist="none", window=0, documents=1, prefix=0, score_mod="none", recompiles=0, compile_s=0.01)
+
+
+def _row(impl, pas, batch, seqlen, mask, ms, density_blocks, **kw):
+    flops = 4 * batch * 16 * seqlen**2 * 128 * density_blocks * 0.95
+    row = dict(BASE, impl=impl, **{"pass": pas}, batch=batch, seqlen=seqlen, mask=mask, median_ms=ms,
+               density_blocks=density_blocks, density_elements=density_blocks * 0.95, flops=flops,
+               flops_blocks=flops / 0.95, peak_mem_bytes=int(seqlen * 1e5 * (10 if impl == "naive" else 1)),
+               mask_build_ms=0.1)
+    row.update(kw)
+    return row
+
+
+def _table():
+    rows = []
+    for pas, f in (("fwd", 1.0), ("fwdbwd", 3.5)):
+        for batch, n in ((16, 2048), (4, 8192), (1, 32768)):
+            causal_ms = f * n / 1000
+            rows += [_row("flex", pas, batch, n, "causal", causal_ms, 0.5, recompiles=2, compile_s=4.0),
+                     _row("sdpa_flash", pas, batch, n, "causal", causal_ms * 1.2, 0.5),
+                     _row("sdpa_cudnn", pas, batch, n, "causal", causal_ms * 0.8, 0.5),
+                     _row("sdpa_efficient", pas, batch, n, "causal", np.nan, 0.5, status="unsupported",
+                          error="no kernel")]
+            rows.append(_row("naive", pas, batch, n, "causal", causal_ms * 5, 0.5) if n < 32768 else
+                        _row("naive", pas, batch, n, "causal", np.nan, 0.5, status="oom", error="OOM"))
+            rows.append(_row("flex", pas, batch, n, "window", causal_ms / 4, 0.1, window=1024))
+            rows.append(_row("flex", pas, batch, n, "document", causal_ms / 3, 0.125, documents=8,
+                             doc_dist="uniform"))
+        for mod, slow in (("alibi", 1.1), ("softcap", 1.9), ("softcap_sigmoid", 1.3), ("alibi_softcap", 2.2)):
+            rows.append(_row("flex", pas, 4, 8192, "causal", f * 8.192 * slow, 0.5, score_mod=mod))
+    df = pd.DataFrame(rows)
+    seconds = df["median_ms"] / 1e3
+    df["tflops"] = df["flops"] / seconds / 1e12
+    df["gbps"] = np.nan
+    return df
+
+
+@pytest.fixture(scope="module")
+def derived():
+    return report.derive(_table())
+
+
+def test_derive(derived):
+    w = derived[(derived["mask"] == "window") & (derived["seqlen"] == 8192) & (derived["pass"] == "fwd")].iloc[0]
+    assert w["speedup_vs_causal"] == pytest.approx(4.0)
+    assert w["ideal_ratio"] == pytest.approx(5.0)
+    assert w["pct_of_ideal"] == pytest.approx(80.0)
+    assert w["speedup_vs_flash"] == pytest.approx(4.8) and w["speedup_vs_cudnn"] == pytest.approx(3.2)
+    assert w["tflops_blocks"] == pytest.approx(w["tflops_elements"] / 0.95)
+    s = derived[(derived["score_mod"] == "softcap") & (derived["pass"] == "fwd")].iloc[0]
+    assert s["slowdown_vs_plain"] == pytest.approx(1.9)
+    assert derived.loc[derived["status"] != "ok", "speedup_vs_causal"].isna().all()
+
+
+@pytest.mark.parametrize("name", sorted(report.FIGURES))
+@pytest.mark.parametrize("subset", ["all", "cpu_smoke", "empty"])
+def test_figures_draw_partial_data(derived, name, subset):
+    df = {"all": derived, "cpu_smoke": derived[derived["impl"].isin(["naive"])].assign(gpu="cpu", seqlen=200),
+          "empty": derived.iloc[0:0]}[subset]
+    fig = report.FIGURES[name](df)
+    assert fig.axes
+    plt.close(fig)
+
+
+def test_tables(derived):
+    summary = report.TABLES["flex_summary"](derived)
+    assert {"tiles %", "vs causal", "ideal", "% ideal", "vs FA2", "vs cuDNN"} <= set(summary.columns)
+    assert len(summary) == 2 * 2 * 3  # 2 passes x 2 seqlens >= 8K x (causal, window, document)
+    dense = report.TABLES["flex_dense"](derived)
+    assert {"flex", "sdpa_flash", "sdpa_cudnn", "naive"} <= set(dense.columns)
+    mods = report.TABLES["flex_score_mods"](derived)
+    assert set(mods["score_mod"]) == {"alibi", "softcap", "softcap_sigmoid", "alibi_softcap"}
+    for name, fn in report.TABLES.items():
+        assert fn(derived.iloc[0:0]).empty, name
+
+
+def test_macros(derived):
+    m = report.macros(derived)
+    assert all(k.startswith("Flex") and k.isalpha() for k in m)
+    assert m["FlexFwdCausalVsFlash"] == "1.20" and m["FlexFwdSoftcapSlowdown"] == "1.90"
+    assert m["FlexWindowFwdTargetMet"] == "2 of 2" and m["FlexNaiveMaxSeqlen"] == "8192"
+    assert m["FlexNaiveMemOverFlex"] == "10.0"
+    empty = report.macros(derived.iloc[0:0])
+    assert set(empty) == set(m) and set(empty.values()) <= {"n/a"}

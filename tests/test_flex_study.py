@@ -1,0 +1,121 @@
+"""The FlexAttention sweep: case expansion, counting formulas, config schema, prepare()."""
+
+from pathlib import Path
+
+import jsonschema
+import pytest
+import torch
+import yaml
+
+from kernels import harness
+from kernels.flex import density, study
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = yaml.safe_load((ROOT / "config/studies/flex.yaml").read_text())["flex"]
+SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/flex.schema.yaml").read_text())
+
+SWEEP = {"impls": list(study.IMPLS), "seed": 0, "groups": [
+    {"name": "a", "impls": ["flex", "naive"], "dtypes": ["bfloat16"], "shapes": [[2, 1024], [1, 2048]],
+     "heads": [[8, 2]], "head_dims": [64], "passes": ["fwd", "fwdbwd"],
+     "masks": [{"mask": "causal"}, {"mask": "window", "window": [128, 256]},
+               {"mask": "document", "documents": 4, "doc_dist": ["uniform", "heavy"]},
+               {"mask": "prefix", "prefix": 100, "score_mod": ["none", "softcap"]}]},
+    {"name": "b", "impls": ["flex"], "dense": False, "dtypes": ["float16"], "shapes": [[1, 1000]],
+     "heads": [[4, 4]], "head_dims": [64], "passes": ["fwd"], "masks": [{"mask": "causal"}]},
+    {"name": "dup", "impls": ["flex"], "dtypes": ["bfloat16"], "shapes": [[2, 1024]], "heads": [[8, 2]],
+     "head_dims": [64], "passes": ["fwd"], "masks": [{"mask": "causal"}]},
+]}
+
+
+@pytest.mark.parametrize("run", ["sweep", "smoke"])
+def test_config_matches_schema(run):
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    jsonschema.Draft202012Validator(SCHEMA).validate(CONFIG)
+    for impl in CONFIG[run]["impls"]:
+        assert study.cases(CONFIG[run], impl), impl
+
+
+def test_schema_rejects_unknown_keys_and_impls():
+    bad = yaml.safe_load(yaml.safe_dump(CONFIG))
+    bad["sweep"]["groups"][0]["masks"][0]["windw"] = 3
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(SCHEMA).validate(bad)
+    bad = yaml.safe_load(yaml.safe_dump(CONFIG))
+    bad["sweep"]["impls"].append("flash3")
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(SCHEMA).validate(bad)
+
+
+def test_cases_expand_and_deduplicate():
+    flex = study.cases(SWEEP, "flex")
+    # group a: 2 shapes x 2 passes x (1 + 2 + 2 + 2) points; group b: 1; group dup: nothing new
+    assert len(flex) == 2 * 2 * 7 + 1
+    assert all(set(study.SHAPE_FIELDS) <= set(c) for c in flex)
+    win = [c for c in flex if c["mask"] == "window"]
+    assert {c["window"] for c in win} == {128, 256} and all(c["documents"] == 1 and c["prefix"] == 0 for c in win)
+    c = next(c for c in flex if c["mask"] == "document" and c["seqlen"] == 2048 and c["doc_dist"] == "heavy")
+    lengths = study._lengths(c, 2048, 0)
+    assert c["density_elements"] == pytest.approx(density.element_count("document", 2048, 0, lengths) / 2048**2,
+                                                  abs=1e-6)
+
+
+def test_dense_baselines_run_each_shape_once_causal():
+    dense = study.cases(SWEEP, "sdpa_flash")
+    assert len(dense) == 2 * 2  # group a's two shapes x two passes; b has dense: false
+    assert all(c["mask"] == "causal" and c["score_mod"] == "none" for c in dense)
+    assert study.cases({**SWEEP, "impls": ["flex"]}, "sdpa_flash") == []
+    with pytest.raises(ValueError, match="unknown impl"):
+        study.cases(SWEEP, "flash3")
+
+
+def test_flops_and_bytes():
+    c = dict(batch=2, heads=8, kv_heads=2, seqlen=1024, head_dim=64, density_elements=0.5, density_blocks=0.75)
+    assert study.flops({**c, "pass": "fwd"}) == 4 * 2 * 8 * 1024**2 * 64 * 0.5
+    assert study.flops({**c, "pass": "bwd"}) == 2.5 * study.flops({**c, "pass": "fwd"})
+    assert study.flops({**c, "pass": "fwdbwd"}, "density_blocks") == 3.5 * 4 * 2 * 8 * 1024**2 * 64 * 0.75
+    assert study.min_bytes({**c, "pass": "fwd"}, 2) == (2 * 8 + 2 * 2) * 2 * 1024 * 64 * 2
+    assert study.min_bytes({**c, "pass": "fwdbwd"}, 2) == (6 * 8 + 6 * 2) * 2 * 1024 * 64 * 2
+
+
+SMALL = dict(dtype="float32", batch=1, heads=2, kv_heads=1, seqlen=200, head_dim=16, mask="document", window=0,
+             documents=5, doc_dist="heavy", prefix=0, score_mod="none", density_blocks=1.0, density_elements=0.2,
+             seed=0)
+
+
+@pytest.mark.parametrize("impl,pas,score_mod", [("naive", "fwd", "alibi_softcap"), ("naive", "fwdbwd", "softcap"),
+                                                ("sdpa_masked", "fwd", "none"), ("sdpa_masked", "bwd", "none"),
+                                                ("flex", "fwd", "none")])
+def test_prepare_checks_and_times_on_cpu(impl, pas, score_mod):
+    row = harness.measure_case(study, impl, {**SMALL, "pass": pas, "score_mod": score_mod}, torch.device("cpu"),
+                               dict(warmup_ms=1, rep_ms=1, min_reps=1, max_reps=5, cpu_reps=1))
+    assert row["status"] == "ok", row["error"]
+    assert row["rel_err"] < 1e-5 and row["mask_build_ms"] >= 0 and row["flops_blocks"] > row["flops"]
+
+
+@pytest.mark.parametrize("impl,pas", [("flex", "fwdbwd"), ("sdpa_flash", "fwd"), ("sdpa_masked", "fwd")])
+def test_unsupported_on_cpu(impl, pas):
+    case = {**SMALL, "pass": pas, "mask": "causal", "documents": 1, "doc_dist": "none",
+            "score_mod": "softcap" if impl == "sdpa_masked" else "none"}
+    row = harness.measure_case(study, impl, case, torch.device("cpu"), dict(warmup_ms=1, rep_ms=1, min_reps=1, max_reps=5, cpu_reps=1))
+    assert row["status"] == "unsupported", row
+
+
+def test_dense_baseline_rejects_other_masks():
+    with pytest.raises(ValueError, match="dense causal baseline"):
+        study.prepare("sdpa_efficient", {**SMALL, "pass": "fwd"}, torch.device("cpu"))
+
+
+GPU_CASE = dict(SMALL, dtype="bfloat16", batch=2, heads=4, kv_heads=2, seqlen=1000, head_dim=64)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pas", ["fwd", "bwd", "fwdbwd"])
+@pytest.mark.parametrize("impl", study.IMPLS)
+def test_every_impl_runs_on_gpu(impl, pas):
+    case = {**GPU_CASE, "pass": pas}
+    if impl in study.DENSE_IMPLS:
+        case.update(mask="causal", documents=1, doc_dist="none")
+    row = harness.measure_case(study, impl, case, torch.device("cuda"), dict(warmup_ms=5, rep_ms=20, min_reps=3, max_reps=20, cpu_reps=1))
+    assert row["status"] in (("ok", "unsupported") if impl in study.DENSE_IMPLS else ("ok",)), row["error"]
+    if row["status"] == "ok":
+        assert row["peak_mem_bytes"] > 0 and row["rel_err"] < 0.04
