@@ -1,0 +1,406 @@
+"""Chunked gated delta rule backward in Triton (chunk C = 64) and its autograd Function.
+
+Per chunk (notation of :mod:`kernels.gdn.chunk`: gamma = in-chunk cumulative
+sum of g, Gamma_rs = exp(gamma_r - gamma_s), T = (I + A)^-1, W = T Kb with
+Kb = diag(beta e^gamma) K, U = T Vb with Vb = diag(beta) V, S = state entering
+the chunk, S' = state leaving it), the forward computes
+
+    V_new = U - W S
+    O     = Qg S + Aqk V_new,        Qg = scale diag(e^gamma) Q,  Aqk = scale (Q K^T * Gamma) lower incl.
+    S'    = e^{gamma_C} S + Kd^T V_new,  Kd = diag(e^{gamma_C - gamma}) K.
+
+Given dO and dS' (the gradient of the final state for the last chunk), the
+backward differentiates that chunk-local computation analytically:
+
+1. ``_chunk_dh_kernel``, one program per (sequence, head, value block), walks
+   the chunks in reverse with dS (K x BV, float32) in registers:
+   dV_new = Aqk^T dO + Kd dS';  dS = e^{gamma_C} dS' + Qg^T dO - W^T dV_new.
+   It stores dS' of every chunk and dV_new; dS after the first chunk is the
+   gradient of the initial state.
+2. ``_chunk_inverse_kernel``, one program per (chunk, head), recomputes
+   T = (I + A)^-1 (the forward's blockwise inverse, same operations) and stores it.
+3. ``_chunk_bwd_kernel``, one program per (chunk, head), with the saved
+   S, V_new, W, U, Aqk and the dS', dV_new of step 1:
+   dQ = scale diag(e^gamma) dO S^T + Ms K,  Ms = scale (dO V_new^T * Gamma) lower incl.;
+   dU = dV_new, dW = -dV_new S^T;  dV = diag(beta) T^T dU;
+   dA = -(T^T dT T^T) = -((T^T dW) W^T + (T^T dU) U^T), strictly lower
+   (using W = T Kb and U = T Vb, so T is never applied twice);
+   dK = diag(beta e^gamma) T^T dW + Ms^T Q + B K + B^T K + diag(e^{gamma_C-gamma}) V_new dS'^T
+   with B = dA * beta_r Gamma_rs;  dbeta and dgamma collect the matching
+   row sums, dgamma_C the terms of the last token, and dg is the reverse
+   in-chunk cumulative sum of dgamma.
+
+Every product takes float32 operands except Q K^T and K K^T (16-bit inputs,
+float32 accumulation), as in the forward. Transposed operands are loaded
+transposed through pointer arithmetic; the two computed C x C matrices whose
+transposes are needed (Ms, B) go through a per-program float32 scratch in
+global memory instead of ``tl.trans``: Triton 3.4-3.6 on Hopper miscompiles
+``tl.dot(tl.trans(x), y)`` for a dot result x (flash-linear-attention issue
+640, fixed there the same way). No atomics: every output element is written
+by exactly one program, so gradients are bitwise reproducible.
+
+The forward of the autograd Function keeps the per-chunk intermediates
+(``store_chunk_states=True``: gamma, W, U, Aqk, the chunk states and V_new,
+all float32) instead of recomputing them in the backward; only T is
+recomputed. Saved: (K + 2V + C + 1) * 4 bytes per token and head plus
+K * V * 4 bytes per chunk and head; the backward adds dV_new, T and the
+scratch ((V + 3C) * 4 bytes per token and head) and dS' (K * V * 4 per chunk and head).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch.autograd.function import once_differentiable
+
+from kernels.gdn._launch import interpreting, maybe_autotune, value_block
+from kernels.gdn.chunk import (CHUNK_SIZE, _chunk_tables, _dot32, _inv_unit_lower16, _kkt_block, _load_rows, _mm,
+                               chunk_gated_delta_rule_fwd)
+
+_INV_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (2, 4)]
+_DH_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (2, 3)]
+_BWD_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (1, 2)]
+
+
+@triton.jit
+def _load_t(ptr, rows, mask, stride, cols):
+    """Transposed tile ``[cols, rows]`` of a [tokens, stride] view (rows = token indices masked by ``mask``)."""
+    return tl.load(ptr + rows[None, :] * stride + cols[:, None], mask=mask[None, :], other=0.0)
+
+
+@triton.jit
+def _store_rows(ptr, rows, mask, stride, cols, x):
+    tl.store(ptr + rows[:, None] * stride + cols[None, :], x, mask=mask[:, None])
+
+
+@maybe_autotune(_INV_CONFIGS, key=["K"])
+@triton.jit
+def _chunk_inverse_kernel(k, g, beta, tmat, cu_seqlens, chunk_indices, T, NT,
+                          H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
+                          IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr):
+    """T = (I + A)^-1 of one (chunk, head), row r of the chunk at ``tmat[token r, head, :]``."""
+    i_c = tl.program_id(0)
+    i_h = tl.program_id(1)
+    if IS_VARLEN:
+        i_n = tl.load(chunk_indices + 2 * i_c)
+        i_t = tl.load(chunk_indices + 2 * i_c + 1)
+        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+        eos = tl.load(cu_seqlens + i_n + 1).to(tl.int64)
+    else:
+        i_n = i_c // NT
+        i_t = i_c % NT
+        bos = i_n.to(tl.int64) * T
+        eos = bos + T
+    t0 = bos + i_t * BT
+    DT: tl.constexpr = k.dtype.element_ty
+    ck = tl.arange(0, K)
+    r16 = tl.arange(0, 16)
+    rows0 = t0 + r16
+    rows1 = rows0 + 16
+    rows2 = rows0 + 32
+    rows3 = rows0 + 48
+    m0 = rows0 < eos
+    m1 = rows1 < eos
+    m2 = rows2 < eos
+    m3 = rows3 < eos
+    k_base = k + i_h * K
+    k0 = _load_rows(k_base, rows0, m0, H * K, ck)
+    k1 = _load_rows(k_base, rows1, m1, H * K, ck)
+    k2 = _load_rows(k_base, rows2, m2, H * K, ck)
+    k3 = _load_rows(k_base, rows3, m3, H * K, ck)
+    # gamma exactly as the forward computes it (padding rows continue the last value)
+    g0 = tl.load(g + rows0 * H + i_h, mask=m0, other=0.0).to(tl.float32)
+    g1 = tl.load(g + rows1 * H + i_h, mask=m1, other=0.0).to(tl.float32)
+    g2 = tl.load(g + rows2 * H + i_h, mask=m2, other=0.0).to(tl.float32)
+    g3 = tl.load(g + rows3 * H + i_h, mask=m3, other=0.0).to(tl.float32)
+    c0 = tl.cumsum(g0, 0)
+    c1 = tl.cumsum(g1, 0) + tl.sum(g0, 0)
+    c2 = tl.cumsum(g2, 0) + tl.sum(g0, 0) + tl.sum(g1, 0)
+    c3 = tl.cumsum(g3, 0) + tl.sum(g0, 0) + tl.sum(g1, 0) + tl.sum(g2, 0)
+    b0 = tl.load(beta + rows0 * H + i_h, mask=m0, other=0.0).to(tl.float32)
+    b1 = tl.load(beta + rows1 * H + i_h, mask=m1, other=0.0).to(tl.float32)
+    b2 = tl.load(beta + rows2 * H + i_h, mask=m2, other=0.0).to(tl.float32)
+    b3 = tl.load(beta + rows3 * H + i_h, mask=m3, other=0.0).to(tl.float32)
+    D0 = _inv_unit_lower16(_kkt_block(k0, k0, b0, c0, c0, True, DT, UPCAST))
+    D1 = _inv_unit_lower16(_kkt_block(k1, k1, b1, c1, c1, True, DT, UPCAST))
+    D2 = _inv_unit_lower16(_kkt_block(k2, k2, b2, c2, c2, True, DT, UPCAST))
+    D3 = _inv_unit_lower16(_kkt_block(k3, k3, b3, c3, c3, True, DT, UPCAST))
+    A10 = _kkt_block(k1, k0, b1, c1, c0, False, DT, UPCAST)
+    A20 = _kkt_block(k2, k0, b2, c2, c0, False, DT, UPCAST)
+    A21 = _kkt_block(k2, k1, b2, c2, c1, False, DT, UPCAST)
+    A30 = _kkt_block(k3, k0, b3, c3, c0, False, DT, UPCAST)
+    A31 = _kkt_block(k3, k1, b3, c3, c1, False, DT, UPCAST)
+    A32 = _kkt_block(k3, k2, b3, c3, c2, False, DT, UPCAST)
+    X10 = -_dot32(D1, _dot32(A10, D0))
+    X21 = -_dot32(D2, _dot32(A21, D1))
+    X20 = -_dot32(D2, _dot32(A20, D0) + _dot32(A21, X10))
+    X32 = -_dot32(D3, _dot32(A32, D2))
+    X31 = -_dot32(D3, _dot32(A31, D1) + _dot32(A32, X21))
+    X30 = -_dot32(D3, _dot32(A30, D0) + _dot32(A31, X10) + _dot32(A32, X20))
+    zero = tl.zeros([16, 16], dtype=tl.float32)
+    base = tmat + i_h * BT
+    _store_rows(base, rows0, m0, H * BT, r16, D0)
+    _store_rows(base, rows0, m0, H * BT, r16 + 16, zero)
+    _store_rows(base, rows0, m0, H * BT, r16 + 32, zero)
+    _store_rows(base, rows0, m0, H * BT, r16 + 48, zero)
+    _store_rows(base, rows1, m1, H * BT, r16, X10)
+    _store_rows(base, rows1, m1, H * BT, r16 + 16, D1)
+    _store_rows(base, rows1, m1, H * BT, r16 + 32, zero)
+    _store_rows(base, rows1, m1, H * BT, r16 + 48, zero)
+    _store_rows(base, rows2, m2, H * BT, r16, X20)
+    _store_rows(base, rows2, m2, H * BT, r16 + 16, X21)
+    _store_rows(base, rows2, m2, H * BT, r16 + 32, D2)
+    _store_rows(base, rows2, m2, H * BT, r16 + 48, zero)
+    _store_rows(base, rows3, m3, H * BT, r16, X30)
+    _store_rows(base, rows3, m3, H * BT, r16 + 16, X31)
+    _store_rows(base, rows3, m3, H * BT, r16 + 32, X32)
+    _store_rows(base, rows3, m3, H * BT, r16 + 48, D3)
+
+
+@maybe_autotune(_DH_CONFIGS, key=["K", "V", "BV"])
+@triton.jit
+def _chunk_dh_kernel(q, k, gamma, w, aqk, do, dht, dh0, dh, dvn, cu_seqlens, chunk_offsets, scale, T,
+                     H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
+                     USE_DHT: tl.constexpr, STORE_DH0: tl.constexpr, IS_VARLEN: tl.constexpr,
+                     UPCAST: tl.constexpr):
+    """Reverse pass over the chunks of one (sequence, head, value block): dS', dV_new, dS0."""
+    i_v = tl.program_id(0)
+    i_nh = tl.program_id(1)
+    i_n = i_nh // H
+    i_h = i_nh % H
+    if IS_VARLEN:
+        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+        eos = tl.load(cu_seqlens + i_n + 1).to(tl.int64)
+        c_off = tl.load(chunk_offsets + i_n).to(tl.int64)
+    else:
+        bos = i_n.to(tl.int64) * T
+        eos = bos + T
+        c_off = i_n.to(tl.int64) * tl.cdiv(T, BT)
+    ck = tl.arange(0, K)
+    cv = i_v * BV + tl.arange(0, BV)
+    ct = tl.arange(0, BT)
+    dS = tl.zeros([K, BV], dtype=tl.float32)
+    if USE_DHT:
+        dS += tl.load(dht + i_nh.to(tl.int64) * K * V + ck[:, None] * V + cv[None, :])
+    n_chunks = tl.cdiv(eos - bos, BT)
+    for i in range(0, n_chunks):
+        i_t = n_chunks - 1 - i
+        rt = bos + i_t * BT + ct
+        mt = rt < eos
+        last = tl.minimum(bos + i_t * BT + BT, eos) - 1
+        tl.store(dh + ((c_off + i_t) * H + i_h) * K * V + ck[:, None] * V + cv[None, :], dS)
+        b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
+        g_last = tl.load(gamma + last * H + i_h)
+        b_do = _load_rows(do + i_h * V, rt, mt, H * V, cv)
+        b_at = _load_t(aqk + i_h * BT, rt, mt, H * BT, ct)                   # Aqk^T [C, C]
+        b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
+        b_kd = b_k * tl.where(mt, tl.exp(g_last - b_g), 0.0)[:, None]
+        b_dvn = _mm(b_at, b_do, tl.float32, UPCAST) + _mm(b_kd, dS, tl.float32, UPCAST)
+        _store_rows(dvn + i_h * V, rt, mt, H * V, cv, b_dvn)
+        b_qt = _load_t(q + i_h * K, rt, mt, H * K, ck) * (tl.exp(b_g) * scale)[None, :]   # Qg^T [K, C]
+        b_wt = _load_t(w + i_h * K, rt, mt, H * K, ck)                         # W^T [K, C]
+        dS = dS * tl.exp(g_last) + _mm(b_qt, b_do, tl.float32, UPCAST) - _mm(b_wt, b_dvn, tl.float32, UPCAST)
+    if STORE_DH0:
+        tl.store(dh0 + i_nh.to(tl.int64) * K * V + ck[:, None] * V + cv[None, :], dS)
+
+
+@maybe_autotune(_BWD_CONFIGS, key=["K", "V", "BV"])
+@triton.jit
+def _chunk_bwd_kernel(q, k, v, gamma, beta, w, u, tmat, h, v_new, dh, dvn, do, dq, dk, dv, dg, dbeta, scratch,
+                      cu_seqlens, chunk_indices, scale, T, NT,
+                      H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
+                      IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr):
+    """dq, dk, dv, dg, dbeta of one (chunk, head) from the saved forward and the dh pass."""
+    i_c = tl.program_id(0)
+    i_h = tl.program_id(1)
+    if IS_VARLEN:
+        i_n = tl.load(chunk_indices + 2 * i_c)
+        i_t = tl.load(chunk_indices + 2 * i_c + 1)
+        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+        eos = tl.load(cu_seqlens + i_n + 1).to(tl.int64)
+    else:
+        i_n = i_c // NT
+        i_t = i_c % NT
+        bos = i_n.to(tl.int64) * T
+        eos = bos + T
+    t0 = bos + i_t * BT
+    DT: tl.constexpr = k.dtype.element_ty
+    ck = tl.arange(0, K)
+    ct = tl.arange(0, BT)
+    rt = t0 + ct
+    mt = rt < eos
+    last = tl.minimum(t0 + BT, eos) - 1
+    b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
+    g_last = tl.load(gamma + last * H + i_h)
+    b_b = tl.load(beta + rt * H + i_h, mask=mt, other=0.0).to(tl.float32)
+    b_tt = _load_t(tmat + i_h * BT, rt, mt, H * BT, ct)                         # T^T [C, C]
+    hp = h + (i_c.to(tl.int64) * H + i_h) * K * V                               # S entering the chunk
+    dhp = dh + (i_c.to(tl.int64) * H + i_h) * K * V                             # dS' leaving it
+    acc_dq = tl.zeros([BT, K], dtype=tl.float32)     # dO S^T
+    acc_dw = tl.zeros([BT, K], dtype=tl.float32)     # dV_new S^T (= -dW)
+    acc_dk = tl.zeros([BT, K], dtype=tl.float32)     # V_new dS'^T
+    acc_dqk = tl.zeros([BT, BT], dtype=tl.float32)   # dO V_new^T
+    acc_da = tl.zeros([BT, BT], dtype=tl.float32)    # (T^T dU) U^T, later + (T^T dW) W^T
+    acc_db = tl.zeros([BT], dtype=tl.float32)
+    acc_sc = tl.zeros([K], dtype=tl.float32)         # column sums of S * dS'
+    for i_v in range(0, V // BV):
+        cv = i_v * BV + tl.arange(0, BV)
+        b_st = tl.load(hp + ck[None, :] * V + cv[:, None])                      # S^T [BV, K]
+        b_dst = tl.load(dhp + ck[None, :] * V + cv[:, None])                    # dS'^T [BV, K]
+        b_do = _load_rows(do + i_h * V, rt, mt, H * V, cv)
+        b_dvn = _load_rows(dvn + i_h * V, rt, mt, H * V, cv)
+        b_vn = _load_rows(v_new + i_h * V, rt, mt, H * V, cv)
+        b_vnt = _load_t(v_new + i_h * V, rt, mt, H * V, cv)                     # V_new^T [BV, C]
+        b_ut = _load_t(u + i_h * V, rt, mt, H * V, cv)                          # U^T [BV, C]
+        b_v = _load_rows(v + i_h * V, rt, mt, H * V, cv).to(tl.float32)
+        acc_dq += _mm(b_do, b_st, tl.float32, UPCAST)
+        acc_dw += _mm(b_dvn, b_st, tl.float32, UPCAST)
+        acc_dk += _mm(b_vn, b_dst, tl.float32, UPCAST)
+        acc_dqk += _mm(b_do, b_vnt, tl.float32, UPCAST)
+        b_dut = _mm(b_tt, b_dvn, tl.float32, UPCAST)                           # T^T dU [C, BV]
+        _store_rows(dv + i_h * V, rt, mt, H * V, cv, (b_dut * b_b[:, None]).to(dv.dtype.element_ty))
+        acc_db += tl.sum(b_dut * b_v, 1)
+        acc_da += _mm(b_dut, b_ut, tl.float32, UPCAST)
+        acc_sc += tl.sum(b_st * b_dst, 0)
+
+    b_q = _load_rows(q + i_h * K, rt, mt, H * K, ck)
+    b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
+    b_kt = _load_t(k + i_h * K, rt, mt, H * K, ck)                              # K^T [K, C]
+    b_qf = b_q.to(tl.float32)
+    b_kf = b_k.to(tl.float32)
+    e_g = tl.where(mt, tl.exp(b_g), 0.0)
+    eb = b_b * e_g
+    # W = T diag(beta e^gamma) K
+    b_dwt = -_mm(b_tt, acc_dw, tl.float32, UPCAST)                              # T^T dW [C, K]
+    t_w = tl.sum(b_dwt * b_kf, 1)
+    b_dk = b_dwt * eb[:, None]
+    b_db = acc_db + e_g * t_w
+    b_dgam = eb * t_w
+    acc_da += _mm(b_dwt, _load_t(w + i_h * K, rt, mt, H * K, ck), tl.float32, UPCAST)
+    # A = strict_lower(diag(beta) K K^T * Gamma), dA = -acc_da
+    diff = b_g[:, None] - b_g[None, :]
+    valid = mt[:, None] & mt[None, :]
+    gam_s = tl.exp(tl.where(valid & (ct[:, None] > ct[None, :]), diff, float("-inf")))
+    gam_i = tl.exp(tl.where(valid & (ct[:, None] >= ct[None, :]), diff, float("-inf")))
+    b_da = -acc_da * gam_s                                                      # dA_rs Gamma_rs
+    b_m = b_da * _mm(b_k, b_kt, DT, UPCAST)                                     # dA * K K^T * Gamma
+    b_db += tl.sum(b_m, 1)
+    b_qa = b_m * b_b[:, None]                                                   # dA * A
+    b_dgam += tl.sum(b_qa, 1) - tl.sum(b_qa, 0)
+    b_bm = b_da * b_b[:, None]                                                  # B
+    b_dk += _mm(b_bm, b_kf, tl.float32, UPCAST)
+    # O = scale diag(e^gamma) Q S + Aqk V_new
+    b_dq = acc_dq * (scale * e_g)[:, None]
+    b_dgam += tl.sum(b_dq * b_qf, 1)
+    b_ms = acc_dqk * gam_i * scale                                              # Ms
+    b_p = b_ms * _mm(b_q, b_kt, DT, UPCAST)                                     # dAqk * Aqk
+    b_dgam += tl.sum(b_p, 1) - tl.sum(b_p, 0)
+    b_dq += _mm(b_ms, b_kf, tl.float32, UPCAST)
+    # S' = e^{gamma_C} S + K^T diag(e^{gamma_C - gamma}) V_new
+    b_dks = acc_dk * tl.where(mt, tl.exp(g_last - b_g), 0.0)[:, None]
+    t_s = tl.sum(b_dks * b_kf, 1)
+    b_dk += b_dks
+    b_dgam -= t_s
+    d_last = tl.sum(t_s, 0) + tl.exp(g_last) * tl.sum(acc_sc, 0)
+    b_dgam += tl.where(rt == last, d_last, 0.0)
+    # Ms^T Q and B^T K: transposes through a per-program scratch (no tl.trans, see the module doc)
+    sp = scratch + (i_c.to(tl.int64) * H + i_h) * 2 * BT * BT
+    tl.store(sp + ct[:, None] * BT + ct[None, :], b_ms)
+    tl.store(sp + BT * BT + ct[:, None] * BT + ct[None, :], b_bm)
+    tl.debug_barrier()
+    b_mst = tl.load(sp + ct[None, :] * BT + ct[:, None])
+    b_bmt = tl.load(sp + BT * BT + ct[None, :] * BT + ct[:, None])
+    b_dk += _mm(b_mst, b_qf, tl.float32, UPCAST) + _mm(b_bmt, b_kf, tl.float32, UPCAST)
+    # g -> gamma = in-chunk cumsum(g): dg = reverse cumulative sum of dgamma
+    b_dgam = tl.where(mt, b_dgam, 0.0)
+    b_dg = tl.sum(b_dgam, 0) - tl.cumsum(b_dgam, 0) + b_dgam
+    _store_rows(dq + i_h * K, rt, mt, H * K, ck, b_dq.to(dq.dtype.element_ty))
+    _store_rows(dk + i_h * K, rt, mt, H * K, ck, b_dk.to(dk.dtype.element_ty))
+    tl.store(dg + rt * H + i_h, b_dg, mask=mt)
+    tl.store(dbeta + rt * H + i_h, b_db, mask=mt)
+
+
+def chunk_gated_delta_rule_bwd(q, k, v, g, beta, scale, initial_state, cu_seqlens, inter, do, dht):
+    """Gradients of the chunked forward from its saved intermediates.
+
+    Args:
+        q, k, v, g, beta, scale, initial_state, cu_seqlens: the validated,
+            contiguous forward inputs (g float32, q/k already normalised).
+        inter: :class:`kernels.gdn.chunk.ChunkIntermediates` of the forward run
+            with ``store_chunk_states=True``.
+        do: ``[B, T, H, V]`` gradient of the output (v's dtype or any float).
+        dht: ``[N, H, K, V]`` gradient of the final state, or None (zero).
+    Returns:
+        ``(dq, dk, dv, dg, dbeta, dh0)``: dq, dk in q's dtype, dv in v's,
+        dg and dbeta float32 ``[B, T, H]``, dh0 float32 ``[N, H, K, V]`` or
+        None without an initial state.
+    """
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    N = B if cu_seqlens is None else cu_seqlens.numel() - 1
+    dev, C = q.device, CHUNK_SIZE
+    indices, offsets, NC = _chunk_tables(B, T, cu_seqlens, dev)
+    do = do.to(v.dtype).contiguous()
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    dg = torch.empty(B, T, H, dtype=torch.float32, device=dev)
+    dbeta = torch.empty(B, T, H, dtype=torch.float32, device=dev)
+    dh0 = torch.empty(N, H, K, V, dtype=torch.float32, device=dev) if initial_state is not None else None
+    if NC == 0:
+        if dh0 is not None:
+            dh0.copy_(dht) if dht is not None else dh0.zero_()
+        return dq, dk, dv, dg, dbeta, dh0
+    dh = torch.empty(NC, H, K, V, dtype=torch.float32, device=dev)
+    dvn = torch.empty(B * T, H, V, dtype=torch.float32, device=dev)
+    tmat = torch.empty(B * T, H, C, dtype=torch.float32, device=dev)
+    scratch = torch.empty(NC, H, 2, C, C, dtype=torch.float32, device=dev)
+    dummy = inter.gamma
+    varlen = cu_seqlens is not None
+    cu = cu_seqlens if varlen else dummy
+    idx = indices if varlen else dummy
+    BV = value_block(V, N * H, dev)
+    _chunk_dh_kernel[(V // BV, N * H)](
+        q, k, inter.gamma, inter.w, inter.aqk, do, dht.contiguous() if dht is not None else dummy,
+        dh0 if dh0 is not None else dummy, dh, dvn, cu, offsets, scale, T,
+        H=H, K=K, V=V, BT=C, BV=BV, USE_DHT=dht is not None, STORE_DH0=dh0 is not None, IS_VARLEN=varlen,
+        UPCAST=interpreting())
+    _chunk_inverse_kernel[(NC, H)](k, g, beta, tmat, cu, idx, T, triton.cdiv(T, C), H=H, K=K, BT=C,
+                                   IS_VARLEN=varlen, UPCAST=interpreting())
+    _chunk_bwd_kernel[(NC, H)](
+        q, k, v, inter.gamma, beta, inter.w, inter.u, tmat, inter.h, inter.v_new, dh, dvn, do,
+        dq, dk, dv, dg, dbeta, scratch, cu, idx, scale, T, triton.cdiv(T, C),
+        H=H, K=K, V=V, BT=C, BV=min(V, 32), IS_VARLEN=varlen, UPCAST=interpreting())
+    return dq, dk, dv, dg, dbeta, dh0
+
+
+class ChunkGatedDeltaRuleFunction(torch.autograd.Function):
+    """Autograd Function of the chunked gated delta rule (Triton forward and backward).
+
+    ``apply(q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens)``
+    with validated, contiguous inputs (g float32, ``scale`` a float) returns
+    ``(o, final_state or None)``; gradients flow to q, k, v, g, beta and
+    initial_state. The forward saves its per-chunk intermediates (see the
+    module docstring); the backward is :func:`chunk_gated_delta_rule_bwd`.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens):
+        o, ht, inter = chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_final_state,
+                                                  cu_seqlens, store_chunk_states=True)
+        ctx.save_for_backward(q, k, v, g, beta, initial_state, cu_seqlens, inter.gamma, inter.w, inter.u,
+                              inter.aqk, inter.h, inter.v_new, inter.chunk_offsets)
+        ctx.scale = scale
+        ctx.set_materialize_grads(False)
+        return o, ht
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, do, dht):
+        from kernels.gdn.chunk import ChunkIntermediates
+
+        q, k, v, g, beta, h0, cu, gamma, w, u, aqk, h, v_new, offsets = ctx.saved_tensors
+        if do is None:
+            do = torch.zeros_like(v)
+        inter = ChunkIntermediates(gamma, w, u, aqk, h, v_new, offsets)
+        dq, dk, dv, dg, dbeta, dh0 = chunk_gated_delta_rule_bwd(q, k, v, g, beta, ctx.scale, h0, cu, inter, do, dht)
+        return dq, dk, dv, dg, dbeta.to(beta.dtype), None, dh0, None, None

@@ -1,0 +1,199 @@
+"""Plain-PyTorch references of the gated delta rule forward.
+
+Both functions compute, for each sequence and head (state ``S`` is K x V)::
+
+    S   = exp(g_t) * S                   # decay first
+    u_t = beta_t * (v_t - S^T k_t)       # delta-rule error against the decayed state
+    S   = S + k_t u_t^T
+    o_t = scale * S^T q_t
+
+(Yang, Kautz, Hatamizadeh, "Gated Delta Networks: Improving Mamba2 with Delta
+Rule", ICLR 2025; flash-linear-attention's layout). ``naive_recurrent_gated_delta_rule``
+walks the tokens one by one; ``naive_chunk_gated_delta_rule`` evaluates the
+same recurrence in the chunked (WY) form with a dense triangular solve. Both
+accumulate in ``acc_dtype`` (float64 by default) and serve as the references the
+Triton kernels are checked against.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels.gdn.validate import check_inputs, l2norm, seq_bounds
+
+
+def state_dtype(q):
+    """dtype of the returned final state: float32, or float64 for float64 inputs (gradcheck)."""
+    return torch.float64 if q.dtype == torch.float64 else torch.float32
+
+
+def naive_recurrent_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
+                                     output_final_state=False, cu_seqlens=None,
+                                     use_qk_l2norm_in_kernel=False, acc_dtype=torch.float64):
+    """Token-by-token gated delta rule (the definition).
+
+    Args:
+        q, k: ``[B, T, H, K]`` queries and keys (L2-normalised unless
+            ``use_qk_l2norm_in_kernel``), float16/bfloat16/float32 (float64
+            too, then the final state is float64: for gradcheck).
+        v: ``[B, T, H, V]`` values, same dtype.
+        g: ``[B, T, H]`` log decay per token (<= 0), any float dtype.
+        beta: ``[B, T, H]`` delta-rule step in (0, 1), any float dtype.
+        scale: output scale, default ``K ** -0.5``.
+        initial_state: optional ``[N, H, K, V]`` float32 state before the first
+            token (N = B, or the number of sequences with ``cu_seqlens``).
+        output_final_state: also return the state after the last token.
+        cu_seqlens: optional ``[N + 1]`` int32/int64 offsets of packed
+            sequences (B must be 1); each sequence starts from its own state.
+        use_qk_l2norm_in_kernel: L2-normalise q and k over the last axis first.
+        acc_dtype: accumulation dtype (float64 for the reference, float32 for
+            the timed naive baseline).
+    Returns:
+        ``(o, final_state)``: o ``[B, T, H, V]`` in v's dtype; final_state
+        ``[N, H, K, V]`` float32, or None when ``output_final_state`` is False.
+    Raises:
+        ValueError / TypeError on bad shapes, dtypes, devices, cu_seqlens or g > 0
+        (see :func:`kernels.gdn.validate.check_inputs`).
+    """
+    B, T, H, K, V, N = check_inputs(q, k, v, g, beta, initial_state, cu_seqlens, allow_float64=True)
+    scale = K ** -0.5 if scale is None else scale
+    if use_qk_l2norm_in_kernel:
+        q, k = l2norm(q), l2norm(k)
+    qf, kf, vf = (x.to(acc_dtype).reshape(B * T, H, -1) for x in (q, k, v))
+    gf, bf = (x.to(acc_dtype).reshape(B * T, H) for x in (g, beta))
+    o = torch.zeros(B * T, H, V, dtype=acc_dtype, device=q.device)
+    bounds = seq_bounds(B, T, cu_seqlens)
+    # all sequences advance together, one token per step, masked when finished
+    lens = torch.tensor([e - s for s, e in bounds], device=q.device)
+    starts = torch.tensor([s for s, _ in bounds], device=q.device)
+    S = torch.zeros(N, H, K, V, dtype=acc_dtype, device=q.device)
+    if initial_state is not None:
+        S = S + initial_state.to(acc_dtype)
+    for t in range(int(lens.max().item()) if N else 0):
+        live = t < lens
+        idx = (starts + t).clamp(max=B * T - 1)
+        qt, kt, vt, gt, bt = qf[idx], kf[idx], vf[idx], gf[idx], bf[idx]
+        S_new = S * gt.exp()[..., None, None]
+        u = bt[..., None] * (vt - torch.einsum("nhkv,nhk->nhv", S_new, kt))
+        S_new = S_new + kt[..., :, None] * u[..., None, :]
+        ot = scale * torch.einsum("nhkv,nhk->nhv", S_new, qt)
+        S = torch.where(live[:, None, None, None], S_new, S)
+        o[idx[live]] = ot[live]
+    final = S.to(state_dtype(q)) if output_final_state else None
+    return o.reshape(B, T, H, V).to(v.dtype), final
+
+
+def naive_chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
+                                 output_final_state=False, cu_seqlens=None,
+                                 use_qk_l2norm_in_kernel=False, chunk_size=64,
+                                 acc_dtype=torch.float64):
+    """The gated delta rule in chunked (WY) form, in PyTorch, one loop step per chunk.
+
+    Same arguments, returns and errors as :func:`naive_recurrent_gated_delta_rule`
+    plus ``chunk_size``. Per chunk (gamma = in-chunk cumulative sum of g,
+    Gamma_rs = exp(gamma_r - gamma_s)): A = strict_lower(diag(beta) K K^T * Gamma),
+    T = (I + A)^-1 (triangular solve), W = T diag(beta e^gamma) K,
+    U = T diag(beta) V; then V_new = U - W S,
+    O = scale (diag(e^gamma) Q S + (Q K^T * Gamma, lower incl. diagonal) V_new),
+    S <- e^{gamma_C} S + K^T diag(e^{gamma_C - gamma}) V_new
+    (flash-linear-attention's chunked algorithm). Exponents are always taken
+    of differences gamma_r - gamma_s <= 0, so strong gates stay finite. It
+    needs T/chunk_size sequential steps instead of T, which makes it the fast
+    float64 reference for long sequences on the GPU.
+    """
+    B, T, H, K, V, N = check_inputs(q, k, v, g, beta, initial_state, cu_seqlens, allow_float64=True)
+    scale = K ** -0.5 if scale is None else scale
+    if use_qk_l2norm_in_kernel:
+        q, k = l2norm(q), l2norm(k)
+    dev = q.device
+    C = chunk_size
+    qf, kf, vf = (x.to(acc_dtype).reshape(B * T, H, -1) for x in (q, k, v))
+    gf, bf = (x.to(acc_dtype).reshape(B * T, H) for x in (g, beta))
+    o = torch.zeros(B * T, H, V, dtype=acc_dtype, device=dev)
+    finals = []
+    eye = torch.eye(C, dtype=acc_dtype, device=dev)
+    strict = torch.ones(C, C, dtype=torch.bool, device=dev).tril(-1)
+    incl = torch.ones(C, C, dtype=torch.bool, device=dev).tril()
+    for n, (s, e) in enumerate(seq_bounds(B, T, cu_seqlens)):
+        L = e - s
+        NT = -(-L // C)
+        pad = NT * C - L
+
+        def chunks(x):  # [L, H, ...] -> [H, NT, C, ...], zero padded
+            x = torch.nn.functional.pad(x.movedim(0, -1), (0, pad)).movedim(-1, 0)
+            return x.reshape(NT, C, *x.shape[1:]).movedim(2, 0)
+
+        qc, kc, vc = chunks(qf[s:e]), chunks(kf[s:e]), chunks(vf[s:e])
+        gc, bc = chunks(gf[s:e]), chunks(bf[s:e])               # [H, NT, C]
+        gam = gc.cumsum(-1)
+        diff = gam[..., :, None] - gam[..., None, :]            # gamma_r - gamma_s
+        decay_strict = torch.where(strict, diff, -torch.inf).exp()
+        decay_incl = torch.where(incl, diff, -torch.inf).exp()
+        A = bc[..., None] * (kc @ kc.transpose(-1, -2)) * decay_strict
+        Tm = torch.linalg.solve_triangular(eye + A, eye.expand_as(A), upper=False, unitriangular=True)
+        W = Tm @ ((bc * gam.exp())[..., None] * kc)
+        U = Tm @ (bc[..., None] * vc)
+        Aqk = (qc @ kc.transpose(-1, -2)) * decay_incl
+        S = torch.zeros(H, K, V, dtype=acc_dtype, device=dev)
+        if initial_state is not None:
+            S = S + initial_state[n].to(acc_dtype)
+        oc = torch.empty(H, NT, C, V, dtype=acc_dtype, device=dev)
+        for i in range(NT):
+            vnew = U[:, i] - W[:, i] @ S
+            oc[:, i] = scale * (gam[:, i, :, None].exp() * (qc[:, i] @ S) + Aqk[:, i] @ vnew)
+            last = gam[:, i, -1]
+            S = last.exp()[:, None, None] * S + kc[:, i].transpose(-1, -2) @ (
+                (last[:, None] - gam[:, i]).exp()[..., None] * vnew)
+        o[s:e] = oc.reshape(H, NT * C, V)[:, :L].movedim(0, 1)
+        finals.append(S)
+    final = torch.stack(finals).to(state_dtype(q)) if output_final_state and finals else None
+    if output_final_state and final is None:
+        final = torch.zeros(0, H, K, V, dtype=state_dtype(q), device=dev)
+    return o.reshape(B, T, H, V).to(v.dtype), final
+
+
+GRAD_TOL = {"dq": 0.008, "dk": 0.008, "dv": 0.008, "dh0": 0.008, "dg": 0.02, "dbeta": 0.02}
+"""Gradient tolerances on :func:`grad_error` (flash-linear-attention's test ratios)."""
+GRAD_FLOOR = 1e-6
+"""RMS below which a reference gradient counts as zero (strong gates make dg and the
+initial state's gradient ~1e-16, float64 rounding noise): the error is then relative to it."""
+
+
+def grad_error(out, ref) -> float:
+    """RMSE(out, ref) / max(RMS(ref), GRAD_FLOOR) in float64; ``inf`` when out holds NaN/Inf."""
+    o = out.detach().to(torch.float64)
+    r = ref.detach().to(device=o.device, dtype=torch.float64)
+    if o.shape != r.shape:
+        raise ValueError(f"gradient shape {tuple(o.shape)} differs from the reference's {tuple(r.shape)}")
+    if not torch.isfinite(o).all():
+        return float("inf")
+    rms = r.pow(2).mean().sqrt().item() if r.numel() else 0.0
+    return (o - r).pow(2).mean().sqrt().item() / max(rms, GRAD_FLOOR) if r.numel() else 0.0
+
+
+def reference_grads(q, k, v, g, beta, do, dht=None, scale=None, initial_state=None, cu_seqlens=None,
+                    fn=naive_chunk_gated_delta_rule, acc_dtype=torch.float64):
+    """Gradients of ``sum(o * do) + sum(final_state * dht)`` by autograd through a reference.
+
+    Args: the forward's inputs (any supported dtype; they are taken as float32
+        leaves, float64 leaves when float64), ``do`` ``[B, T, H, V]`` and
+        ``dht`` ``[N, H, K, V]`` or None; ``fn`` one of the two references,
+        ``acc_dtype`` its accumulation dtype.
+    Returns:
+        dict ``dq, dk, dv, dg, dbeta`` (and ``dh0`` with an initial state) of
+        float32 (float64) tensors shaped like the inputs.
+    """
+    leaf = torch.float64 if q.dtype == torch.float64 else torch.float32
+    xs = {n: x.detach().to(leaf).requires_grad_() for n, x in
+          (("dq", q), ("dk", k), ("dv", v), ("dg", g), ("dbeta", beta))}
+    if initial_state is not None:
+        xs["dh0"] = initial_state.detach().to(leaf).requires_grad_()
+    with torch.enable_grad():
+        o, ht = fn(xs["dq"], xs["dk"], xs["dv"], xs["dg"], xs["dbeta"], scale=scale,
+                   initial_state=xs.get("dh0"), output_final_state=dht is not None, cu_seqlens=cu_seqlens,
+                   acc_dtype=acc_dtype)
+        loss = (o * do.to(o.dtype)).sum()
+        if dht is not None:
+            loss = loss + (ht * dht.to(ht.dtype)).sum()
+        grads = torch.autograd.grad(loss, list(xs.values()))
+    return dict(zip(xs, grads))

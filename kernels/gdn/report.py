@@ -1,0 +1,253 @@
+"""Figures, tables and quoted numbers of the GDN study, forward and training step (no torch).
+
+Derived metrics (per row of the tidy table, compared within the same pass
+and shape): ``tflops`` from the chunked FLOP counts of :mod:`kernels.gdn.flops`
+(same count for every impl), ``speedup_vs_naive`` (naive's median / this
+median; only where naive was measured), ``speedup_vs_fla`` (fla_chunk / this),
+``ratio_to_flash_qla`` (this / flash_qla, > 1 means slower than FlashQLA) and
+``peak_mem_gib`` (peak memory allocated while the timed call runs once,
+``peak_mem_timed_bytes``, else the harness's ``peak_mem_bytes``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from kernels import style
+
+SHAPE = ["gpu", "pass", "dtype", "batch", "seqlen", "heads", "head_dim", "num_seqs", "varlen"]
+MAIN = [(4, 8192, 16), (1, 32768, 32), (8, 4096, 16)]
+BWD_MAIN = [(4, 8192, 16), (1, 32768, 32), (1, 8192, 16)]
+ORDER = ["naive", "recurrent", "chunk", "fla_chunk", "fla_recurrent", "flash_qla"]
+
+
+def _shape_cols(df):
+    return [c for c in SHAPE if c in df.columns]
+
+
+def _baseline(df: pd.DataFrame, impl: str) -> pd.Series:
+    """Median of ``impl`` at each row's shape (NaN where it has none)."""
+    cols = _shape_cols(df)
+    base = df[df["impl"] == impl][cols + ["median_ms"]].rename(columns={"median_ms": "_base"})
+    base = base.dropna(subset=["_base"]).drop_duplicates(subset=cols)
+    merged = df[cols].merge(base, on=cols, how="left")
+    return pd.Series(merged["_base"].to_numpy(), index=df.index)
+
+
+def derive(df: pd.DataFrame) -> pd.DataFrame:
+    """Add ``speedup_vs_naive``, ``speedup_vs_fla``, ``ratio_to_flash_qla`` (and ``tflops`` if missing)."""
+    df = df.copy()
+    if "tflops" not in df.columns:
+        df["tflops"] = df["flops"] / (df["median_ms"] * 1e-3) / 1e12
+    df["speedup_vs_naive"] = _baseline(df, "naive") / df["median_ms"]
+    df["speedup_vs_fla"] = _baseline(df, "fla_chunk") / df["median_ms"]
+    df["ratio_to_flash_qla"] = df["median_ms"] / _baseline(df, "flash_qla")
+    peak = df["peak_mem_timed_bytes"] if "peak_mem_timed_bytes" in df.columns else pd.Series(np.nan, index=df.index)
+    if "peak_mem_bytes" in df.columns:
+        peak = peak.fillna(df["peak_mem_bytes"])
+    df["peak_mem_gib"] = pd.to_numeric(peak, errors="coerce") / 2**30
+    return df
+
+
+def _pass(df, pas):
+    """Rows of one pass (rows without a ``pass`` column count as forward)."""
+    if "pass" not in df.columns:
+        return df if pas == "fwd" else df.iloc[0:0]
+    return df[df["pass"] == pas]
+
+
+def _impls(df):
+    present = list(dict.fromkeys(df["impl"]))
+    return [i for i in ORDER if i in present] + [i for i in present if i not in ORDER]
+
+
+def _sweep_rows(df):
+    """Fixed-length rows of the seqlen sweep: the (batch, heads) with the most seqlens."""
+    d = df[(df["varlen"] != True) & df["median_ms"].notna()]  # noqa: E712
+    if d.empty:
+        return d
+    counts = d.groupby(["batch", "heads"])["seqlen"].nunique()
+    b, h = counts.idxmax()
+    return d[(d["batch"] == b) & (d["heads"] == h)]
+
+
+def _time_vs_seqlen(df: pd.DataFrame, pas: str, what: str):
+    fig, ax = style.figure()
+    d = _sweep_rows(_pass(df, pas))
+    pal = style.palette(_impls(df))
+    for impl in _impls(d) if not d.empty else []:
+        s = d[d["impl"] == impl].sort_values("seqlen")
+        ax.plot(s["seqlen"], s["median_ms"], marker="o", label=impl, color=pal[impl])
+    if not d.empty:
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(f"GDN {what}, B={d['batch'].iloc[0]} H={d['heads'].iloc[0]} d={d['head_dim'].iloc[0]}")
+        ax.legend(ncol=2)
+    ax.set_xlabel("sequence length (tokens)")
+    ax.set_ylabel("median time (ms)")
+    return fig
+
+
+def fig_time_vs_seqlen(df: pd.DataFrame):
+    """Median forward time against seqlen, one line per impl, log-log."""
+    return _time_vs_seqlen(df, "fwd", "forward")
+
+
+def fig_fwdbwd_time_vs_seqlen(df: pd.DataFrame):
+    """Median forward + backward time against seqlen, one line per impl, log-log."""
+    return _time_vs_seqlen(df, "fwdbwd", "forward + backward")
+
+
+def _main_rows(df, main=MAIN):
+    d = df[(df["varlen"] != True) & df["median_ms"].notna()]  # noqa: E712
+    keys = set(main)
+    mask = np.array([(b, t, h) in keys for b, t, h in zip(d["batch"], d["seqlen"], d["heads"])], dtype=bool)
+    return d[mask]
+
+
+def _shape_label(d):
+    return [f"B{b} T{t // 1024}K\nH{h}" for b, t, h in zip(d["batch"], d["seqlen"], d["heads"])]
+
+
+def _bars(ax, d, col):
+    """Grouped bars of ``col`` per shape (x) and impl (colour) from rows carrying ``shape``."""
+    impls = _impls(d)
+    shapes = list(dict.fromkeys(d["shape"]))
+    pal = style.palette(impls)
+    width = 0.8 / max(len(impls), 1)
+    for j, impl in enumerate(impls):
+        s = d[d["impl"] == impl].set_index("shape")[col]
+        s = s[~s.index.duplicated()].reindex(shapes)
+        ax.bar(np.arange(len(shapes)) + j * width, s.to_numpy(), width, label=impl, color=pal[impl])
+    ax.set_xticks(np.arange(len(shapes)) + 0.4 - width / 2, shapes, fontsize=6)
+    top = pd.to_numeric(d[col], errors="coerce").max()
+    if np.isfinite(top) and top > 0:
+        ax.set_ylim(0, top * 1.3)
+    ax.legend(ncol=3, loc="upper center")
+
+
+def fig_speedup_main(df: pd.DataFrame):
+    """Speedup over fla_chunk at the main shapes, bars per impl (1 = FLA)."""
+    fig, ax = style.figure(height=2.6)
+    d = _main_rows(_pass(df, "fwd")).dropna(subset=["speedup_vs_fla"])
+    if not d.empty:
+        _bars(ax, d.assign(shape=_shape_label(d)), "speedup_vs_fla")
+        ax.axhline(1.0, color="black", lw=0.6)
+    ax.set_ylabel("speedup over fla_chunk (x)")
+    ax.set_title("GDN forward at the main shapes")
+    return fig
+
+
+def fig_bwd_speedup_main(df: pd.DataFrame):
+    """Speedup over fla_chunk of the backward (left) and of forward + backward (right)
+    at the backward's main shapes, bars per impl (1 = FLA)."""
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.6, ncols=2, sharey=True)
+    for ax, (pas, what) in zip(axes, (("bwd", "backward"), ("fwdbwd", "forward + backward"))):
+        d = _main_rows(_pass(df, pas), BWD_MAIN).dropna(subset=["speedup_vs_fla"])
+        if not d.empty:
+            _bars(ax, d.assign(shape=_shape_label(d)), "speedup_vs_fla")
+            ax.axhline(1.0, color="black", lw=0.6)
+        ax.set_title(f"GDN {what}")
+    axes[0].set_ylabel("speedup over fla_chunk (x)")
+    return fig
+
+
+def fig_peak_memory(df: pd.DataFrame):
+    """Peak memory (GiB) of one forward + backward call at the backward's main shapes, bars per impl."""
+    fig, ax = style.figure(height=2.6)
+    d = _main_rows(_pass(df, "fwdbwd"), BWD_MAIN)
+    d = d.dropna(subset=["peak_mem_gib"]) if "peak_mem_gib" in d.columns else d.iloc[0:0]
+    if not d.empty:
+        _bars(ax, d.assign(shape=_shape_label(d)), "peak_mem_gib")
+    ax.set_ylabel("peak memory (GiB)")
+    ax.set_title("GDN forward + backward, peak memory")
+    return fig
+
+
+FIGURES = {"gdn_time_vs_seqlen": fig_time_vs_seqlen, "gdn_speedup_main": fig_speedup_main,
+           "gdn_fwdbwd_time_vs_seqlen": fig_fwdbwd_time_vs_seqlen, "gdn_bwd_speedup_main": fig_bwd_speedup_main,
+           "gdn_peak_memory": fig_peak_memory}
+
+
+def table_main(df: pd.DataFrame) -> pd.DataFrame:
+    """Forward median ms per impl (columns) at the main shapes and the varlen cases (rows)."""
+    d = _pass(df, "fwd")
+    d = d[d["median_ms"].notna()]
+    keys = set(MAIN)
+    d = d[[(b, t, h) in keys or bool(v) for b, t, h, v in zip(d["batch"], d["seqlen"], d["heads"], d["varlen"])]]
+    if d.empty:
+        return pd.DataFrame()
+    label = [f"{n} seqs, T={t}, H={h}" if v else f"B={b}, T={t}, H={h}"
+             for b, t, h, n, v in zip(d["batch"], d["seqlen"], d["heads"], d["num_seqs"], d["varlen"])]
+    t = d.assign(shape=label).pivot_table(index="shape", columns="impl", values="median_ms", aggfunc="first")
+    t = t[[i for i in _impls(d) if i in t.columns]].round(3)
+    t.index.name, t.columns.name = "shape", None
+    return t
+
+
+def table_bwd(df: pd.DataFrame) -> pd.DataFrame:
+    """Backward and forward + backward median ms per impl (columns) at the backward's
+    main shapes (rows ``shape, pass``), with fwd+bwd peak memory of chunk in GiB."""
+    d = pd.concat([_main_rows(_pass(df, p), BWD_MAIN) for p in ("bwd", "fwdbwd")])
+    if d.empty:
+        return pd.DataFrame()
+    d = d.assign(shape=[f"B={b}, T={t}, H={h}, {p}" for b, t, h, p in
+                        zip(d["batch"], d["seqlen"], d["heads"], d["pass"])])
+    t = d.pivot_table(index="shape", columns="impl", values="median_ms", aggfunc="first")
+    t = t[[i for i in _impls(d) if i in t.columns]].round(3)
+    mem = d[(d["impl"] == "chunk") & (d["pass"] == "fwdbwd")].set_index("shape")["peak_mem_gib"]
+    t["chunk peak GiB"] = mem[~mem.index.duplicated()].reindex(t.index).round(2)
+    t.index.name, t.columns.name = "shape", None
+    return t
+
+
+TABLES = {"gdn_main": table_main, "gdn_bwd": table_bwd}
+
+
+def _fmt(x, spec):
+    return "n/a" if x is None or pd.isna(x) else format(x, spec)
+
+
+def _at(df, impl, b, t, h, col="median_ms", pas="fwd"):
+    d = _pass(df, pas)
+    if col not in d.columns:
+        return None
+    s = d[(d["impl"] == impl) & (d["batch"] == b) & (d["seqlen"] == t) & (d["heads"] == h)
+          & (d["varlen"] != True)][col].dropna()  # noqa: E712
+    return s.iloc[0] if len(s) else None
+
+
+def macros(df: pd.DataFrame) -> dict[str, str]:
+    """Numbers quoted in the text: forward times, speedups and TFLOP/s at the main
+    shapes, the speedup over naive at the largest seqlen naive ran (and that
+    seqlen); backward and forward + backward times, speedups over FLA and peak
+    memory at the backward's main shapes (``Gdn<Impl>Bwd...``, ``Gdn<Impl>Fwdbwd...``)."""
+    m = {}
+    names = {(4, 8192, 16): "BFourTEightK", (1, 32768, 32): "BOneTThirtyTwoK", (8, 4096, 16): "BEightTFourK"}
+    for (b, t, h), tag in names.items():
+        for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla"),
+                            ("recurrent", "Recurrent")):
+            m[f"Gdn{iname}Ms{tag}"] = _fmt(_at(df, impl, b, t, h), ".3f")
+        m[f"GdnChunkSpeedupVsFla{tag}"] = _fmt(_at(df, "chunk", b, t, h, "speedup_vs_fla"), ".2f")
+        m[f"GdnChunkRatioToFlashQla{tag}"] = _fmt(_at(df, "chunk", b, t, h, "ratio_to_flash_qla"), ".2f")
+        m[f"GdnChunkTflops{tag}"] = _fmt(_at(df, "chunk", b, t, h, "tflops"), ".0f")
+    bnames = {(4, 8192, 16): "BFourTEightK", (1, 32768, 32): "BOneTThirtyTwoK", (1, 8192, 16): "BOneTEightK"}
+    for (b, t, h), tag in bnames.items():
+        for pas, pname in (("bwd", "Bwd"), ("fwdbwd", "Fwdbwd")):
+            for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
+                m[f"Gdn{iname}{pname}Ms{tag}"] = _fmt(_at(df, impl, b, t, h, pas=pas), ".3f")
+            m[f"GdnChunk{pname}SpeedupVsFla{tag}"] = _fmt(_at(df, "chunk", b, t, h, "speedup_vs_fla", pas), ".2f")
+            m[f"GdnChunk{pname}RatioToFlashQla{tag}"] = _fmt(_at(df, "chunk", b, t, h, "ratio_to_flash_qla", pas),
+                                                            ".2f")
+        for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
+            m[f"Gdn{iname}FwdbwdPeakGib{tag}"] = _fmt(_at(df, impl, b, t, h, "peak_mem_gib", "fwdbwd"), ".2f")
+    d = _pass(df, "fwd")
+    d = d[(d["impl"] == "chunk") & d["speedup_vs_naive"].notna()]
+    if len(d):
+        row = d.sort_values("seqlen").iloc[-1]
+        m["GdnChunkSpeedupVsNaive"] = _fmt(row["speedup_vs_naive"], ".0f")
+        m["GdnNaiveMaxSeqlen"] = str(int(row["seqlen"]))
+    else:
+        m["GdnChunkSpeedupVsNaive"] = m["GdnNaiveMaxSeqlen"] = "n/a"
+    return m

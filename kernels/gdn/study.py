@@ -1,0 +1,316 @@
+"""The GDN study: naive loop, fused recurrent and chunked Triton kernels, FLA, FlashQLA;
+forward (``fwd``), backward (``bwd``) and training step (``fwdbwd``).
+
+Implementations (``impl``):
+    naive          the token loop in PyTorch (float32), :mod:`kernels.gdn.naive`;
+                   only up to ``naive_max_seqlen`` tokens, larger cases are rows
+                   with status ``unsupported`` (never extrapolated).
+    recurrent      :func:`kernels.gdn.recurrent.fused_recurrent_gated_delta_rule`.
+    chunk          :func:`kernels.gdn.chunk.chunk_gated_delta_rule`.
+    fla_chunk      ``fla.ops.gated_delta_rule.chunk_gated_delta_rule`` with
+                   ``FLA_FLASH_QLA=0`` (FLA's own Triton kernels).
+    fla_recurrent  ``fla.ops.gated_delta_rule.fused_recurrent_gated_delta_rule``
+                   (isolated: it hit an illegal memory access on the H200).
+    flash_qla      ``flash_qla.chunk_gated_delta_rule`` (TileLang, SM90+).
+
+Inputs (FLA's layout, the paper's setting): q, k L2-normalised N(0, 1) and
+v N(0, 1) in ``dtype``; g = logsigmoid(N(0, 1)) / 16 and beta = sigmoid(N(0, 1))
+in float32; no initial state; the final state is returned and checked. Every
+output is checked against the float64 chunked reference
+(:func:`kernels.gdn.naive.naive_chunk_gated_delta_rule`, itself tested against
+the token loop) with RMSE/RMS <= ``TOL`` for o and the final state.
+
+Passes ``bwd`` and ``fwdbwd`` (config key ``passes``; shapes under
+``backward``) run for the impls with a backward (``BWD_IMPLS``): chunk (the
+Triton backward of :mod:`kernels.gdn.chunk_bwd`), fla_chunk, flash_qla and
+naive (autograd through the float32 token loop, up to
+``backward.naive_max_seqlen``). The loss is sum(o * do) + sum(final_state *
+dht) with seeded N(0, 1) do and dht. Before timing, every gradient (dq, dk,
+dv, dg, dbeta) is compared with float64 autograd of the chunked reference
+(:func:`kernels.gdn.naive.reference_grads`; :func:`kernels.gdn.naive.grad_error`
+<= ``GRAD_TOL``: 0.008 for dq, dk, dv, 0.02 for dg, dbeta). Timed: ``bwd``
+= ``torch.autograd.grad`` of (o, final state) with the fixed do, dht on a
+graph kept from one forward (``retain_graph=True``), i.e. the backward
+kernels alone; ``fwdbwd`` = forward + that backward.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from kernels import harness
+from kernels.gdn.flops import gdn_bwd_bytes, gdn_bwd_flops, gdn_fwd_bytes, gdn_fwd_flops
+
+STUDY = "gdn"
+SHAPE_FIELDS = ("batch", "seqlen", "heads", "head_dim", "num_seqs", "varlen")
+IMPLS = ("naive", "recurrent", "chunk", "fla_chunk", "fla_recurrent", "flash_qla")
+BWD_IMPLS = ("naive", "chunk", "fla_chunk", "flash_qla")
+ISOLATE = frozenset({"fla_recurrent"})
+TOL = 0.005  # RMSE/RMS of o and of the final state, flash-linear-attention's forward tolerance
+
+
+def _shapes(block: dict) -> list[dict]:
+    """Fixed-length shapes of ``main_shapes`` and ``seqlen_sweep`` and the varlen batches of a config block."""
+    shapes = [dict(batch=s["batch"], seqlen=s["seqlen"], heads=s["heads"], num_seqs=s["batch"], varlen=False)
+              for s in block["main_shapes"]]
+    sw = block["seqlen_sweep"]
+    shapes += [dict(batch=sw["batch"], seqlen=t, heads=sw["heads"], num_seqs=sw["batch"], varlen=False)
+               for t in sw["seqlens"]]
+    shapes += [dict(batch=1, seqlen=s["seqlen"], heads=s["heads"], num_seqs=s["num_seqs"], varlen=True)
+                for s in block.get("varlen", [])]
+    return shapes
+
+
+def cases(sweep: dict, impl: str) -> list[dict]:
+    """Cases of one implementation, per pass of ``sweep["passes"]``.
+
+    ``fwd``: the main shapes, the seqlen sweep and the variable-length batches
+    of ``sweep`` (keys: dtype, head_dim, main_shapes, seqlen_sweep {batch,
+    heads, seqlens}, varlen [{num_seqs, seqlen, heads}], naive_max_seqlen).
+    ``bwd``/``fwdbwd``: the shapes of ``sweep["backward"]`` (same keys) for
+    the impls in ``BWD_IMPLS`` only. The naive loop's cases beyond its
+    ``naive_max_seqlen`` carry ``unsupported_reason`` and become unsupported rows.
+    """
+    if impl not in IMPLS:
+        raise ValueError(f"unknown gdn impl {impl!r}; known: {IMPLS}")
+    out, seen = [], set()
+    for pas in sweep.get("passes", ["fwd"]):
+        if pas != "fwd" and impl not in BWD_IMPLS:
+            continue
+        block = sweep if pas == "fwd" else sweep["backward"]
+        for s in _shapes(block):
+            case = {"pass": pas, "dtype": sweep["dtype"], "head_dim": sweep["head_dim"], **s}
+            key = tuple(sorted(case.items()))
+            if key in seen:
+                continue
+            seen.add(key)
+            if impl == "naive" and case["seqlen"] > block["naive_max_seqlen"]:
+                case["unsupported_reason"] = (f"naive token loop limited to seqlen <= {block['naive_max_seqlen']} "
+                                              "(config naive_max_seqlen); not extrapolated")
+            out.append(case)
+    return out
+
+
+def make_inputs(case: dict, device, seed: int = 0):
+    """Seeded inputs of a case: (q, k, v, g, beta, cu_seqlens or None).
+
+    Variable-length cases pack ``num_seqs`` sequences of random lengths
+    (at least 1, seeded) summing to ``seqlen`` into B = 1.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    dtype = getattr(torch, case["dtype"])
+    B, T, H, D = case["batch"], case["seqlen"], case["heads"], case["head_dim"]
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen).to(device)
+
+    q = F.normalize(randn(B, T, H, D), dim=-1).to(dtype)
+    k = F.normalize(randn(B, T, H, D), dim=-1).to(dtype)
+    v = randn(B, T, H, D).to(dtype)
+    g = F.logsigmoid(randn(B, T, H)) / 16
+    beta = torch.sigmoid(randn(B, T, H))
+    cu = None
+    if case.get("varlen"):
+        n = case["num_seqs"]
+        cuts = torch.randperm(T - 1, generator=gen)[: n - 1] + 1
+        cu = torch.cat([torch.tensor([0]), cuts.sort().values, torch.tensor([T])]).to(torch.int32).to(device)
+    return q, k, v, g, beta, cu
+
+
+def _call(impl: str, case: dict):
+    """The function of ``impl`` (FLA's argument order) and a note on what it dispatched to."""
+    if impl == "naive":
+        import torch
+
+        from kernels.gdn.naive import naive_recurrent_gated_delta_rule
+
+        return (lambda *a, **kw: naive_recurrent_gated_delta_rule(*a, acc_dtype=torch.float32, **kw)), {}
+    if impl == "recurrent":
+        from kernels.gdn.recurrent import fused_recurrent_gated_delta_rule
+
+        return fused_recurrent_gated_delta_rule, {}
+    if impl == "chunk":
+        from kernels.gdn.chunk import chunk_gated_delta_rule
+
+        return chunk_gated_delta_rule, {}
+    import torch
+
+    if not torch.cuda.is_available():
+        raise harness.Unsupported(f"{impl} needs a CUDA GPU")
+    if impl in ("fla_chunk", "fla_recurrent"):
+        os.environ["FLA_FLASH_QLA"] = "0"  # FLA's own kernels, not its FlashQLA dispatch
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
+
+        fn = chunk_gated_delta_rule if impl == "fla_chunk" else fused_recurrent_gated_delta_rule
+        return fn, {"anchor_module": fn.__module__}
+    if impl == "flash_qla":
+        import flash_qla
+
+        return flash_qla.chunk_gated_delta_rule, {"anchor_module": "flash_qla",
+                                                   "anchor_version": getattr(flash_qla, "__version__", None)}
+    raise ValueError(f"unknown gdn impl {impl!r}")
+
+
+def prepare(impl: str, case: dict, device) -> harness.Prepared:
+    """The checked call to time for ``case["pass"]`` (fwd: :func:`_prepare_fwd`, else :func:`_prepare_bwd`)."""
+    if case.get("unsupported_reason"):
+        raise harness.Unsupported(case["unsupported_reason"])
+    if case["pass"] == "fwd":
+        return _prepare_fwd(impl, case, device)
+    if impl not in BWD_IMPLS:
+        raise harness.Unsupported(f"{impl} has no backward")
+    return _prepare_bwd(impl, case, device)
+
+
+def _sync(device):
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _timed_peak(fn, device) -> int | None:
+    """Peak bytes allocated while ``fn`` runs once (inputs and saved tensors included), CUDA only."""
+    import torch
+
+    if device.type != "cuda":
+        return None
+    _sync(device)
+    torch.cuda.reset_peak_memory_stats()
+    fn()
+    _sync(device)
+    return int(torch.cuda.max_memory_allocated())
+
+
+def _prepare_fwd(impl: str, case: dict, device) -> harness.Prepared:
+    """Inputs, one checked call (o and final state vs the float64 reference), the call to time.
+
+    ``bytes``/``flops``: :mod:`kernels.gdn.flops` (minimum traffic; chunked
+    FLOP count 10 C d + 6 d^2 + C^2/3 per token and head). ``extra``:
+    ``rel_err`` (o), ``rel_err_state``, ``first_call_s`` (first call incl.
+    JIT/autotune), ``dispatch`` for the anchors, ``peak_mem_timed_bytes``.
+    """
+    import torch
+
+    from kernels.gdn.naive import naive_chunk_gated_delta_rule
+
+    fn, extra = _call(impl, case)
+    q, k, v, g, beta, cu = make_inputs(case, device)
+    kw = dict(output_final_state=True)
+    if cu is not None:
+        kw["cu_seqlens"] = cu
+    t0 = time.perf_counter()
+    o, ht = fn(q, k, v, g, beta, scale=case["head_dim"] ** -0.5, **kw)
+    _sync(device)
+    extra["first_call_s"] = round(time.perf_counter() - t0, 3)
+    if impl == "fla_chunk":
+        extra["dispatch"] = "flash_qla" if "flash_qla" in sys.modules else "fla_triton"
+    ref_o, ref_h = naive_chunk_gated_delta_rule(q.float(), k.float(), v.float(), g, beta, output_final_state=True,
+                                                cu_seqlens=cu)
+    extra["rel_err"] = harness.check_close(f"{impl} o", o, ref_o, TOL)
+    extra["rel_err_state"] = harness.check_close(f"{impl} final state", ht, ref_h, TOL)
+    del ref_o, ref_h, o, ht
+    tokens = case["batch"] * case["seqlen"]
+    d = case["head_dim"]
+    flops = gdn_fwd_flops(tokens, case["heads"], d, d)
+    nbytes = gdn_fwd_bytes(tokens, case["heads"], d, d, case["num_seqs"], elem_bytes=q.element_size(),
+                           gate_bytes=g.element_size(), final_state=True)
+    call = lambda: fn(q, k, v, g, beta, scale=d ** -0.5, **kw)  # noqa: E731
+    extra["peak_mem_timed_bytes"] = _timed_peak(call, device)
+    return harness.Prepared(fn=call, bytes=nbytes, flops=flops, extra=extra)
+
+
+_REF_CACHE: dict = {}
+
+
+def _reference_grads(case, q, k, v, g, beta, do, dht, cu):
+    """float64 reference gradients of a shape, cached on the host (the bwd and fwdbwd
+    cases of a shape share their seeded inputs; the host copy keeps them out of the
+    measured peak memory)."""
+    from kernels.gdn.naive import reference_grads
+
+    key = tuple(sorted((n, x) for n, x in case.items() if n != "pass"))
+    if key not in _REF_CACHE:
+        _REF_CACHE.clear()
+        ref = reference_grads(q, k, v, g, beta, do, dht, scale=case["head_dim"] ** -0.5, cu_seqlens=cu)
+        _REF_CACHE[key] = {n: x.cpu() for n, x in ref.items()}
+    return _REF_CACHE[key]
+
+
+def _prepare_bwd(impl: str, case: dict, device) -> harness.Prepared:
+    """Backward (``bwd``) or forward + backward (``fwdbwd``), checked gradient by gradient.
+
+    Runs forward and backward once (``first_call_s``, JIT and autotune
+    included), compares dq, dk, dv, dg, dbeta with the float64 reference
+    (``rel_err_<grad>``; ``rel_err`` = the largest of the five), runs the backward again and
+    records whether the gradients are bitwise equal (``deterministic``).
+    ``dispatch`` (fla_chunk): which of flash_qla and tilelang were imported
+    once FLA ran forward and backward (FLA routes its gated backward to
+    TileLang where Triton miscompiles it), else ``fla_triton``.
+    ``flops``: :func:`kernels.gdn.flops.gdn_bwd_flops` (plus the forward's for
+    fwdbwd); ``bytes``: :func:`kernels.gdn.flops.gdn_bwd_bytes`.
+    """
+    import torch
+
+    from kernels.gdn.naive import GRAD_TOL, grad_error
+
+    fn, extra = _call(impl, case)
+    q, k, v, g, beta, cu = make_inputs(case, device)
+    gen = torch.Generator(device="cpu").manual_seed(1)
+    B, T, H, d = case["batch"], case["seqlen"], case["heads"], case["head_dim"]
+    do = torch.randn(B, T, H, d, generator=gen).to(device=device, dtype=v.dtype)
+    dht = torch.randn(case["num_seqs"], H, d, d, generator=gen).to(device)
+    leaves = [x.requires_grad_() for x in (q, k, v, g, beta)]
+    kw = dict(output_final_state=True)
+    if cu is not None:
+        kw["cu_seqlens"] = cu
+
+    def forward():
+        o, ht = fn(q, k, v, g, beta, scale=d ** -0.5, **kw)
+        outs = [(o, do)] + ([(ht, dht)] if ht is not None and ht.requires_grad else [])
+        return [x for x, _ in outs], [y for _, y in outs]
+
+    def backward(outs, cots, retain):
+        return torch.autograd.grad(outs, leaves, cots, retain_graph=retain, allow_unused=True)
+
+    t0 = time.perf_counter()
+    outs, cots = forward()
+    got = backward(outs, cots, True)
+    _sync(device)
+    extra["first_call_s"] = round(time.perf_counter() - t0, 3)
+    extra["final_state_grad"] = len(outs) == 2
+    if impl == "fla_chunk":
+        loaded = [m for m in ("flash_qla", "tilelang") if m in sys.modules]
+        extra["dispatch"] = "+".join(loaded) if loaded else "fla_triton"
+    ref = _reference_grads(case, q, k, v, g, beta, do, dht if len(outs) == 2 else None, cu)
+    errs = {}
+    for name, x in zip(("dq", "dk", "dv", "dg", "dbeta"), got):
+        if x is None:
+            raise harness.Mismatch(f"{impl} returned no gradient {name}")
+        errs[name] = grad_error(x, ref[name])
+        extra[f"rel_err_{name}"] = errs[name]
+    extra["rel_err"] = max(errs.values())
+    bad = [f"{n} {e:.3g} > {GRAD_TOL[n]}" for n, e in errs.items() if not e <= GRAD_TOL[n]]
+    if bad:
+        raise harness.Mismatch(f"{impl} gradients: RMSE/RMS " + ", ".join(bad))
+    again = backward(outs, cots, True)
+    extra["deterministic"] = all(torch.equal(a, b) for a, b in zip(got, again))
+    del got, again, ref
+    tokens = B * T
+    flops = gdn_bwd_flops(tokens, H, d, d)
+    fwdbwd = case["pass"] == "fwdbwd"
+    if fwdbwd:
+        flops += gdn_fwd_flops(tokens, H, d, d)
+        del outs, cots
+        call = lambda: backward(*forward(), False)  # noqa: E731
+    else:
+        call = lambda: backward(outs, cots, True)  # noqa: E731
+    nbytes = gdn_bwd_bytes(tokens, H, d, d, case["num_seqs"], elem_bytes=q.element_size(),
+                           gate_bytes=g.element_size(), with_forward=fwdbwd, final_state_grad=extra["final_state_grad"])
+    extra["peak_mem_timed_bytes"] = _timed_peak(call, device)
+    return harness.Prepared(fn=call, bytes=nbytes, flops=flops, extra=extra)

@@ -1,0 +1,90 @@
+"""Argument checks and small helpers shared by every GDN implementation."""
+
+from __future__ import annotations
+
+import torch
+
+SUPPORTED_HEAD_DIMS = (16, 32, 64, 128)
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def check_inputs(q, k, v, g, beta, initial_state=None, cu_seqlens=None, check_gate=True, allow_float64=False):
+    """Validate the arguments of a gated delta rule call (flash-linear-attention's layout).
+
+    Shapes: q, k ``[B, T, H, K]``; v ``[B, T, H, V]``; g, beta ``[B, T, H]``;
+    initial_state ``[N, H, K, V]`` float32; cu_seqlens ``[N + 1]`` int32/int64
+    with B == 1, starting at 0, non-decreasing, ending at T. With
+    ``allow_float64`` (the PyTorch references, for gradcheck) every float
+    argument may also be float64, and then the initial state is float64.
+    Returns ``(B, T, H, K, V, N)`` with N the number of sequences.
+    Raises:
+        TypeError: non-tensor arguments, non-float q/k/v/g/beta, q/k/v dtypes
+            differing, cu_seqlens not an integer tensor, state not float32.
+        ValueError: shapes, devices, head dims not in ``SUPPORTED_HEAD_DIMS``,
+            cu_seqlens not matching T or B != 1, g > 0 (when ``check_gate``).
+    """
+    floats = FLOAT_DTYPES + ((torch.float64,) if allow_float64 else ())
+    for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta)):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        if x.dtype not in floats:
+            raise TypeError(f"{name} must be float16/bfloat16/float32, got {x.dtype}")
+        if x.device != q.device:
+            raise ValueError(f"{name} is on {x.device} but q is on {q.device}")
+    if q.dim() != 4:
+        raise ValueError(f"q must be [B, T, H, K], got shape {tuple(q.shape)}")
+    B, T, H, K = q.shape
+    if k.shape != q.shape:
+        raise ValueError(f"k must have q's shape {tuple(q.shape)}, got {tuple(k.shape)}")
+    if v.dim() != 4 or v.shape[:3] != q.shape[:3]:
+        raise ValueError(f"v must be [B, T, H, V] = [{B}, {T}, {H}, V], got {tuple(v.shape)}")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    V = v.shape[3]
+    for name, x in (("g", g), ("beta", beta)):
+        if x.shape != (B, T, H):
+            raise ValueError(f"{name} must be [B, T, H] = [{B}, {T}, {H}], got {tuple(x.shape)}")
+    if K not in SUPPORTED_HEAD_DIMS or V not in SUPPORTED_HEAD_DIMS:
+        raise ValueError(f"head dims K={K}, V={V} not supported; use one of {SUPPORTED_HEAD_DIMS}")
+    if check_gate and g.numel() and bool((g > 0).any()):
+        raise ValueError(f"g is a log decay and must be <= 0; max is {g.max().item():.3g}")
+    N = B
+    if cu_seqlens is not None:
+        if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dtype not in (torch.int32, torch.int64):
+            raise TypeError("cu_seqlens must be an int32 or int64 tensor")
+        if cu_seqlens.device != q.device:
+            raise ValueError(f"cu_seqlens is on {cu_seqlens.device} but q is on {q.device}")
+        if B != 1:
+            raise ValueError(f"with cu_seqlens the batch must be 1 (packed sequences), got B={B}")
+        if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
+            raise ValueError(f"cu_seqlens must be 1-D [N + 1] with N >= 1, got {tuple(cu_seqlens.shape)}")
+        cs = cu_seqlens.tolist()
+        if cs[0] != 0 or cs[-1] != T or any(b < a for a, b in zip(cs, cs[1:])):
+            raise ValueError(f"cu_seqlens must start at 0, never decrease and end at T={T}; got "
+                             f"{cs[:4]}...{cs[-2:]}")
+        N = len(cs) - 1
+    if initial_state is not None:
+        state_dtype = torch.float64 if allow_float64 and q.dtype == torch.float64 else torch.float32
+        if not isinstance(initial_state, torch.Tensor) or initial_state.dtype != state_dtype:
+            raise TypeError(f"initial_state must be a {state_dtype} tensor [N, H, K, V]")
+        if initial_state.shape != (N, H, K, V):
+            raise ValueError(f"initial_state must be [N, H, K, V] = [{N}, {H}, {K}, {V}], "
+                             f"got {tuple(initial_state.shape)}")
+        if initial_state.device != q.device:
+            raise ValueError(f"initial_state is on {initial_state.device} but q is on {q.device}")
+    return B, T, H, K, V, N
+
+
+def seq_bounds(B: int, T: int, cu_seqlens=None) -> list[tuple[int, int]]:
+    """Token ranges ``[(start, end), ...]`` of the sequences in the flattened ``B*T`` axis."""
+    if cu_seqlens is None:
+        return [(b * T, (b + 1) * T) for b in range(B)]
+    cs = cu_seqlens.tolist()
+    return list(zip(cs[:-1], cs[1:]))
+
+
+def l2norm(x, eps: float = 1e-6):
+    """``x / sqrt(sum(x^2, -1) + eps)`` computed in float32, returned in x's dtype
+    (the normalisation flash-linear-attention applies with use_qk_l2norm_in_kernel)."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).sum(-1, keepdim=True) + eps)).to(x.dtype)

@@ -1,0 +1,178 @@
+"""GDN forward: references against each other, Triton kernels against the float64 reference.
+
+On the CPU the kernels run under TRITON_INTERPRET=1 at small shapes; the
+``gpu`` tests repeat the checks at the study's shapes on CUDA.
+"""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch.nn.functional as F  # noqa: E402
+
+from kernels.gdn.chunk import chunk_gated_delta_rule, chunk_gated_delta_rule_fwd  # noqa: E402
+from kernels.gdn.naive import naive_chunk_gated_delta_rule, naive_recurrent_gated_delta_rule  # noqa: E402
+from kernels.gdn.recurrent import fused_recurrent_gated_delta_rule  # noqa: E402
+from kernels.harness import relative_rmse  # noqa: E402
+
+TOL = 0.005
+KERNELS = {"chunk": chunk_gated_delta_rule, "recurrent": fused_recurrent_gated_delta_rule}
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def gate(regime, shape, gen):
+    """The four gate regimes of the issue."""
+    if regime == "zero":
+        return torch.zeros(shape)
+    if regime == "mild":
+        return F.logsigmoid(torch.randn(shape, generator=gen)) / 16
+    if regime == "init":
+        return -torch.rand(shape, generator=gen) * 16 * F.softplus(0.5 * torch.randn(shape, generator=gen) + 1)
+    if regime == "strong":
+        return F.logsigmoid(torch.rand(shape, generator=gen)) / 0.01
+    raise ValueError(regime)
+
+
+def inputs(B, T, H, D, regime="mild", dtype=torch.bfloat16, seed=0, h0=False, N=None, device=DEV):
+    gen = torch.Generator().manual_seed(seed)
+    q = F.normalize(torch.randn(B, T, H, D, generator=gen), dim=-1).to(dtype)
+    k = F.normalize(torch.randn(B, T, H, D, generator=gen), dim=-1).to(dtype)
+    v = torch.randn(B, T, H, D, generator=gen).to(dtype)
+    g = gate(regime, (B, T, H), gen)
+    beta = torch.sigmoid(torch.randn(B, T, H, generator=gen))
+    s = torch.randn(N or B, H, D, D, generator=gen) if h0 else None
+    out = [x.to(device) for x in (q, k, v, g, beta)]
+    return (*out, s.to(device) if s is not None else None)
+
+
+def check(fn, q, k, v, g, beta, h0, cu=None, ref=naive_recurrent_gated_delta_rule):
+    o, ht = fn(q, k, v, g, beta, initial_state=h0, output_final_state=True, cu_seqlens=cu)
+    ro, rh = ref(q.float(), k.float(), v.float(), g, beta, initial_state=h0, output_final_state=True,
+                 cu_seqlens=cu)
+    assert torch.isfinite(o).all() and torch.isfinite(ht).all()
+    assert o.dtype == v.dtype and o.shape == v.shape and ht.dtype == torch.float32
+    eo, eh = relative_rmse(o, ro), relative_rmse(ht, rh)
+    assert eo <= TOL, f"o RMSE/RMS {eo:.4g}"
+    assert eh <= TOL, f"final state RMSE/RMS {eh:.4g}"
+
+
+@pytest.mark.parametrize("regime", ["zero", "mild", "init", "strong"])
+def test_references_agree(regime):
+    q, k, v, g, beta, h0 = inputs(2, 130, 2, 16, regime, torch.float32, h0=True, device="cpu")
+    a = naive_recurrent_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True)
+    b = naive_chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True)
+    assert relative_rmse(a[0], b[0]) < 1e-6 and relative_rmse(a[1], b[1]) < 1e-6
+
+
+@pytest.mark.parametrize("impl", sorted(KERNELS))
+@pytest.mark.parametrize("regime", ["zero", "mild", "init", "strong"])
+def test_gate_regimes(impl, regime):
+    check(KERNELS[impl], *inputs(1, 75, 1, 32, regime, h0=True))
+
+
+@pytest.mark.parametrize("T", [1, 63, 64, 65])
+def test_chunk_odd_lengths(T):
+    check(chunk_gated_delta_rule, *inputs(2, T, 1, 32, "init", h0=T != 64))
+
+
+def test_head_dim_64_both_kernels():
+    for fn in KERNELS.values():
+        check(fn, *inputs(1, 70, 1, 64, "mild", h0=True))
+
+
+@pytest.mark.parametrize("impl", sorted(KERNELS))
+def test_cu_seqlens_many_short(impl):
+    cu = torch.tensor([0, 1, 9, 40, 40, 105, 120, 150], dtype=torch.int64, device=DEV)
+    q, k, v, g, beta, h0 = inputs(1, 150, 1, 32, "mild", h0=True, N=7)
+    check(KERNELS[impl], q, k, v, g, beta, h0, cu.to(torch.int32) if impl == "chunk" else cu)
+    # each packed sequence equals its own call
+    o, _ = KERNELS[impl](q, k, v, g, beta, initial_state=h0, cu_seqlens=cu)
+    s, e = 40, 105
+    o1, _ = KERNELS[impl](q[:, s:e], k[:, s:e], v[:, s:e], g[:, s:e], beta[:, s:e], initial_state=h0[4:5])
+    assert torch.equal(o[:, s:e], o1)
+
+
+def test_chunk_states_for_backward():
+    """The stored per-chunk states are the state entering each chunk."""
+    q, k, v, g, beta, h0 = inputs(1, 150, 1, 32, "mild", h0=True)
+    o, ht, inter = chunk_gated_delta_rule_fwd(q, k, v, g.float().contiguous(), beta, 32 ** -0.5, h0, True,
+                                              store_chunk_states=True)
+    assert inter.h.shape == (3, 1, 32, 32) and inter.v_new.shape == (150, 1, 32)
+    assert torch.allclose(inter.h[0], h0[0])
+    _, s128 = naive_recurrent_gated_delta_rule(q[:, :128].float(), k[:, :128].float(), v[:, :128].float(),
+                                               g[:, :128], beta[:, :128], initial_state=h0,
+                                               output_final_state=True)
+    assert relative_rmse(inter.h[2], s128[0]) <= TOL
+
+
+def test_l2norm_in_kernel():
+    q, k, v, g, beta, _ = inputs(1, 40, 1, 32, "mild")
+    a, _ = chunk_gated_delta_rule(q * 3, k * 0.5, v, g, beta, use_qk_l2norm_in_kernel=True)
+    r, _ = naive_recurrent_gated_delta_rule(q.float(), k.float(), v.float(), g, beta)
+    assert relative_rmse(a, r) <= TOL
+
+
+@pytest.mark.parametrize("fn", [chunk_gated_delta_rule, fused_recurrent_gated_delta_rule,
+                                naive_recurrent_gated_delta_rule])
+def test_errors(fn):
+    q, k, v, g, beta, _ = inputs(2, 8, 1, 32, "mild", device="cpu")
+    with pytest.raises(ValueError, match="q must be"):
+        fn(q[0], k, v, g, beta)
+    with pytest.raises(ValueError, match="v must be"):
+        fn(q, k, v[:, :4], g, beta)
+    with pytest.raises(ValueError, match="g must be"):
+        fn(q, k, v, g[..., None], beta)
+    with pytest.raises(TypeError, match="share a dtype"):
+        fn(q, k.float(), v, g, beta)
+    with pytest.raises(TypeError, match="float16/bfloat16/float32"):
+        fn(q, k, v, g.to(torch.int32), beta)
+    with pytest.raises(ValueError, match="<= 0"):
+        fn(q, k, v, g.abs() + 0.1, beta)
+    with pytest.raises(ValueError, match="head dims"):
+        fn(q[..., :24], k[..., :24], v, g, beta)
+    with pytest.raises(ValueError, match="batch must be 1"):
+        fn(q, k, v, g, beta, cu_seqlens=torch.tensor([0, 8], dtype=torch.int32))
+    q1, k1, v1, g1, b1 = (x[:1] for x in (q, k, v, g, beta))
+    with pytest.raises(ValueError, match="end at T"):
+        fn(q1, k1, v1, g1, b1, cu_seqlens=torch.tensor([0, 3, 7], dtype=torch.int32))
+    with pytest.raises(TypeError, match="cu_seqlens"):
+        fn(q1, k1, v1, g1, b1, cu_seqlens=torch.tensor([0.0, 8.0]))
+    with pytest.raises(ValueError, match="initial_state must be"):
+        fn(q, k, v, g, beta, initial_state=torch.zeros(1, 1, 32, 32))
+    with pytest.raises(TypeError, match="initial_state"):
+        fn(q, k, v, g, beta, initial_state=torch.zeros(2, 1, 32, 32, dtype=torch.float64))
+
+
+# ---------------------------------------------------------------------------- GPU, study-like shapes
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("impl", sorted(KERNELS))
+@pytest.mark.parametrize("regime", ["zero", "mild", "init", "strong"])
+@pytest.mark.parametrize("T", [1, 63, 64, 65, 75, 300, 1000])
+def test_gpu_regimes_lengths(impl, regime, T):
+    check(KERNELS[impl], *inputs(2, T, 4, 128, regime, h0=True), ref=naive_chunk_gated_delta_rule)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("impl", sorted(KERNELS))
+@pytest.mark.parametrize("D", [64, 128])
+def test_gpu_varlen(impl, D):
+    gen = torch.Generator().manual_seed(1)
+    lens = torch.randint(1, 300, (40,), generator=gen)
+    cu = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(torch.int32).to(DEV)
+    T = int(cu[-1])
+    check(KERNELS[impl], *inputs(1, T, 4, D, "init", h0=True, N=40), cu, ref=naive_chunk_gated_delta_rule)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("B,T,H", [(4, 8192, 16), (1, 32768, 32)])
+def test_gpu_chunk_study_shapes(B, T, H):
+    for regime in ("mild", "strong"):
+        check(chunk_gated_delta_rule, *inputs(B, T, H, 128, regime), ref=naive_chunk_gated_delta_rule)

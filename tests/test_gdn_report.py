@@ -1,0 +1,90 @@
+"""The GDN report on a small synthetic tidy table: derive, every figure and table, macros."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from kernels.gdn import report  # noqa: E402
+
+
+def tidy():
+    rows = []
+    ms = {"naive": 200.0, "recurrent": 5.0, "chunk": 0.9, "fla_chunk": 1.0, "flash_qla": 0.4}
+    shapes = [(1, t, 16, 1, False) for t in (1024, 2048, 4096)] + [(4, 8192, 16, 4, False),
+                                                                   (1, 32768, 32, 1, False), (1, 32768, 16, 32, True)]
+    for b, t, h, n, var in shapes:
+        for impl, base in ms.items():
+            ok = not (impl == "naive" and t > 2048)
+            med = base * b * t * h / 16384 if ok else np.nan
+            rows.append(dict(gpu="h200", study="gdn", impl=impl, **{"pass": "fwd"}, dtype="bfloat16", batch=b,
+                             seqlen=t, heads=h, head_dim=128, num_seqs=n, varlen=var, median_ms=med,
+                             flops=int(b * t * h * 1.8e5), bytes=b * t * h * 1032,
+                             status="ok" if ok else "unsupported", tflops=b * t * h * 1.8e5 / med / 1e9))
+    rows.append(dict(gpu="h200", study="gdn", impl="fla_recurrent", **{"pass": "fwd"}, dtype="bfloat16", batch=1,
+                     seqlen=8192, heads=16, head_dim=128, num_seqs=1, varlen=False, median_ms=np.nan,
+                     flops=1, bytes=1, status="error", tflops=np.nan))
+    return pd.DataFrame(rows)
+
+
+def test_derive_figures_tables_macros():
+    df = report.derive(tidy())
+    for col in ("speedup_vs_naive", "speedup_vs_fla", "ratio_to_flash_qla", "tflops"):
+        assert col in df.columns
+    c = df[(df.impl == "chunk") & (df.seqlen == 2048)]
+    assert abs(c["speedup_vs_naive"].iloc[0] - 200 / 0.9) < 1e-6
+    assert df[(df.impl == "chunk") & (df.seqlen == 8192)]["speedup_vs_naive"].isna().all()
+    for name, fn in report.FIGURES.items():
+        assert name.startswith("gdn_")
+        plt.close(fn(df))
+    t = report.TABLES["gdn_main"](df)
+    assert "chunk" in t.columns and len(t) == 3
+    m = report.macros(df)
+    assert m["GdnNaiveMaxSeqlen"] == "2048" and m["GdnChunkMsBEightTFourK"] == "n/a"
+    assert all(k.isalpha() and k.startswith("Gdn") for k in m)
+
+
+def test_partial_data_does_not_crash():
+    df = tidy()
+    df = report.derive(df[df.impl.isin(["naive"]) & (df.seqlen <= 1024)])
+    for fn in report.FIGURES.values():
+        plt.close(fn(df))
+    report.TABLES["gdn_main"](df)
+    assert report.macros(df)["GdnChunkSpeedupVsNaive"] == "n/a"
+
+
+def bwd_tidy():
+    """Backward and fwd+bwd rows at the backward's main shapes, with peak memory."""
+    rows = []
+    ms = {"chunk": 3.0, "fla_chunk": 3.3, "flash_qla": 2.0, "naive": np.nan}
+    for pas, f in (("bwd", 0.7), ("fwdbwd", 1.0)):
+        for b, t, h in [(4, 8192, 16), (1, 32768, 32), (1, 8192, 16), (1, 1024, 16), (1, 4096, 16)]:
+            for impl, base in ms.items():
+                med = base * f * b * t * h / (4 * 8192 * 16)
+                rows.append(dict(gpu="h200", study="gdn", impl=impl, **{"pass": pas}, dtype="bfloat16", batch=b,
+                                 seqlen=t, heads=h, head_dim=128, num_seqs=b, varlen=False, median_ms=med,
+                                 flops=int(b * t * h * 5.7e5), bytes=b * t * h * 1800,
+                                 status="unsupported" if impl == "naive" else "ok",
+                                 peak_mem_bytes=2**31, peak_mem_timed_bytes=2**30 * b * t * h / 2**19))
+    return pd.DataFrame(rows)
+
+
+def test_backward_figures_tables_macros():
+    df = report.derive(pd.concat([tidy(), bwd_tidy()], ignore_index=True))
+    c = df[(df.impl == "chunk") & (df["pass"] == "fwdbwd") & (df.seqlen == 8192) & (df.batch == 4)]
+    assert abs(c["speedup_vs_fla"].iloc[0] - 3.3 / 3.0) < 1e-9 and abs(c["peak_mem_gib"].iloc[0] - 1.0) < 1e-9
+    for fn in report.FIGURES.values():
+        plt.close(fn(df))
+    t = report.TABLES["gdn_bwd"](df)
+    assert len(t) == 6 and {"chunk", "fla_chunk", "chunk peak GiB"} <= set(t.columns)
+    assert len(report.TABLES["gdn_main"](df)) == 3  # forward table unchanged by backward rows
+    m = report.macros(df)
+    assert m["GdnChunkFwdbwdSpeedupVsFlaBFourTEightK"] == "1.10"
+    assert m["GdnChunkFwdbwdPeakGibBFourTEightK"] == "1.00" and m["GdnChunkMsBFourTEightK"] != "n/a"
+    assert all(k.isalpha() and k.startswith("Gdn") for k in m)
+    bwd_only = report.derive(bwd_tidy()[lambda d: d.impl == "chunk"])
+    for fn in report.FIGURES.values():
+        plt.close(fn(bwd_only))
+    assert report.macros(bwd_only)["GdnChunkFwdbwdSpeedupVsFlaBFourTEightK"] == "n/a"
