@@ -65,11 +65,12 @@ def table_to_latex(table: pd.DataFrame, caption: str | None = None) -> str:
     """A booktabs/siunitx tabular of ``table``; index and headers escaped."""
     styler = table.style
     # the report already rounded the numbers: print them without padding
-    styler = styler.format(escape="latex", na_rep="--",
+    styler = styler.format(escape="latex", na_rep="{--}",
                            formatter=lambda v: np.format_float_positional(v, trim="-")
                            if isinstance(v, float) else v)
     styler = styler.format_index(escape="latex", axis=0).format_index(escape="latex", axis=1)
-    return styler.to_latex(hrules=True, siunitx=True, caption=caption)
+    return styler.to_latex(hrules=True, siunitx=True, caption=caption, sparse_index=False,
+                           sparse_columns=False)
 
 
 def render_table(study: str, name: str, tidy_csv: str, out: str) -> None:
@@ -103,10 +104,36 @@ def environment_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
     return out
 
 
-def render_numbers(studies: list[str], tidy_csvs: list[str], out: str) -> None:
-    """Write every number quoted in the text as a LaTeX macro to ``out``."""
+def benchmark_macros(bench_dir: str | os.PathLike) -> dict[str, str]:
+    """Wall time of the measurement jobs, from Snakemake's ``benchmark:`` files.
+
+    ``MeasureMinutesTotal`` and ``MeasureMinutes<Study>`` (minutes, summed over
+    ``measure_<study>_<impl>.tsv``), ``MeasureJobs`` (how many files).
+    """
+    totals: dict[str, float] = {}
+    files = sorted(Path(bench_dir).glob("measure_*.tsv")) if bench_dir else []
+    for path in files:
+        study = path.stem.split("_")[1]
+        seconds = float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
+        totals[study] = totals.get(study, 0.0) + seconds
+    out = {"MeasureJobs": str(len(files)),
+           "MeasureMinutesTotal": f"{sum(totals.values()) / 60:.1f}" if files else "n/a"}
+    for study, seconds in totals.items():
+        out[f"MeasureMinutes{study.capitalize()}"] = f"{seconds / 60:.1f}"
+    return out
+
+
+def render_numbers(studies: list[str], tidy_csvs: list[str], out: str,
+                   bench_dir: str | os.PathLike | None = None) -> None:
+    """Write every number quoted in the text as a LaTeX macro to ``out``.
+
+    The macros: the environment of the measurements (:func:`environment_macros`),
+    the measurement jobs' wall time (:func:`benchmark_macros`, from
+    ``bench_dir``) and each study's ``report.macros``.
+    """
     frames = [read_tidy(p) for p in tidy_csvs]
     values = environment_macros(frames)
+    values.update(benchmark_macros(bench_dir))
     for study, df in zip(studies, frames):
         for name, value in _report(study).macros(df).items():
             if name in values:
@@ -152,6 +179,32 @@ def paper_problems(logtext: str) -> list[str]:
     return problems
 
 
+def coverage_table(configured: dict[str, list[str]], frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Rows measured per study and implementation, by status, against the configured ones.
+
+    ``configured`` maps a study to the implementations its sweep lists; an
+    implementation without rows is reported as "not measured".
+    """
+    records = []
+    for study, impls in configured.items():
+        df = frames.get(study, pd.DataFrame())
+        names = list(dict.fromkeys([*impls, *(df["impl"].unique() if not df.empty else [])]))
+        for impl in names:
+            rows = df[df["impl"] == impl] if not df.empty else df
+            counts = rows["status"].value_counts().to_dict() if not rows.empty else {}
+            passes = ", ".join(sorted(rows["pass"].unique())) if not rows.empty else ""
+            records.append({"study": study, "impl": impl, "passes": passes or "not measured",
+                            **{status: int(counts.get(status, 0)) for status in
+                               ("ok", "wrong", "error", "oom", "unsupported")}})
+    return pd.DataFrame.from_records(records).set_index(["study", "impl"])
+
+
+def render_coverage(configured: dict[str, list[str]], tidy_csvs: list[str], out: str) -> None:
+    """Write the measurement-coverage table (:func:`coverage_table`) as LaTeX to ``out``."""
+    frames = {study: read_tidy(path) for study, path in zip(configured, tidy_csvs)}
+    write_atomic(out, table_to_latex(coverage_table(configured, frames)))
+
+
 def _caption(func) -> str:
     """The first paragraph of a figure or table function's docstring, as a caption."""
     doc = (func.__doc__ or func.__name__).strip().split("\n\n")[0]
@@ -169,7 +222,7 @@ def render_floats(study: str, out: str) -> None:
     for name, func in sorted(report.FIGURES.items()):
         parts.append("\n".join([
             r"\begin{figure}[tbp]", r"\centering",
-            rf"\includegraphics[width=\linewidth]{{{name}.pdf}}",
+            rf"\fitgraphics{{{name}.pdf}}",
             rf"\caption{{{_caption(func)}}}", rf"\label{{fig:{name}}}", r"\end{figure}"]))
     for name, func in sorted(report.TABLES.items()):
         parts.append("\n".join([

@@ -1,5 +1,6 @@
 # Configuration checks, modes and paths shared by every rule file.
 
+import hashlib
 import importlib
 import shutil
 import subprocess
@@ -91,6 +92,24 @@ def raw_files(study):
     return sorted(str(p) for p in Path(RAW, GPU, study).glob("*.jsonl"))
 
 
+def code_version(*paths):
+    """SHA-1 of the files whose code renders an output: as a rule's param, a
+    change of that code reruns the rule (Snakemake's params rerun trigger)."""
+    digest = hashlib.sha1()
+    for path in paths:
+        digest.update(Path(workflow.basedir, path).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+RENDER_CODE = ["kernels/collect.py", "kernels/render.py", "kernels/style.py",
+               "workflow/schemas/row.schema.yaml"]
+
+
+def report_code(study):
+    """Code version of a study's rendering: its report module and the shared renderers."""
+    return code_version(f"kernels/{study}/report.py", *RENDER_CODE)
+
+
 def report_module(study):
     return importlib.import_module(f"kernels.{study}.report")
 
@@ -102,6 +121,7 @@ ALL_FIGURES = [f"{FIGURES_DIR}/{name}.pdf" for s in STUDIES for name in FIGURES[
 ALL_TABLES = [f"{PAPER_DIR}/generated/{name}.tex" for s in STUDIES for name in TABLES[s]]
 ALL_FLOATS = [f"{PAPER_DIR}/generated/{s}_floats.tex" for s in STUDIES]
 ALL_OUTPUTS = [*ALL_FIGURES, *ALL_TABLES, *ALL_FLOATS, f"{PAPER_DIR}/generated/numbers.tex",
+               f"{PAPER_DIR}/generated/coverage.tex",
                f"{PAPER_DIR}/main.pdf"]
 if MEASURE:
     ALL_OUTPUTS += [f for s in STUDIES for f in raw_files(s)]

@@ -3,7 +3,16 @@
 
 PAPER_SOURCES = ["paper/main.tex", "paper/references.bib"]
 
+
+# On a cluster (profiles/slurm) the PDF is built on the submit host.
+localrules:
+    paper,
+
+
 if PAPER_DIR != "paper":
+
+    localrules:
+        paper_sources,
 
     rule paper_sources:
         input:
@@ -23,6 +32,7 @@ rule paper:
         ALL_TABLES,
         ALL_FLOATS,
         f"{PAPER_DIR}/generated/numbers.tex",
+        f"{PAPER_DIR}/generated/coverage.tex",
     output:
         f"{PAPER_DIR}/main.pdf",
     conda:

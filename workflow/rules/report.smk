@@ -1,6 +1,16 @@
 # From raw rows to tidy tables, figures, LaTeX tables and the numbers quoted in the paper.
 
 
+# Rendering is light: on a cluster (profiles/slurm) these run on the submit host.
+localrules:
+    collect,
+    figure,
+    table,
+    numbers,
+    floats,
+    coverage,
+
+
 rule collect:
     input:
         lambda w: raw_files(w.study),
@@ -10,6 +20,7 @@ rule collect:
         study="|".join(STUDIES),
     params:
         gpu=GPU,
+        code=lambda w: report_code(w.study),
     conda:
         "../envs/render.yaml"
     log:
@@ -29,6 +40,7 @@ rule figure:
         name="|".join(n for s in STUDIES for n in FIGURES[s]),
     params:
         study=figure_study,
+        code=lambda w: report_code(figure_study(w)),
     conda:
         "../envs/render.yaml"
     log:
@@ -48,6 +60,7 @@ rule table:
         name="|".join(n for s in STUDIES for n in TABLES[s]),
     params:
         study=table_study,
+        code=lambda w: report_code(table_study(w)),
     conda:
         "../envs/render.yaml"
     log:
@@ -65,6 +78,8 @@ rule numbers:
         f"{PAPER_DIR}/generated/numbers.tex",
     params:
         studies=STUDIES,
+        bench=BENCH,
+        code=lambda w: [report_code(s) for s in STUDIES],
     conda:
         "../envs/render.yaml"
     log:
@@ -80,9 +95,27 @@ rule floats:
         f"{PAPER_DIR}/generated/{{study}}_floats.tex",
     wildcard_constraints:
         study="|".join(STUDIES),
+    params:
+        code=lambda w: report_code(w.study),
     conda:
         "../envs/render.yaml"
     log:
         f"{LOGS}/floats_{{study}}.log",
     script:
         "../scripts/floats.py"
+
+
+rule coverage:
+    input:
+        expand(f"{TIDY}/{{study}}.csv", study=STUDIES),
+    output:
+        f"{PAPER_DIR}/generated/coverage.tex",
+    params:
+        configured={s: study_impls(s) for s in STUDIES},
+        code=code_version(*RENDER_CODE),
+    conda:
+        "../envs/render.yaml"
+    log:
+        f"{LOGS}/coverage.log",
+    script:
+        "../scripts/coverage.py"
