@@ -276,6 +276,8 @@ def prepare(impl: str, case: dict, device: torch.device) -> harness.Prepared:
         refs["d_gate"], refs["d_up"] = swiglu_backward_reference(d_out, gate, up)
     # compile_s is a cold compile: no inductor cache from an earlier case or run.
     cold = torch._inductor.config.patch(force_disable_caches=True) if impl in COMPILE_MODES else nullcontext()
+    from torch._dynamo.utils import counters
+    graphs_before = counters["stats"]["unique_graphs"]
     with cold:
         t0 = time.perf_counter()
         fn, results = _first_call(impl, p, forward, gate, up, d_out)
@@ -285,9 +287,9 @@ def prepare(impl: str, case: dict, device: torch.device) -> harness.Prepared:
     out = results.get("out", results.get("d_gate"))
     extra.update(rel_err=err, out_dtype=str(out.dtype).replace("torch.", ""))
     if impl in COMPILE_MODES:
-        from torch._dynamo.utils import counters
         fn()  # a second call: a guard failure here would show as a recompile
-        extra.update(compile_s=round(setup, 3), recompiles=max(0, counters["stats"]["unique_graphs"] - 1))
+        graphs = counters["stats"]["unique_graphs"] - graphs_before
+        extra.update(compile_s=round(setup, 3), recompiles=max(0, graphs - 1))
     if (cfg := _tuned_config(impl)) is not None:
         extra["tuned"] = cfg
     return harness.Prepared(fn=fn, bytes=n_bytes, flops=0, extra=extra, cuda_graph=case["launch"] == "graph")
