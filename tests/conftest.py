@@ -14,6 +14,8 @@ if not HAS_CUDA:
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (run on the H200 with `pytest -m gpu`)")
     config.addinivalue_line("markers", "slow: runs the Snakemake DAG (minutes)")
+    config.addinivalue_line("markers", "slurm: submits jobs to a SLURM cluster (as root: .ci/slurm-up); "
+                                       "skipped without one")
 
 
 def pytest_collection_modifyitems(config, items):
