@@ -18,6 +18,16 @@ Derived metrics (:func:`derive`), per row of the tidy table:
     percentage of it.
 ``slowdown_vs_plain``
     this row's time over the same impl, mask and shape without a score_mod.
+``tiles_per_row``
+    computed tiles per query-block row: density_blocks x ceil(N / 128).
+``tile_fill``
+    density_elements / density_blocks: the fraction of the computed tiles'
+    elements that the mask allows (partial tiles run the mask_mod on every
+    element and waste the masked ones).
+``tile_cost``
+    time per computed tile over flex causal's time per computed tile at the
+    same shape, pass, impl and score_mod: ideal_ratio / speedup_vs_causal,
+    i.e. 100 / pct_of_ideal.
 """
 
 from __future__ import annotations
@@ -27,12 +37,14 @@ import pandas as pd
 from matplotlib import ticker
 
 from kernels import style
+from kernels.flex.density import BLOCK_SIZE
 
 SHAPE = ["gpu", "dtype", "pass", "batch", "heads", "kv_heads", "seqlen", "head_dim"]
 MASK_KNOBS = ["mask", "window", "documents", "doc_dist", "prefix"]
 DENSE = ["sdpa_flash", "sdpa_cudnn", "sdpa_efficient"]
 MASK_LABEL = {"causal": "causal", "window": "sliding window", "document": "document packing",
               "document_window": "documents + window", "prefix": "prefix-LM"}
+FAMILY_COLORS = dict(zip(MASK_LABEL, ["#000000", "#4C72B0", "#DD8452", "#8172B3", "#55A868"]))
 #: The BRIEF's reference shape: B4 H16 N8192 D128 bf16.
 BASE = dict(batch=4, heads=16, kv_heads=16, seqlen=8192, head_dim=128, dtype="bfloat16")
 
@@ -53,7 +65,7 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     if df.empty:
         return df
-    for col in ("flops_blocks", "median_ms", "density_blocks", "flops"):
+    for col in ("flops_blocks", "median_ms", "density_blocks", "density_elements", "flops", "seqlen"):
         df[col] = _num(df, col)
     seconds = df["median_ms"] / 1e3
     df["tflops_elements"] = df["flops"] / seconds / 1e12
@@ -66,6 +78,9 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     causal_blocks = _lookup(df, df["mask"] == "causal", ["seqlen"], "density_blocks")
     df["ideal_ratio"] = causal_blocks / df["density_blocks"]
     df["pct_of_ideal"] = 100.0 * df["speedup_vs_causal"] / df["ideal_ratio"]
+    df["tiles_per_row"] = df["density_blocks"] * np.ceil(df["seqlen"] / BLOCK_SIZE)
+    df["tile_fill"] = df["density_elements"] / df["density_blocks"]
+    df["tile_cost"] = df["ideal_ratio"] / df["speedup_vs_causal"]
     df["slowdown_vs_plain"] = df["median_ms"] / _lookup(df, df["score_mod"] == "none",
                                                         SHAPE + ["impl"] + MASK_KNOBS)
     return df
@@ -105,6 +120,47 @@ def _base(df: pd.DataFrame) -> pd.DataFrame:
     return b if not b.empty else d
 
 
+def _sparse_flex(df: pd.DataFrame) -> pd.DataFrame:
+    """The main GPU's ok flex rows without a score_mod at seqlen >= 8K, every mask but causal."""
+    d = _ok(_main_gpu(df))
+    if d.empty or "tile_cost" not in d:
+        return d.iloc[0:0]
+    return d[(d["impl"] == "flex") & (d["score_mod"] == "none") & (d["seqlen"] >= 8191) & (d["mask"] != "causal")]
+
+
+def _row_model(k: float, tiles_per_row, causal_tiles_per_row):
+    """Tile cost when every query-block row costs ``k`` tiles on top of its tiles (causal's rows included)."""
+    return (1.0 + k / tiles_per_row) / (1.0 + k / causal_tiles_per_row)
+
+
+def row_cost_fit(d: pd.DataFrame) -> tuple[float, float]:
+    """Least-squares fixed cost per query-block row, in tiles, and the R² of the fit on ``tile_cost``.
+
+    Model: a row of r computed tiles takes (k + r) tile times, so the tile
+    cost relative to causal (r_c = tiles_per_row x ideal_ratio tiles per
+    row) is (1 + k/r) / (1 + k/r_c). k is searched on a 0.01 grid in
+    [0, 32]; (nan, nan) with fewer than 3 usable rows.
+    """
+    cols = ["tile_cost", "tiles_per_row", "ideal_ratio"]
+    g = d[cols].apply(pd.to_numeric, errors="coerce").dropna() if not d.empty and set(cols) <= set(d) else None
+    if g is None or len(g := g[g["tiles_per_row"] > 0]) < 3:
+        return np.nan, np.nan
+    y, r = g["tile_cost"].to_numpy(), g["tiles_per_row"].to_numpy()
+    ks = np.linspace(0.0, 32.0, 3201)
+    sse = ((_row_model(ks[:, None], r, r * g["ideal_ratio"].to_numpy()) - y) ** 2).sum(axis=1)
+    best = int(np.argmin(sse))
+    sst = ((y - y.mean()) ** 2).sum()
+    return float(ks[best]), float(1.0 - sse[best] / sst) if sst > 0 else np.nan
+
+
+def _rank_corr(a: pd.Series, b: pd.Series) -> float:
+    """Spearman's rank correlation of two aligned series (nan with fewer than 3 pairs or a constant one)."""
+    ok = a.notna() & b.notna()
+    if ok.sum() < 3 or a[ok].nunique() < 2 or b[ok].nunique() < 2:
+        return np.nan
+    return float(np.corrcoef(a[ok].rank(), b[ok].rank())[0, 1])
+
+
 def _plain_log(ax, axis: str = "both") -> None:
     """Plain numbers (0.2, 1, 4) on log axes instead of powers of ten."""
     fmt = ticker.FuncFormatter(lambda v, _: f"{v:g}")
@@ -140,7 +196,7 @@ def fig_speedup_density(df: pd.DataFrame):
     passes = [p for p in ("fwd", "fwdbwd", "bwd") if not d.empty and (d["pass"] == p).any()] or ["fwd"]
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.6, ncols=len(passes), squeeze=False)
     families = [m for m in MASK_LABEL if not d.empty and (d["mask"] == m).any()]
-    colors = dict(zip(MASK_LABEL, ["#000000", "#4C72B0", "#DD8452", "#8172B3", "#55A868"]))
+    colors = FAMILY_COLORS
     for ax, pas in zip(axes[0], passes):
         p = d[d["pass"] == pas] if not d.empty else d
         if p.empty or p["ideal_ratio"].isna().all():
@@ -266,11 +322,73 @@ def fig_score_mods(df: pd.DataFrame):
     return fig
 
 
+def fig_tile_cost(df: pd.DataFrame):
+    """Why sparse masks fall short of the ideal speedup: FlexAttention's time per computed 128x128 tile
+    relative to flex causal's at the same shape and pass (tile cost = 100 / % of ideal), for every
+    non-causal mask at seqlen >= 8K, against the tiles computed per query-block row (left: forward,
+    middle: forward+backward) and against the fill of the computed tiles (right). The tile cost grows
+    as the rows get shorter; the grey curves are the least-squares fit of one fixed cost per
+    query-block row worth k tiles (k and R² in the legend). That fixed cost lumps together the Q load,
+    the softmax epilogue and O write, and the mask_mod on the row's one or two partial tiles: the data
+    cannot separate them, because the fill falls with the row length too."""
+    d = _sparse_flex(df)
+    passes = ["fwd", "fwdbwd"]
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.5, ncols=3, squeeze=False)
+    families = [m for m in MASK_LABEL if not d.empty and (d["mask"] == m).any()]
+    for ax, pas in zip(axes[0], passes):
+        p = d[d["pass"] == pas] if not d.empty else d
+        if p.empty:
+            _empty(ax)
+            ax.set_title(pas)
+            continue
+        k, r2 = row_cost_fit(p)
+        for fam in families:
+            f = p[p["mask"] == fam]
+            for n, marker in zip(sorted(p["seqlen"].unique()), "osD^v"):
+                g = f[f["seqlen"] == n]
+                if not g.empty:
+                    ax.scatter(g["tiles_per_row"], g["tile_cost"], color=FAMILY_COLORS[fam], marker=marker, s=14,
+                               label=f"{MASK_LABEL[fam]}, N={int(n)}")
+        if np.isfinite(k):
+            grid = np.geomspace(max(p["tiles_per_row"].min() * 0.8, 0.5), p["tiles_per_row"].max() * 1.2, 60)
+            for n, ls in zip(sorted(p["seqlen"].unique()), ["-", "--", ":", "-."]):
+                causal_rows = (p.loc[p["seqlen"] == n, "tiles_per_row"] * p.loc[p["seqlen"] == n, "ideal_ratio"]).median()
+                ax.plot(grid, _row_model(k, grid, causal_rows), color="0.55", lw=0.8, ls=ls, zorder=0,
+                        label=f"fit N={int(n)}: row = {k:.1f} tiles, R² {r2:.2f}")
+        ax.axhline(1.0, color="0.3", lw=0.5)
+        ax.axhline(1.25, color="0.7", lw=0.6, ls=":")
+        ax.set_xscale("log")
+        _plain_log(ax, "x")
+        ax.set_xlabel("tiles computed per query-block row")
+        ax.set_ylabel("tile cost (causal = 1)")
+        ax.set_title(pas)
+        ax.legend(loc="upper right", fontsize=5.5, handlelength=1.5)
+    ax = axes[0][2]
+    if d.empty:
+        _empty(ax)
+    for fam in families:
+        for pas, face in zip(passes, [None, "none"]):
+            g = d[(d["mask"] == fam) & (d["pass"] == pas)]
+            if not g.empty:
+                ax.scatter(100 * g["tile_fill"], g["tile_cost"], s=14, edgecolors=FAMILY_COLORS[fam],
+                           facecolors=face or FAMILY_COLORS[fam], label=f"{MASK_LABEL[fam]}, {pas}")
+    ax.axhline(1.0, color="0.3", lw=0.5)
+    ax.axhline(1.25, color="0.7", lw=0.6, ls=":")
+    ax.set_xlabel("fill of computed tiles (% of elements allowed)")
+    ax.set_ylabel("tile cost (causal = 1)")
+    ax.set_title("fill")
+    if families:
+        ax.legend(loc="upper right", fontsize=5.5)
+    fig.tight_layout()
+    return fig
+
+
 FIGURES = {
     "flex_speedup_density": fig_speedup_density,
     "flex_tflops": fig_tflops,
     "flex_memory": fig_memory,
     "flex_score_mods": fig_score_mods,
+    "flex_tile_cost": fig_tile_cost,
 }
 
 

@@ -1,29 +1,9 @@
-"""Launch helpers shared by the GDN Triton kernels: interpreter detection,
-autotuning only on a GPU, and the value-block split that fills the SMs."""
+"""Launch helpers of the GDN Triton kernels: the value-block split that fills
+the SMs (interpreter detection and autotuning: :mod:`kernels.launch`)."""
 
 from __future__ import annotations
 
-import os
-
-import triton
-
-
-def interpreting() -> bool:
-    """True when Triton runs kernels in its CPU interpreter (``TRITON_INTERPRET=1``)."""
-    return os.environ.get("TRITON_INTERPRET") == "1"
-
-
-def maybe_autotune(configs, key):
-    """Decorator: ``triton.autotune(configs, key)`` on a GPU; under the interpreter,
-    where autotune finds no driver, the plain ``@triton.jit`` kernel (launch
-    parameters num_warps/num_stages do not matter there)."""
-
-    def wrap(kernel):
-        if interpreting():
-            return kernel
-        return triton.autotune(configs=configs, key=key)(kernel)
-
-    return wrap
+from kernels.launch import interpreting
 
 
 def sm_count(device) -> int:

@@ -38,7 +38,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.gdn._launch import interpreting, maybe_autotune, value_block
+from kernels.gdn._launch import value_block
+from kernels.launch import interpreting, maybe_autotune
 from kernels.gdn.validate import check_inputs, l2norm
 
 CHUNK_SIZE = 64

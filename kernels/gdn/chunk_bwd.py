@@ -54,7 +54,8 @@ import triton
 import triton.language as tl
 from torch.autograd.function import once_differentiable
 
-from kernels.gdn._launch import interpreting, maybe_autotune, value_block
+from kernels.gdn._launch import value_block
+from kernels.launch import interpreting, maybe_autotune
 from kernels.gdn.chunk import (CHUNK_SIZE, _chunk_tables, _dot32, _inv_unit_lower16, _kkt_block, _load_rows, _mm,
                                chunk_gated_delta_rule_fwd)
 

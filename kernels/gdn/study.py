@@ -195,7 +195,6 @@ def _prepare_fwd(impl: str, case: dict, device) -> harness.Prepared:
     ``rel_err`` (o), ``rel_err_state``, ``first_call_s`` (first call incl.
     JIT/autotune), ``dispatch`` for the anchors, ``peak_mem_timed_bytes``.
     """
-    import torch
 
     from kernels.gdn.naive import naive_chunk_gated_delta_rule
 

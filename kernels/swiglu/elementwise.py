@@ -26,12 +26,12 @@ a fixed configuration is used.
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 import triton.testing
+
+from kernels.launch import interpreting
 
 #: dtypes the kernels accept; math is fp32 whatever the storage dtype.
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -44,11 +44,6 @@ INTERPRET_CONFIG = (1024, 4)
 #: Fixed configuration of the decode launch (1-64 tokens: ~100-1000 programs
 #: of 1024 elements at hidden 14336, enough for the 132 SMs of an H200).
 DECODE_CONFIG = (1024, 4)
-
-
-def interpreting() -> bool:
-    """True when Triton runs kernels in its CPU interpreter (``TRITON_INTERPRET=1``)."""
-    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _autotune_bench(kernel_call, quantiles=None):

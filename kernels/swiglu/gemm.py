@@ -20,7 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.swiglu.elementwise import as_rows, interpreting, swiglu_forward
+from kernels.launch import interpreting
+from kernels.swiglu.elementwise import as_rows, swiglu_forward
 
 #: (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps) candidates on a GPU:
 #: Hopper-friendly tiles; two 128x128 fp32 accumulators make a 128x256 tile.

@@ -21,7 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.swiglu.elementwise import check_operands, interpreting
+from kernels.launch import interpreting
+from kernels.swiglu.elementwise import check_operands
 
 #: The source's autotuning candidates (BLOCK_SIZE, num_warps).
 SEED_CONFIGS = ((1024, 4), (2048, 8), (4096, 8))
