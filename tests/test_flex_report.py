@@ -60,6 +60,18 @@ def test_derive(derived):
     s = derived[(derived["score_mod"] == "softcap") & (derived["pass"] == "fwd")].iloc[0]
     assert s["slowdown_vs_plain"] == pytest.approx(1.9)
     assert derived.loc[derived["status"] != "ok", "speedup_vs_causal"].isna().all()
+    assert w["tiles_per_row"] == pytest.approx(0.1 * 64) and w["tile_fill"] == pytest.approx(0.95)
+    assert w["tile_cost"] == pytest.approx(1.25) == pytest.approx(100 / w["pct_of_ideal"])
+
+
+def test_row_cost_fit_recovers_a_fixed_row_cost():
+    rows = np.array([1.0, 2.0, 4.0, 8.0, 16.0])
+    d = pd.DataFrame({"tiles_per_row": rows, "ideal_ratio": 32.5 / rows,
+                      "tile_cost": (1 + 3.0 / rows) / (1 + 3.0 / 32.5)})
+    k, r2 = report.row_cost_fit(d)
+    assert k == pytest.approx(3.0) and r2 == pytest.approx(1.0)
+    assert all(np.isnan(report.row_cost_fit(d.iloc[:2])))
+    assert all(np.isnan(report.row_cost_fit(d.iloc[0:0])))
 
 
 @pytest.mark.parametrize("name", sorted(report.FIGURES))
@@ -78,6 +90,11 @@ def test_tables(derived):
     assert len(summary) == 2 * 2 * 3  # 2 passes x 2 seqlens >= 8K x (causal, window, document)
     dense = report.TABLES["flex_dense"](derived)
     assert {"flex", "sdpa_flash", "sdpa_cudnn", "naive"} <= set(dense.columns)
+    tiles = report.TABLES["flex_tile_cost"](derived)
+    assert list(tiles.columns) == ["pass", "N", "mask", "setting", "tiles / row", "fill %", "% ideal", "tile cost",
+                                   "fit"]
+    assert len(tiles) == 2 * 2 * 2  # 2 passes x 2 seqlens >= 8K x (window, document)
+    assert set(tiles["tile cost"]) == {1.25, 1.33} and tiles["fit"].notna().all()
     mods = report.TABLES["flex_score_mods"](derived)
     assert set(mods["score_mod"]) == {"alibi", "softcap", "softcap_sigmoid", "alibi_softcap"}
     for name, fn in report.TABLES.items():
@@ -90,5 +107,9 @@ def test_macros(derived):
     assert m["FlexFwdCausalVsFlash"] == "1.20" and m["FlexFwdSoftcapSlowdown"] == "1.90"
     assert m["FlexWindowFwdTargetMet"] == "2 of 2" and m["FlexNaiveMaxSeqlen"] == "8192"
     assert m["FlexNaiveMemOverFlex"] == "10.0"
+    assert m["FlexWindowFwdWorstTileCost"] == "1.25" and m["FlexWindowFwdWorstTilesPerRow"] == "6.4"
+    assert m["FlexDocumentFwdbwdWorstTileCost"] == "1.33" and m["FlexWindowFwdWorstFillPct"] == "95"
+    assert m["FlexFwdRowCostTiles"] != "n/a" and m["FlexFwdTileCostRankCorrRows"] != "n/a"
+    assert m["FlexFwdFitResidualDocHeavy"] == "n/a"  # no heavy-tailed documents in the synthetic table
     empty = report.macros(derived.iloc[0:0])
     assert set(empty) == set(m) and set(empty.values()) <= {"n/a"}

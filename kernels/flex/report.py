@@ -324,64 +324,70 @@ def fig_score_mods(df: pd.DataFrame):
 
 def fig_tile_cost(df: pd.DataFrame):
     """Why sparse masks fall short of the ideal speedup: FlexAttention's time per computed 128x128 tile
-    relative to flex causal's at the same shape and pass (tile cost = 100 / % of ideal), for every
-    non-causal mask at seqlen >= 8K, against the tiles computed per query-block row (left: forward,
-    middle: forward+backward) and against the fill of the computed tiles (right). The tile cost grows
-    as the rows get shorter; the grey curves are the least-squares fit of one fixed cost per
-    query-block row worth k tiles (k and R² in the legend). That fixed cost lumps together the Q load,
+    relative to flex causal's at the same shape and pass (tile cost = 100 / % of ideal; dotted line: 80 %
+    of ideal), for every non-causal mask at seqlen >= 8K, against the tiles computed per query-block row
+    (left: forward, middle: forward+backward) and against the fill of the computed tiles (right). The
+    tile cost grows as the rows get shorter; the grey curves are the least-squares fit of one fixed cost
+    per query-block row worth k tiles (k and R² in each panel). That fixed cost lumps together the Q load,
     the softmax epilogue and O write, and the mask_mod on the row's one or two partial tiles: the data
-    cannot separate them, because the fill falls with the row length too."""
+    cannot separate them, because the fill falls with the row length too. Fill alone orders the cases
+    less well (at the same fill the tile cost can differ by half). Uniform document packing sits on the
+    fit like the sliding windows; heavy-tailed document lengths sit above it (their rows are uneven, which
+    the mean row length hides)."""
+    from matplotlib.lines import Line2D
+
     d = _sparse_flex(df)
+    if not d.empty:  # one marker per row length of causal (8191 and 8192 share 64 rows)
+        d = d.assign(n_label=(d["seqlen"] / 1024).round().astype(int).astype(str) + "K")
     passes = ["fwd", "fwdbwd"]
-    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.5, ncols=3, squeeze=False)
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=3, squeeze=False)
     families = [m for m in MASK_LABEL if not d.empty and (d["mask"] == m).any()]
+    n_labels = sorted(d["n_label"].unique(), key=lambda x: int(x[:-1])) if not d.empty else []
+    markers = dict(zip(n_labels, "osD^v"))
     for ax, pas in zip(axes[0], passes):
+        ax.set_title(pas)
         p = d[d["pass"] == pas] if not d.empty else d
         if p.empty:
             _empty(ax)
-            ax.set_title(pas)
             continue
-        k, r2 = row_cost_fit(p)
         for fam in families:
-            f = p[p["mask"] == fam]
-            for n, marker in zip(sorted(p["seqlen"].unique()), "osD^v"):
-                g = f[f["seqlen"] == n]
-                if not g.empty:
-                    ax.scatter(g["tiles_per_row"], g["tile_cost"], color=FAMILY_COLORS[fam], marker=marker, s=14,
-                               label=f"{MASK_LABEL[fam]}, N={int(n)}")
+            for n in n_labels:
+                g = p[(p["mask"] == fam) & (p["n_label"] == n)]
+                ax.scatter(g["tiles_per_row"], g["tile_cost"], color=FAMILY_COLORS[fam], marker=markers[n], s=14)
+        k, r2 = row_cost_fit(p)
         if np.isfinite(k):
             grid = np.geomspace(max(p["tiles_per_row"].min() * 0.8, 0.5), p["tiles_per_row"].max() * 1.2, 60)
-            for n, ls in zip(sorted(p["seqlen"].unique()), ["-", "--", ":", "-."]):
-                causal_rows = (p.loc[p["seqlen"] == n, "tiles_per_row"] * p.loc[p["seqlen"] == n, "ideal_ratio"]).median()
-                ax.plot(grid, _row_model(k, grid, causal_rows), color="0.55", lw=0.8, ls=ls, zorder=0,
-                        label=f"fit N={int(n)}: row = {k:.1f} tiles, R² {r2:.2f}")
+            for n, ls in zip(n_labels, ["-", "--", ":", "-."]):
+                at_n = p[p["n_label"] == n]
+                if not at_n.empty:
+                    causal_rows = (at_n["tiles_per_row"] * at_n["ideal_ratio"]).median()
+                    ax.plot(grid, _row_model(k, grid, causal_rows), color="0.55", lw=0.8, ls=ls, zorder=0,
+                            label=f"fit, N={n}")
+            ax.legend(loc="upper right", title=f"row = {k:.1f} tiles, R² {r2:.2f}", title_fontsize=6)
         ax.axhline(1.0, color="0.3", lw=0.5)
-        ax.axhline(1.25, color="0.7", lw=0.6, ls=":")
+        ax.axhline(1.25, color="0.6", lw=0.7, ls=":")
         ax.set_xscale("log")
         _plain_log(ax, "x")
         ax.set_xlabel("tiles computed per query-block row")
         ax.set_ylabel("tile cost (causal = 1)")
-        ax.set_title(pas)
-        ax.legend(loc="upper right", fontsize=5.5, handlelength=1.5)
     ax = axes[0][2]
+    ax.set_title("fill (filled: fwd, open: fwdbwd)")
     if d.empty:
         _empty(ax)
     for fam in families:
-        for pas, face in zip(passes, [None, "none"]):
+        for pas, face in zip(passes, [FAMILY_COLORS[fam], "none"]):
             g = d[(d["mask"] == fam) & (d["pass"] == pas)]
-            if not g.empty:
-                ax.scatter(100 * g["tile_fill"], g["tile_cost"], s=14, edgecolors=FAMILY_COLORS[fam],
-                           facecolors=face or FAMILY_COLORS[fam], label=f"{MASK_LABEL[fam]}, {pas}")
+            ax.scatter(100 * g["tile_fill"], g["tile_cost"], s=14, edgecolors=FAMILY_COLORS[fam], facecolors=face)
     ax.axhline(1.0, color="0.3", lw=0.5)
-    ax.axhline(1.25, color="0.7", lw=0.6, ls=":")
-    ax.set_xlabel("fill of computed tiles (% of elements allowed)")
+    ax.axhline(1.25, color="0.6", lw=0.7, ls=":")
+    ax.set_xlabel("fill of computed tiles (% allowed)")
     ax.set_ylabel("tile cost (causal = 1)")
-    ax.set_title("fill")
-    if families:
-        ax.legend(loc="upper right", fontsize=5.5)
+    handles = [Line2D([], [], ls="", marker="o", color=FAMILY_COLORS[f], label=MASK_LABEL[f]) for f in families]
+    handles += [Line2D([], [], ls="", marker=markers[n], color="0.4", label=f"N={n}") for n in n_labels]
+    if handles:
+        fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(handles))
     fig.tight_layout()
     return fig
-
 
 FIGURES = {
     "flex_speedup_density": fig_speedup_density,
@@ -477,10 +483,48 @@ def table_score_mods(df: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["pass", "mask", "score_mod"]).reset_index(drop=True)
 
 
+def _shape_note(row) -> str:
+    """What differs from the BRIEF's shape apart from batch and seqlen (e.g. "D64", "H16/4")."""
+    notes = []
+    if row["heads"] != BASE["heads"] or row["kv_heads"] != BASE["kv_heads"]:
+        notes.append(f"H{int(row['heads'])}/{int(row['kv_heads'])}")
+    if row["head_dim"] != BASE["head_dim"]:
+        notes.append(f"D{int(row['head_dim'])}")
+    if row["dtype"] != BASE["dtype"]:
+        notes.append(str(row["dtype"]))
+    return ", ".join(notes)
+
+
+def table_tile_cost(df: pd.DataFrame) -> pd.DataFrame:
+    """Where the sparse masks lose their ideal speedup (flex, no score_mod, seqlen >= 8K): tiles computed
+    per query-block row, fill of the computed tiles, percentage of the ideal speedup, tile cost (time per
+    computed tile over flex causal's at the same shape and pass) and the tile cost predicted by one fixed
+    cost per query-block row fitted per pass (row_cost_fit)."""
+    cols = ["pass", "N", "mask", "setting", "tiles / row", "fill %", "% ideal", "tile cost", "fit"]
+    d = _sparse_flex(df)
+    d = d[d["mask"].isin(["window", "document", "document_window"])] if not d.empty else d
+    if d.empty:
+        return pd.DataFrame(columns=cols)
+    fit = pd.Series(np.nan, index=d.index)
+    for _, p in _sparse_flex(df).groupby("pass"):
+        k, _ = row_cost_fit(p)
+        idx = p.index.intersection(d.index)
+        rows = d.loc[idx, "tiles_per_row"]
+        fit[idx] = _row_model(k, rows, rows * d.loc[idx, "ideal_ratio"])
+    d = d.assign(fit=fit).sort_values(["pass", "tiles_per_row", "seqlen", "mask"])
+    setting = d.apply(lambda r: ", ".join(x for x in (_knob_label(r), _shape_note(r)) if x), axis=1)
+    out = pd.DataFrame({
+        "pass": d["pass"], "N": d["seqlen"].astype(int), "mask": d["mask"].map(MASK_LABEL), "setting": setting,
+        "tiles / row": d["tiles_per_row"].round(1), "fill %": (100 * d["tile_fill"]).round(0),
+        "% ideal": d["pct_of_ideal"].round(0), "tile cost": d["tile_cost"].round(2), "fit": d["fit"].round(2)})
+    return out.reset_index(drop=True)
+
+
 TABLES = {
     "flex_summary": table_summary,
     "flex_dense": table_dense,
     "flex_score_mods": table_score_mods,
+    "flex_tile_cost": table_tile_cost,
 }
 
 
@@ -545,4 +589,30 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     reused = _num(flexrows, "recompiles") if not flexrows.empty else pd.Series(dtype=float)
     out["FlexCasesWithoutRecompile"] = f"{int((reused == 0).sum())} of {int(reused.notna().sum())}" \
         if reused.notna().any() else "n/a"
+    # why the sparse masks fall short: tile cost against tiles per query-block row and fill
+    sparse = _sparse_flex(df) if not df.empty else df
+    for pas, pname in names.items():
+        p = sparse[sparse["pass"] == pas] if not sparse.empty else sparse
+        k, r2 = row_cost_fit(p)
+        out[f"Flex{pname}RowCostTiles"] = _fmt(k, 1)
+        out[f"Flex{pname}RowCostRsq"] = _fmt(r2, 3)
+        out[f"Flex{pname}TileCostRankCorrRows"] = _fmt(_rank_corr(p["tile_cost"], p["tiles_per_row"])
+                                                       if not p.empty else np.nan)
+        out[f"Flex{pname}TileCostRankCorrFill"] = _fmt(_rank_corr(p["tile_cost"], p["tile_fill"])
+                                                       if not p.empty else np.nan)
+        if not p.empty:
+            rows = p["tiles_per_row"]
+            residual = p["tile_cost"] - _row_model(k, rows, rows * p["ideal_ratio"])
+        for sel, sname in (("window", "Window"), ("uniform", "DocUniform"), ("heavy", "DocHeavy")):
+            r = residual[(p["mask"] == sel) | ((p["mask"] == "document") & (p["doc_dist"] == sel))].dropna() \
+                if not p.empty else pd.Series(dtype=float)
+            out[f"Flex{pname}FitResidual{sname}"] = _fmt(r.mean() if len(r) else np.nan)
+        for fam, fname in (("window", "Window"), ("document", "Document")):
+            f = p[p["mask"] == fam].dropna(subset=["tile_cost"]) if not p.empty else p
+            worst = f.loc[[f["tile_cost"].idxmax()]] if len(f) else f
+            out[f"Flex{fname}{pname}WorstTileCost"] = _fmt(_one(worst, "tile_cost"))
+            out[f"Flex{fname}{pname}WorstTilesPerRow"] = _fmt(_one(worst, "tiles_per_row"), 1)
+            out[f"Flex{fname}{pname}WorstFillPct"] = _fmt(100 * _one(worst, "tile_fill"), 0)
+            rows = _one(worst, "tiles_per_row")
+            out[f"Flex{fname}{pname}WorstTileCostFit"] = _fmt(_row_model(k, rows, rows * _one(worst, "ideal_ratio")))
     return out
