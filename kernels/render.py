@@ -50,9 +50,25 @@ def _report(study: str):
     return importlib.import_module(f"kernels.{study}.report")
 
 
+NOT_MEASURED = "not measured in these data"
+
+
+def mark_empty_axes(fig) -> None:
+    """Write :data:`NOT_MEASURED` across every panel of ``fig`` that has no data and no note."""
+    for ax in fig.axes:
+        if ax.get_visible() and not ax.has_data() and not ax.texts:
+            ax.text(0.5, 0.5, NOT_MEASURED, transform=ax.transAxes, ha="center", va="center",
+                    color="0.4")
+
+
 def render_figure(study: str, name: str, tidy_csv: str, out: str) -> None:
-    """Draw figure ``name`` of ``study`` from its tidy CSV into ``out`` (PDF)."""
+    """Draw figure ``name`` of ``study`` from its tidy CSV into ``out`` (PDF).
+
+    A panel left without data (an implementation or pass not measured) says
+    so instead of showing bare axes.
+    """
     fig = _report(study).FIGURES[name](read_tidy(tidy_csv))
+    mark_empty_axes(fig)
     tmp = Path(out).with_name(f".{Path(out).name}.part")
     try:
         style.save(fig, tmp)
@@ -62,8 +78,19 @@ def render_figure(study: str, name: str, tidy_csv: str, out: str) -> None:
 
 
 def table_to_latex(table: pd.DataFrame, caption: str | None = None) -> str:
-    """A booktabs/siunitx tabular of ``table``; index and headers escaped."""
+    """A booktabs/siunitx tabular of ``table``; index and headers escaped.
+
+    A default integer index (row numbers) is left out; an empty table becomes
+    a one-cell tabular saying that it was not measured.
+    """
+    if table.empty:
+        return "\\begin{tabular}{l}\n\\toprule\n" + escape_latex(NOT_MEASURED) + " \\\\\n\\bottomrule\n\\end{tabular}\n"
+    table = table.copy()  # Styler escapes index values and headers, not the axis names
+    table.index.names = [escape_latex(n) if n is not None else None for n in table.index.names]
+    table.columns.names = [escape_latex(n) if n is not None else None for n in table.columns.names]
     styler = table.style
+    if isinstance(table.index, pd.RangeIndex):
+        styler = styler.hide(axis="index")
     # the report already rounded the numbers: print them without padding
     styler = styler.format(escape="latex", na_rep="{--}",
                            formatter=lambda v: np.format_float_positional(v, trim="-")
@@ -228,5 +255,5 @@ def render_floats(study: str, out: str) -> None:
         parts.append("\n".join([
             r"\begin{table}[tbp]", r"\centering", r"\small",
             rf"\caption{{{_caption(func)}}}", rf"\label{{tab:{name}}}",
-            r"\resizebox{\linewidth}{!}{\input{generated/" + name + ".tex}}", r"\end{table}"]))
+            r"\fitwidth{\input{generated/" + name + ".tex}}", r"\end{table}"]))
     write_atomic(out, "\n\n".join(parts) + "\n")

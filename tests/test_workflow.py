@@ -59,6 +59,7 @@ TOY_PAPER = r"""\documentclass{article}
 \usepackage{siunitx}
 \graphicspath{{../figures/}}
 \newcommand{\fitgraphics}[1]{\includegraphics[width=\linewidth]{#1}}
+\newcommand{\fitwidth}[1]{#1}
 \input{generated/numbers.tex}
 \begin{document}
 Rows: \ToyRows{} on \EnvGpuName.

@@ -1,0 +1,58 @@
+"""Rendering helpers: LaTeX tables and macros, empty panels, the LaTeX log check, coverage."""
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+from kernels import render
+
+
+def test_table_headers_and_index_are_escaped():
+    table = pd.DataFrame({"time_ms": [1.25], "n%": [3]}, index=pd.Index(["a_b"], name="impl_name"))
+    tex = render.table_to_latex(table)
+    assert r"time\_ms" in tex and r"n\%" in tex and r"a\_b" in tex and r"impl\_name" in tex
+    assert r"\toprule" in tex and tex.splitlines()[0] == r"\begin{tabular}{lSS}"
+
+
+def test_row_numbers_are_left_out_and_empty_tables_say_so():
+    tex = render.table_to_latex(pd.DataFrame({"a": [1.5, 2.0]}))
+    assert tex.splitlines()[0] == r"\begin{tabular}{S}"
+    empty = render.table_to_latex(pd.DataFrame())
+    assert render.NOT_MEASURED in empty and r"\begin{tabular}{l}" in empty
+
+
+def test_missing_values_print_as_a_dash_siunitx_accepts():
+    tex = render.table_to_latex(pd.DataFrame({"a": [1.0, float("nan")]}))
+    assert "{--}" in tex
+
+
+def test_macro_names_must_be_letters():
+    assert render.macro_lines({"SwigluX": "1.5"}) == [r"\newcommand{\SwigluX}{1.5}"]
+    with pytest.raises(ValueError, match="letters only"):
+        render.macro_lines({"Swiglu2": "1"})
+
+
+def test_empty_panels_are_marked():
+    fig, (full, empty) = plt.subplots(1, 2)
+    full.plot([1, 2], [3, 4])
+    render.mark_empty_axes(fig)
+    assert not full.texts
+    assert [t.get_text() for t in empty.texts] == [render.NOT_MEASURED]
+    plt.close(fig)
+
+
+def test_paper_problems_finds_undefined_and_wide_boxes():
+    log = ("LaTeX Warning: Reference `fig:x' on page 1 undefined on input line 3.\n"
+           "Overfull \\hbox (3.4pt too wide) in paragraph at lines 1--2\n"
+           "Overfull \\hbox (12.5pt too wide) in paragraph at lines 5--6\n")
+    problems = render.paper_problems(log)
+    assert len(problems) == 2 and "12.5pt" in problems[1]
+
+
+def test_coverage_lists_configured_impls_without_rows():
+    df = pd.DataFrame({"impl": ["a", "a", "b"], "pass": ["fwd", "bwd", "fwd"],
+                       "status": ["ok", "wrong", "oom"]})
+    table = render.coverage_table({"s": ["a", "b", "c"]}, {"s": df})
+    assert table.loc[("s", "a"), "ok"] == 1 and table.loc[("s", "a"), "wrong"] == 1
+    assert table.loc[("s", "b"), "oom"] == 1
+    assert table.loc[("s", "c"), "passes"] == "not measured"
