@@ -39,6 +39,7 @@ import logging
 import math
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -186,12 +187,6 @@ def time_call(prepared: Prepared, device, timing: dict) -> list[float]:
     return times
 
 
-def median(values: list[float]) -> float:
-    s = sorted(values)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-
-
 # ----------------------------------------------------------------------------
 # environment
 
@@ -262,12 +257,13 @@ def gpu_slug(name: str) -> str:
 # files
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename.
+def write_atomic(path: str | os.PathLike, content: str | bytes) -> None:
+    """Write ``content`` (text or bytes) to ``path`` through a temporary file and a rename.
 
     The temporary file lives in ``$ARTIFACT_TMPDIR`` (default ``.tmp/`` in
     the working directory), outside ``data/``, so that a killed run leaves
-    no partial file beside the results.
+    no partial file beside the results; it must be on the file system of
+    ``path`` (``os.replace`` raises OSError otherwise).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -275,18 +271,14 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
     tmpdir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=tmpdir, prefix=path.name + ".", suffix=".part")
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb" if isinstance(content, bytes) else "w") as f:
+            f.write(content)
             f.flush()
             os.fsync(f.fileno())
-        try:
-            os.replace(tmp, path)
-        except OSError:  # other file system: fall back to a rename beside the target
-            local = path.with_name("." + path.name + ".part")
-            with open(local, "w") as f:
-                f.write(text)
-            os.replace(local, path)
-            os.unlink(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files private; results are not
+        os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -319,6 +311,12 @@ def _status_of(exc: BaseException) -> str:
     return "error"
 
 
+def _row(study: str, impl: str, case: dict, status: str = "ok", error: str | None = None) -> dict:
+    """A row of one case before timing: no times, no counts, the given status."""
+    return {"study": study, "impl": impl, **case, "times_ms": [], "median_ms": None, "bytes": None,
+            "flops": None, "status": status, "error": error, "peak_mem_bytes": None, "setup_s": None}
+
+
 def measure_case(study_mod, impl: str, case: dict, device, timing: dict) -> dict:
     """Prepare, check and time one case; return its row (without ``env``).
 
@@ -327,9 +325,7 @@ def measure_case(study_mod, impl: str, case: dict, device, timing: dict) -> dict
     """
     import torch
 
-    row = {"study": study_mod.STUDY, "impl": impl, **case, "times_ms": [], "median_ms": None,
-           "bytes": None, "flops": None, "status": "ok", "error": None, "peak_mem_bytes": None,
-           "setup_s": None}
+    row = _row(study_mod.STUDY, impl, case)
     t0 = time.perf_counter()
     try:
         if device.type == "cuda":
@@ -342,7 +338,7 @@ def measure_case(study_mod, impl: str, case: dict, device, timing: dict) -> dict
         row.update(bytes=int(prepared.bytes), flops=int(prepared.flops), **prepared.extra)
         times = time_call(prepared, device, timing)
         row["times_ms"] = [round(t, 6) for t in times]
-        row["median_ms"] = median(times)
+        row["median_ms"] = statistics.median(times)
         if device.type == "cuda":
             row["peak_mem_bytes"] = int(torch.cuda.max_memory_allocated())
     except Exception as exc:  # noqa: BLE001 - every failure becomes a row
@@ -367,9 +363,8 @@ def _measure_in_child(study: str, impl: str, case: dict, timing: dict) -> dict:
         if line.startswith("{"):
             return json.loads(line)
     mod = importlib.import_module(f"kernels.{study}.study")
-    return {"study": mod.STUDY, "impl": impl, **case, "times_ms": [], "median_ms": None,
-            "bytes": None, "flops": None, "status": "error", "peak_mem_bytes": None, "setup_s": None,
-            "error": f"child process exited with {proc.returncode}: {proc.stderr[-1500:]}"}
+    return _row(mod.STUDY, impl, case, status="error",
+                error=f"child process exited with {proc.returncode}: {proc.stderr[-1500:]}")
 
 
 def setup_logging(logfile: str | os.PathLike | None = None) -> None:

@@ -69,12 +69,7 @@ def render_figure(study: str, name: str, tidy_csv: str, out: str) -> None:
     """
     fig = _report(study).FIGURES[name](read_tidy(tidy_csv))
     mark_empty_axes(fig)
-    tmp = Path(out).with_name(f".{Path(out).name}.part")
-    try:
-        style.save(fig, tmp)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    style.save(fig, out)
 
 
 def table_to_latex(table: pd.DataFrame, caption: str | None = None) -> str:

@@ -6,6 +6,7 @@ bytes for the same data: no creation date in the metadata.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import matplotlib
@@ -13,6 +14,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
+
+from kernels.harness import write_atomic  # noqa: E402
 
 #: Figure widths in inches: one column and the full text width of the paper.
 COLUMN_WIDTH = 3.4
@@ -58,9 +61,9 @@ def figure(width: float = COLUMN_WIDTH, height: float = 2.4, ncols: int = 1, nro
 
 
 def save(fig, path: str | Path) -> None:
-    """Save ``fig`` as a PDF with reproducible bytes and close it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="pdf", metadata={"CreationDate": None, "ModDate": None, "Producer": None,
-                                              "Creator": None})
+    """Save ``fig`` as a PDF with reproducible bytes (written atomically) and close it."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="pdf", metadata={"CreationDate": None, "ModDate": None, "Producer": None,
+                                             "Creator": None})
     plt.close(fig)
+    write_atomic(path, buf.getvalue())

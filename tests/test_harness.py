@@ -66,16 +66,14 @@ def test_relative_rmse():
         harness.check_close("o_final", ref * 2, ref, 0.01)
 
 
-def test_median():
-    assert harness.median([3.0, 1.0, 2.0]) == 2.0
-    assert harness.median([4.0, 1.0, 2.0, 3.0]) == 2.5
-
-
 def test_write_jsonl_is_atomic(tmp_path, monkeypatch):
     monkeypatch.setenv("ARTIFACT_TMPDIR", str(tmp_path / "tmp"))
     target = tmp_path / "data" / "x.jsonl"
     harness.write_jsonl(target, [{"a": 1}, {"b": 2}])
     assert [json.loads(line) for line in target.read_text().splitlines()] == [{"a": 1}, {"b": 2}]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask
 
     class Boom:  # not JSON serialisable: the write fails half way
         pass
