@@ -191,10 +191,12 @@ def time_call(prepared: Prepared, device, timing: dict) -> list[float]:
 # environment
 
 
-def _nvidia_smi(query: str) -> str | None:
+def _nvidia_smi(query: str, gpu_id: str | None = None) -> str | None:
+    """One ``nvidia-smi --query-gpu`` field of GPU ``gpu_id`` (a UUID; default: the first GPU)."""
+    ids = [f"--id={gpu_id}"] if gpu_id else []
     try:
         out = subprocess.run(
-            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+            ["nvidia-smi", *ids, f"--query-gpu={query}", "--format=csv,noheader,nounits"],
             capture_output=True, text=True, timeout=30, check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
@@ -214,7 +216,11 @@ def git_commit() -> str:
 
 
 def environment() -> dict:
-    """The environment block of every row: GPU, driver, CUDA, clocks, versions, commit."""
+    """The environment block of every row: GPU, driver, CUDA, clocks, versions, commit.
+
+    ``gpu_uuid`` and ``cuda_visible_devices`` say which GPU of a multi-GPU
+    host ran the job (:mod:`kernels.gpulease`); clocks are that GPU's.
+    """
     import torch
 
     env = {
@@ -232,15 +238,19 @@ def environment() -> dict:
         env["triton"] = None
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
+        uuid = getattr(props, "uuid", None)
+        uuid = f"GPU-{uuid}" if uuid is not None and not str(uuid).startswith("GPU-") else uuid
         env.update(
             gpu_name=props.name,
+            gpu_uuid=None if uuid is None else str(uuid),
+            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
             sm_count=props.multi_processor_count,
             capability=f"{props.major}.{props.minor}",
             memory_gib=round(props.total_memory / 2**30, 1),
-            driver=_nvidia_smi("driver_version"),
-            sm_clock_mhz=_nvidia_smi("clocks.sm"),
-            mem_clock_mhz=_nvidia_smi("clocks.mem"),
-            max_sm_clock_mhz=_nvidia_smi("clocks.max.sm"),
+            driver=_nvidia_smi("driver_version", env.get("gpu_uuid")),
+            sm_clock_mhz=_nvidia_smi("clocks.sm", env.get("gpu_uuid")),
+            mem_clock_mhz=_nvidia_smi("clocks.mem", env.get("gpu_uuid")),
+            max_sm_clock_mhz=_nvidia_smi("clocks.max.sm", env.get("gpu_uuid")),
         )
     else:
         env.update(gpu_name="cpu", driver=None)

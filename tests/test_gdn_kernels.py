@@ -116,6 +116,18 @@ def test_l2norm_in_kernel():
     assert relative_rmse(a, r) <= TOL
 
 
+def test_value_block_fills_sms_and_respects_floor(monkeypatch):
+    from kernels.gdn import _launch
+
+    monkeypatch.setattr(_launch, "interpreting", lambda: False)
+    cpu = torch.device("cpu")  # 132 SMs assumed, as on an H200
+    assert _launch.value_block(128, 64, cpu) == 32      # 64 * 128 / 32 = 256 programs
+    assert _launch.value_block(128, 8, cpu) == 16       # narrowest block for few (sequence, head) pairs
+    assert _launch.value_block(128, 8, cpu, min_block=32) == 32
+    assert _launch.value_block(128, 512, cpu) == 64
+    assert _launch.value_block(16, 8, cpu, min_block=32) == 16
+
+
 @pytest.mark.parametrize("fn", [chunk_gated_delta_rule, fused_recurrent_gated_delta_rule,
                                 naive_recurrent_gated_delta_rule])
 def test_errors(fn):

@@ -15,18 +15,19 @@ def sm_count(device) -> int:
     return 132
 
 
-def value_block(V: int, programs_per_block: int, device) -> int:
+def value_block(V: int, programs_per_block: int, device, min_block: int = 16) -> int:
     """Width BV of the value block one program owns.
 
     The largest of 64, 32, 16 (at most V) that still gives at least one program
     per SM (``programs_per_block * V / BV``); a long sequential walk over few
-    (sequence, head) pairs otherwise leaves most SMs idle. Under the
-    interpreter: min(V, 64), the fewest programs.
+    (sequence, head) pairs otherwise leaves most SMs idle. Never below
+    ``min_block`` (a kernel that Triton miscompiles at narrower blocks sets
+    it). Under the interpreter: min(V, 64), the fewest programs.
     """
     bv = min(V, 64)
     if interpreting():
         return bv
     sms = sm_count(device)
-    while bv > 16 and programs_per_block * (V // bv) < sms:
+    while bv > max(min_block, 16) and programs_per_block * (V // bv) < sms:
         bv //= 2
     return bv

@@ -359,7 +359,10 @@ def chunk_gated_delta_rule_bwd(q, k, v, g, beta, scale, initial_state, cu_seqlen
     varlen = cu_seqlens is not None
     cu = cu_seqlens if varlen else dummy
     idx = indices if varlen else dummy
-    BV = value_block(V, N * H, dev)
+    # BV >= 32: at BV = 16 Triton 3.6 on the H200 compiles _chunk_dh_kernel into an
+    # out-of-bounds shared-memory read (compute-sanitizer: "Invalid __shared__ read"
+    # in the dot of _mm; illegal memory access for every N*H < 33 with V = 128)
+    BV = value_block(V, N * H, dev, min_block=32)
     _chunk_dh_kernel[(V // BV, N * H)](
         q, k, inter.gamma, inter.w, inter.aqk, do, dht.contiguous() if dht is not None else dummy,
         dh0 if dh0 is not None else dummy, dh, dvn, cu, offsets, scale, T,

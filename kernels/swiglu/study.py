@@ -171,13 +171,9 @@ def _tuned_config(impl: str) -> str | None:
     """'BLOCK_SIZE/num_warps' the autotuner chose for the last triton launches."""
     if impl != "triton":
         return None
-    from kernels.swiglu import elementwise as ew
-    picks = []
-    for name, tuned in (("fwd", ew._FWD_TUNED), ("bwd", ew._BWD_TUNED)):
-        cfg = getattr(tuned, "best_config", None)
-        if cfg is not None:
-            picks.append(f"{name} {cfg.kwargs['BLOCK_SIZE']}/{cfg.num_warps}")
-    return "; ".join(picks) or None
+    from kernels.swiglu.elementwise import last_tuned
+
+    return "; ".join(f"{name} {block}/{warps}" for name, (block, warps) in sorted(last_tuned().items())) or None
 
 
 def _randn(shape, dtype, device, gen, scale=1.0):
