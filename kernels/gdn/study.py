@@ -70,7 +70,9 @@ def cases(sweep: dict, impl: str) -> list[dict]:
     of ``sweep`` (keys: dtype, head_dim, main_shapes, seqlen_sweep {batch,
     heads, seqlens}, varlen [{num_seqs, seqlen, heads}], naive_max_seqlen).
     ``bwd``/``fwdbwd``: the shapes of ``sweep["backward"]`` (same keys) for
-    the impls in ``BWD_IMPLS`` only. The naive loop's cases beyond its
+    the impls in ``BWD_IMPLS`` only, or the shapes listed for ``impl`` under
+    ``backward.impl_shapes`` (an anchor whose backward JIT is too slow for
+    the whole set). The naive loop's cases beyond its
     ``naive_max_seqlen`` carry ``unsupported_reason`` and become unsupported rows.
     """
     if impl not in IMPLS:
@@ -80,7 +82,11 @@ def cases(sweep: dict, impl: str) -> list[dict]:
         if pas != "fwd" and impl not in BWD_IMPLS:
             continue
         block = sweep if pas == "fwd" else sweep["backward"]
-        for s in _shapes(block):
+        only = block.get("impl_shapes", {}).get(impl)
+        shapes = _shapes(block) if only is None else [
+            dict(batch=s["batch"], seqlen=s["seqlen"], heads=s["heads"], num_seqs=s["batch"], varlen=False)
+            for s in only]
+        for s in shapes:
             case = {"pass": pas, "dtype": sweep["dtype"], "head_dim": sweep["head_dim"], **s}
             key = tuple(sorted(case.items()))
             if key in seen:
