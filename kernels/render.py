@@ -121,8 +121,10 @@ def environment_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
             "EnvCommit": "env_git_commit", "EnvSmClock": "env_max_sm_clock_mhz"}
     out = {}
     for macro, column in keys.items():
-        values = sorted({str(v) for df in frames if column in df for v in df[column].dropna()})
-        out[macro] = escape_latex(", ".join(values) if values else "n/a")
+        values = {str(v) for df in frames if column in df for v in df[column].dropna()}
+        if macro == "EnvCommit":  # short hashes, as git prints them ("-dirty" kept)
+            values = {v[:7] + v[40:] if re.fullmatch(r"[0-9a-f]{40}(-dirty)?", v) else v for v in values}
+        out[macro] = escape_latex(", ".join(sorted(values)) if values else "n/a")
     return out
 
 

@@ -56,3 +56,15 @@ def test_coverage_lists_configured_impls_without_rows():
     assert table.loc[("s", "a"), "ok"] == 1 and table.loc[("s", "a"), "wrong"] == 1
     assert table.loc[("s", "b"), "oom"] == 1
     assert table.loc[("s", "c"), "passes"] == "not measured"
+
+
+def test_environment_macros_short_commits_and_missing_columns():
+    from kernels.render import environment_macros
+
+    a = pd.DataFrame({"env_git_commit": ["bc51902497262cd9237e95f8ca06c276a4b4af7c", "025919f"],
+                      "env_gpu_name": ["NVIDIA H200"] * 2})
+    b = pd.DataFrame({"env_git_commit": ["50ffca4" + "0" * 33 + "-dirty"]})
+    out = environment_macros([a, b])
+    assert out["EnvCommit"] == "025919f, 50ffca4-dirty, bc51902"
+    assert out["EnvGpuName"] == "NVIDIA H200"
+    assert out["EnvDriver"] == "n/a"

@@ -358,8 +358,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     out["SwigluClaimLatencyVerdict"] = _verdict(col(large, "seed", "speedup_eager"), 2.5, 3.5)
     out["SwigluClaimBandwidthVerdict"] = _verdict(col(large, "seed", "pct_peak"), 85.0, 92.0)
     model = bf[bf["tokens"].eq(8192) & bf["hidden"].eq(14336)] if not bf.empty else bf
-    for impl, name in (("eager", "Eager"), ("compile", "Compile"), ("triton", "Triton"), ("liger", "Liger"),
-                       ("seed", "Seed")):
+    for impl, name in (("eager", "Eager"), ("compile", "Compile"), ("compile_no_cudagraphs", "CompileNoGraphs"),
+                       ("triton", "Triton"), ("liger", "Liger"), ("seed", "Seed")):
         out[f"Swiglu{name}FwdUsEightB"] = _fmt(_one(model, "us", impl=impl, **{"pass": "fwd"}))
         if impl != "seed":  # the source kernel has no backward
             out[f"Swiglu{name}FwdbwdUsEightB"] = _fmt(_one(model, "us", impl=impl, **{"pass": "fwdbwd"}))
@@ -374,6 +374,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     out["SwigluDecodeEagerUs"] = _fmt(_one(dec, "us", impl="eager", launch="stream"), 2)
     out["SwigluDecodeEagerGraphUs"] = _fmt(_one(dec, "us", impl="eager", launch="graph"), 2)
     out["SwigluDecodeTritonUs"] = _fmt(_one(dec, "us", impl="triton", launch="stream"), 2)
+    out["SwigluDecodeCompileUs"] = _fmt(_one(dec, "us", impl="compile", launch="stream"), 2)
+    out["SwigluDecodeCompileNoGraphsUs"] = _fmt(_one(dec, "us", impl="compile_no_cudagraphs", launch="stream"), 2)
     gemm = d[d["gemm_in"].astype(float) > 0] if not d.empty else d
     for (k, n), name in (((4096, 14336), "EightB"), ((8192, 28672), "SeventyB")):
         g = gemm[gemm["gemm_in"].eq(k) & gemm["hidden"].eq(n)] if not gemm.empty else gemm
