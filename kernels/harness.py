@@ -33,6 +33,7 @@ uses ``time.perf_counter`` around synchronous calls.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
 import json
 import logging
@@ -402,7 +403,27 @@ class Progress:
                  self.label, i, self.total, what, elapsed, eta)
 
 
-def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: dict) -> list[dict]:
+def case_key(study: str, impl: str, case: dict, timing: dict, commit: str) -> str:
+    """Fingerprint of one measurement: study, impl, case, timing config and code commit."""
+    blob = json.dumps([study, impl, case, timing, commit], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _read_checkpoint(path: Path) -> dict[str, dict]:
+    """Rows of a checkpoint by key; a torn last line (the job was killed mid-write) is skipped."""
+    done = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+                done[entry["key"]] = entry["row"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+    return done
+
+
+def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: dict,
+            checkpoint: str | os.PathLike | None = None) -> list[dict]:
     """Measure every case of ``impl`` in ``study`` and write ``out`` (JSONL, atomically).
 
     Args:
@@ -412,6 +433,12 @@ def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: 
         out: path of the JSONL file to write.
         timing: ``warmup_ms``, ``rep_ms``, ``min_reps``, ``max_reps`` (CUDA) and
             ``cpu_reps`` (CPU), as in ``config/config.yaml``.
+        checkpoint: optional JSONL file (outside ``data/``) that receives each
+            finished row as it comes. A job killed part-way (a time limit, a
+            lost machine) leaves its finished rows there, and the next run of
+            the same job reuses the rows whose case, timing and code commit
+            (:func:`case_key`) match instead of measuring them again. Removed
+            once ``out`` is written.
     Returns the rows written.
     """
     import torch
@@ -421,20 +448,46 @@ def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: 
     cases = mod.cases(sweep, impl)
     isolate = impl in getattr(mod, "ISOLATE", ())
     env = environment()
+    ckpt = Path(checkpoint) if checkpoint else None
+    done = _read_checkpoint(ckpt) if ckpt else {}
+    keys = [case_key(study, impl, case, timing, env["git_commit"]) for case in cases]
+    reused = sum(k in done for k in keys)
+    if reused:
+        log.info("[%s/%s] %d of %d cases reused from %s", study, impl, reused, len(cases), ckpt)
+    sink = None
+    if ckpt:
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        # keep only the reusable rows, then append as cases finish
+        write_atomic(ckpt, "".join(json.dumps({"key": k, "row": done[k]}, sort_keys=True) + "\n"
+                                   for k in dict.fromkeys(keys) if k in done))
+        sink = open(ckpt, "a")
     progress = Progress(f"{study}/{impl}", len(cases))
     rows = []
-    for i, case in enumerate(cases):
-        progress.step(i, ", ".join(f"{k}={v}" for k, v in case.items()))
-        if isolate:
-            row = _measure_in_child(study, impl, case, timing)
-        else:
-            row = measure_case(mod, impl, case, device, timing)
-        row["env"] = env
-        rows.append(row)
-        if row["status"] != "ok":
-            log.warning("[%s/%s] %s: %s", study, impl, row["status"], row["error"])
+    try:
+        for i, (case, key) in enumerate(zip(cases, keys)):
+            progress.step(i, ", ".join(f"{k}={v}" for k, v in case.items()))
+            if key in done:
+                rows.append(done[key])
+                continue
+            if isolate:
+                row = _measure_in_child(study, impl, case, timing)
+            else:
+                row = measure_case(mod, impl, case, device, timing)
+            row["env"] = env
+            rows.append(row)
+            if sink:
+                sink.write(json.dumps({"key": key, "row": row}, sort_keys=True) + "\n")
+                sink.flush()
+                os.fsync(sink.fileno())
+            if row["status"] != "ok":
+                log.warning("[%s/%s] %s: %s", study, impl, row["status"], row["error"])
+    finally:
+        if sink:
+            sink.close()
     progress.step(len(cases), "done")
     write_jsonl(out, rows)
+    if ckpt:
+        ckpt.unlink(missing_ok=True)
     return rows
 
 

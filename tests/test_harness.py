@@ -127,3 +127,59 @@ def test_cuda_times_bounds_repetitions():
     slow = harness.cuda_times(lambda: torch.cuda._sleep(20_000_000), warmup_ms=1, rep_ms=1, min_reps=5,
                               max_reps=40)
     assert len(slow) == 5
+
+
+# ---------------------------------------------------------------------------- checkpoint and resume
+
+GDN_SWEEP = {"impls": ["chunk"], "passes": ["fwd"], "dtype": "bfloat16", "head_dim": 32,
+             "naive_max_seqlen": 64, "main_shapes": [{"batch": 1, "seqlen": t, "heads": 1} for t in (16, 32, 48)],
+             "seqlen_sweep": {"batch": 1, "heads": 1, "seqlens": [64, 80]}}
+
+
+def _fake_env(commit):
+    return lambda: {"gpu_name": "cpu", "torch": "x", "triton": "x", "python": "x", "git_commit": commit}
+
+
+def _fake_measure(calls, fail_at=None):
+    def measure(mod, impl, case, device, timing):
+        if fail_at is not None and len(calls) == fail_at:
+            raise KeyboardInterrupt("killed")  # what a time limit does mid-job
+        calls.append(case["seqlen"])
+        return {"study": "gdn", "impl": impl, **case, "status": "ok", "times_ms": [1.0], "median_ms": 1.0,
+                "error": None}
+    return measure
+
+
+def test_killed_job_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    out, ckpt = tmp_path / "data" / "chunk.jsonl", tmp_path / "ckpt" / "chunk.jsonl"
+    timing = {"warmup_ms": 1}
+    monkeypatch.setattr(harness, "environment", _fake_env("abc"))
+    first = []
+    monkeypatch.setattr(harness, "measure_case", _fake_measure(first, fail_at=2))
+    with pytest.raises(KeyboardInterrupt):
+        harness.run_job("gdn", "chunk", GDN_SWEEP, out, timing, checkpoint=ckpt)
+    assert first == [16, 32] and not out.exists()
+    with open(ckpt, "a") as f:
+        f.write('{"key": "torn')  # a write cut short by the kill
+    second = []
+    monkeypatch.setattr(harness, "measure_case", _fake_measure(second))
+    rows = harness.run_job("gdn", "chunk", GDN_SWEEP, out, timing, checkpoint=ckpt)
+    assert second == [48, 64, 80]
+    assert [r["seqlen"] for r in harness.read_jsonl(out)] == [16, 32, 48, 64, 80] == [r["seqlen"] for r in rows]
+    assert not ckpt.exists()
+
+
+@pytest.mark.parametrize("change", ["commit", "timing"])
+def test_checkpoint_rows_of_other_code_or_timing_are_not_reused(tmp_path, monkeypatch, change):
+    out, ckpt = tmp_path / "out.jsonl", tmp_path / "ckpt.jsonl"
+    monkeypatch.setattr(harness, "environment", _fake_env("abc"))
+    monkeypatch.setattr(harness, "measure_case", _fake_measure([], fail_at=3))
+    with pytest.raises(KeyboardInterrupt):
+        harness.run_job("gdn", "chunk", GDN_SWEEP, out, {"rep_ms": 100}, checkpoint=ckpt)
+    if change == "commit":
+        monkeypatch.setattr(harness, "environment", _fake_env("def"))
+    calls = []
+    monkeypatch.setattr(harness, "measure_case", _fake_measure(calls))
+    harness.run_job("gdn", "chunk", GDN_SWEEP, out, {"rep_ms": 50 if change == "timing" else 100},
+                    checkpoint=ckpt)
+    assert calls == [16, 32, 48, 64, 80]
