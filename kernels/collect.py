@@ -3,7 +3,8 @@
 Every row is checked against ``workflow/schemas/row.schema.yaml``
 (jsonschema); a row that fails stops the collect with the file, the line and
 the reason. The tidy table has one row per raw row: every field but ``env``
-and ``times_ms``, the environment as ``env_*`` columns, plus ``gpu`` (the
+and ``times_ms`` (a per-kernel breakdown ``kernels`` as one JSON text cell),
+the environment as ``env_*`` columns, plus ``gpu`` (the
 data folder), ``gpu_name``, ``q10_ms``,
 ``q90_ms``, ``n_reps``, ``gbps`` (bytes / median time, 1e9 B/s) and
 ``tflops`` (flops / median time, 1e12 FLOP/s); then the study's
@@ -59,7 +60,9 @@ def tidy(rows: list[dict], gpu: str) -> pd.DataFrame:
     records = []
     for row in rows:
         times = np.asarray(row["times_ms"], dtype=float)
-        rec = {k: v for k, v in row.items() if k not in ("env", "times_ms")}
+        rec = {k: v for k, v in row.items() if k not in ("env", "times_ms", "kernels")}
+        if "kernels" in row:  # per-kernel breakdown, kept as one JSON text cell
+            rec["kernels"] = json.dumps(row["kernels"])
         ok = row["status"] == "ok" and times.size > 0
         rec.update(
             gpu=gpu,

@@ -77,6 +77,8 @@ class Prepared:
             recompile count, densities, the measured error, ...).
         cuda_graph: time CUDA-graph replays of ``fn``
             (``triton.testing.do_bench_cudagraph``) instead of launches.
+        profile: after timing, also record the row's ``kernels`` field, the
+            device time of each kernel ``fn`` launches (:func:`kernel_breakdown`).
     """
 
     fn: Callable[[], Any]
@@ -84,6 +86,44 @@ class Prepared:
     flops: int
     extra: dict = dataclasses.field(default_factory=dict)
     cuda_graph: bool = False
+    profile: bool = False
+
+
+def kernel_breakdown(fn: Callable[[], Any], device, calls: int = 5, top: int = 12) -> list[dict]:
+    """Per-kernel time of one call of ``fn``, from ``torch.profiler``.
+
+    Runs ``fn`` twice to warm up, then ``calls`` times under the profiler
+    (CUDA activity on a GPU, where each entry is a kernel or memory copy with
+    its device time; CPU activity elsewhere, where entries are ATen ops with
+    their self CPU time). Unlike the timed repetitions, the L2 cache is not
+    flushed between calls. Returns at most ``top`` entries, longest first,
+    each ``{"name": str, "calls": launches per call of fn, "us": microseconds
+    per call of fn}``, plus ``{"name": "other", ...}`` for the rest.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    for _ in range(2):
+        fn()
+    if cuda:
+        torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+        for _ in range(calls):
+            fn()
+        if cuda:
+            torch.cuda.synchronize()
+    entries = []
+    for ev in prof.key_averages():
+        us = (ev.self_device_time_total if cuda else ev.self_cpu_time_total) / calls
+        if us > 0 and not ev.key.startswith(("cuda", "cu", "Activity")):
+            entries.append({"name": ev.key[:200], "calls": round(ev.count / calls, 2), "us": round(us, 3)})
+    entries.sort(key=lambda e: -e["us"])
+    rest = entries[top:]
+    if rest:
+        entries = entries[:top] + [{"name": "other", "calls": round(sum(e["calls"] for e in rest), 2),
+                                    "us": round(sum(e["us"] for e in rest), 3)}]
+    return entries
 
 
 def relative_rmse(out, ref) -> float:
@@ -352,6 +392,11 @@ def measure_case(study_mod, impl: str, case: dict, device, timing: dict) -> dict
         row["median_ms"] = statistics.median(times)
         if device.type == "cuda":
             row["peak_mem_bytes"] = int(torch.cuda.max_memory_allocated())
+        if prepared.profile:
+            try:  # a profiler failure costs the breakdown, never the timed row
+                row["kernels"] = kernel_breakdown(prepared.fn, device)
+            except Exception as exc:  # noqa: BLE001
+                row["kernels_error"] = f"{type(exc).__name__}: {exc}"[:500]
     except Exception as exc:  # noqa: BLE001 - every failure becomes a row
         row["status"] = _status_of(exc)
         row["error"] = f"{type(exc).__name__}: {exc}"[:2000]

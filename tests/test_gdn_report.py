@@ -88,3 +88,26 @@ def test_backward_figures_tables_macros():
     for fn in report.FIGURES.values():
         plt.close(fn(bwd_only))
     assert report.macros(bwd_only)["GdnChunkFwdbwdSpeedupVsFlaBFourTEightK"] == "n/a"
+
+
+def test_kernel_table_shares_and_other():
+    import json
+
+    from kernels import render
+
+    df = tidy()
+    main = (df.batch == 4) & (df.seqlen == 8192)
+    breakdown = {"chunk": [{"name": "_chunk_intra_kernel", "calls": 1, "us": 1200.0},
+                           {"name": "_chunk_state_kernel", "calls": 1, "us": 780.0},
+                           {"name": "void at::native::reduce_kernel<512, 1>(" + "x" * 80, "calls": 1, "us": 5.0},
+                           {"name": "other", "calls": 3, "us": 15.0}],
+                 "fla_chunk": [{"name": "chunk_fwd_kernel_o", "calls": 1, "us": 250.0},
+                               {"name": "chunk_gated_delta_rule_fwd_kernel_h", "calls": 1, "us": 250.0}]}
+    df["kernels"] = [json.dumps(breakdown[i]) if m and i in breakdown else None for i, m in zip(df.impl, main)]
+    t = report.TABLES["gdn_kernels"](report.derive(df))
+    chunk = t.loc[("fwd", "chunk")]
+    assert list(chunk.index) == ["_chunk_intra_kernel", "_chunk_state_kernel", "other"]
+    assert chunk.loc["_chunk_intra_kernel", "share %"] == 60.0 and chunk.loc["other", "us"] == 20.0
+    assert t.loc[("fwd", "fla_chunk")]["share %"].tolist() == [50.0, 50.0]
+    assert "\\_chunk\\_intra\\_kernel" in render.table_to_latex(t)
+    assert report.TABLES["gdn_kernels"](report.derive(tidy())).empty

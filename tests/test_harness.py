@@ -183,3 +183,11 @@ def test_checkpoint_rows_of_other_code_or_timing_are_not_reused(tmp_path, monkey
     harness.run_job("gdn", "chunk", GDN_SWEEP, out, {"rep_ms": 50 if change == "timing" else 100},
                     checkpoint=ckpt)
     assert calls == [16, 32, 48, 64, 80]
+
+
+def test_kernel_breakdown_on_the_cpu_lists_ops_longest_first():
+    a = torch.randn(256, 256)
+    entries = harness.kernel_breakdown(lambda: (a @ a).relu_(), torch.device("cpu"), calls=3, top=1)
+    assert entries[0]["us"] > 0 and entries[0]["calls"] >= 1
+    names = [e["name"] for e in entries]
+    assert any("mm" in n for n in names[:1]) and names[-1] == "other" and len(entries) == 2

@@ -32,6 +32,10 @@ dv, dg, dbeta) is compared with float64 autograd of the chunked reference
 = ``torch.autograd.grad`` of (o, final state) with the fixed do, dht on a
 graph kept from one forward (``retain_graph=True``), i.e. the backward
 kernels alone; ``fwdbwd`` = forward + that backward.
+
+Rows at ``PROFILE_SHAPES`` (B4 T8192 H16) also carry ``kernels``, the device
+time of each kernel of one call (:func:`kernels.harness.kernel_breakdown`),
+so the paper can say which kernel a gap comes from.
 """
 
 from __future__ import annotations
@@ -49,6 +53,12 @@ IMPLS = ("naive", "recurrent", "chunk", "fla_chunk", "fla_recurrent", "flash_qla
 BWD_IMPLS = ("naive", "chunk", "fla_chunk", "flash_qla")
 ISOLATE = frozenset({"fla_recurrent"})
 TOL = 0.005  # RMSE/RMS of o and of the final state, flash-linear-attention's forward tolerance
+#: (batch, seqlen, heads) whose rows also carry a per-kernel breakdown (the BRIEF's main shape)
+PROFILE_SHAPES = frozenset({(4, 8192, 16)})
+
+
+def _profiled(case: dict) -> bool:
+    return not case.get("varlen") and (case["batch"], case["seqlen"], case["heads"]) in PROFILE_SHAPES
 
 
 def _shapes(block: dict) -> list[dict]:
@@ -227,7 +237,7 @@ def _prepare_fwd(impl: str, case: dict, device) -> harness.Prepared:
                            gate_bytes=g.element_size(), final_state=True)
     call = lambda: fn(q, k, v, g, beta, scale=d ** -0.5, **kw)  # noqa: E731
     extra["peak_mem_timed_bytes"] = _timed_peak(call, device)
-    return harness.Prepared(fn=call, bytes=nbytes, flops=flops, extra=extra)
+    return harness.Prepared(fn=call, bytes=nbytes, flops=flops, extra=extra, profile=_profiled(case))
 
 
 _REF_CACHE: dict = {}
@@ -318,4 +328,4 @@ def _prepare_bwd(impl: str, case: dict, device) -> harness.Prepared:
     nbytes = gdn_bwd_bytes(tokens, H, d, d, case["num_seqs"], elem_bytes=q.element_size(),
                            gate_bytes=g.element_size(), with_forward=fwdbwd, final_state_grad=extra["final_state_grad"])
     extra["peak_mem_timed_bytes"] = _timed_peak(call, device)
-    return harness.Prepared(fn=call, bytes=nbytes, flops=flops, extra=extra)
+    return harness.Prepared(fn=call, bytes=nbytes, flops=flops, extra=extra, profile=_profiled(case))
