@@ -9,11 +9,13 @@ files (atomically, with reproducible bytes).
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import os
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -102,6 +104,36 @@ def render_table(study: str, name: str, tidy_csv: str, out: str) -> None:
 
 
 _MACRO_NAME = re.compile(r"^[A-Za-z]+$")
+
+
+def kernel_table(df: pd.DataFrame, order: Sequence[str] = (), min_share: float = 0.02) -> pd.DataFrame:
+    """Per-kernel breakdown of the tidy rows that carry one (column ``kernels``,
+    JSON from :func:`kernels.harness.kernel_breakdown`), one block per (pass, impl).
+
+    Index (pass, impl, kernel), impls in ``order`` first; columns ``us`` (per
+    call) and ``share %`` of that impl's total. Kernels under ``min_share`` of
+    the total are summed as ``other``; names are cut to 48 characters. Empty
+    when no row carries a breakdown.
+    """
+    if "kernels" not in df.columns:
+        return pd.DataFrame()
+    d = df[df["kernels"].notna() & (df["status"] == "ok")]
+    out = []
+    for (impl, pas), g in d.groupby(["impl", "pass"], sort=False):
+        entries = json.loads(g["kernels"].iloc[0])
+        total = sum(e["us"] for e in entries)
+        keep = [e for e in entries if e["us"] >= min_share * total and e["name"] != "other"]
+        small = total - sum(e["us"] for e in keep)
+        rows = [(e["name"], e["us"]) for e in keep] + ([("other", small)] if small > 0 else [])
+        out += [{"impl": impl, "pass": pas, "kernel": name if len(name) <= 48 else name[:45] + "...",
+                 "us": us, "share %": 100 * us / total} for name, us in rows]
+    if not out:
+        return pd.DataFrame()
+    rank = {name: i for i, name in enumerate(order)}
+    t = pd.DataFrame(out)
+    t["_rank"] = t["impl"].map(lambda i: rank.get(i, len(rank)))
+    t = t.sort_values(["pass", "_rank"], kind="stable").drop(columns="_rank")
+    return t.set_index(["pass", "impl", "kernel"]).round({"us": 1, "share %": 1})
 
 
 def macro_lines(values: dict[str, str]) -> list[str]:

@@ -68,3 +68,20 @@ def test_environment_macros_short_commits_and_missing_columns():
     assert out["EnvCommit"] == "025919f, 50ffca4-dirty, bc51902"
     assert out["EnvGpuName"] == "NVIDIA H200"
     assert out["EnvDriver"] == "n/a"
+
+
+def test_kernel_table_orders_impls_and_sums_small_kernels():
+    import json
+
+    rows = [{"impl": impl, "pass": "fwd", "status": "ok",
+             "kernels": json.dumps([{"name": "k" * 60, "calls": 1, "us": 90.0},
+                                    {"name": "tiny", "calls": 2, "us": 1.0},
+                                    {"name": "other", "calls": 1, "us": 9.0}])}
+            for impl in ("triton", "eager")]
+    rows.append({"impl": "liger", "pass": "fwd", "status": "ok", "kernels": None})
+    t = render.kernel_table(pd.DataFrame(rows), order=("eager", "triton"))
+    assert [i for i in t.index.get_level_values("impl").unique()] == ["eager", "triton"]
+    eager = t.loc[("fwd", "eager")]
+    assert eager.index[0] == "k" * 45 + "..." and eager["us"].tolist() == [90.0, 10.0]
+    assert eager["share %"].tolist() == [90.0, 10.0]
+    assert render.kernel_table(pd.DataFrame({"impl": ["a"]})).empty

@@ -11,12 +11,10 @@ median; only where naive was measured), ``speedup_vs_fla`` (fla_chunk / this),
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
-from kernels import style
+from kernels import render, style
 
 SHAPE = ["gpu", "pass", "dtype", "batch", "seqlen", "heads", "head_dim", "num_seqs", "varlen"]
 MAIN = [(4, 8192, 16), (1, 32768, 32), (8, 4096, 16)]
@@ -208,29 +206,7 @@ def table_kernels(df: pd.DataFrame) -> pd.DataFrame:
     """Where the time goes at B4 T8192 H16: device time of each kernel of one call
     (µs; torch.profiler, L2 not flushed) per impl and pass, longest first, with its
     share of the impl's total; kernels under 2 % of it are summed as other."""
-    if "kernels" not in df.columns:
-        return pd.DataFrame()
-    d = df[df["kernels"].notna() & (df["status"] == "ok")]
-    out = []
-    for (impl, pas), g in d.groupby(["impl", "pass"], sort=False):
-        entries = json.loads(g["kernels"].iloc[0])
-        total = sum(e["us"] for e in entries)
-        small = sum(e["us"] for e in entries if e["us"] < 0.02 * total or e["name"] == "other")
-        rows = [(e["name"], e["us"]) for e in entries if e["us"] >= 0.02 * total and e["name"] != "other"]
-        rows += [("other", small)] if small else []
-        out += [{"impl": impl, "pass": pas, "kernel": _short(name), "us": us, "share %": 100 * us / total}
-                for name, us in rows]
-    if not out:
-        return pd.DataFrame()
-    t = pd.DataFrame(out)
-    order = {i: n for n, i in enumerate(ORDER)}
-    t = t.sort_values(["pass", "impl"], key=lambda c: c.map(order) if c.name == "impl" else c, kind="stable")
-    return t.set_index(["pass", "impl", "kernel"]).round({"us": 1, "share %": 1})
-
-
-def _short(name: str, width: int = 48) -> str:
-    """A kernel's name cut to ``width`` characters (C++ template names run to hundreds)."""
-    return name if len(name) <= width else name[: width - 3] + "..."
+    return render.kernel_table(df, ORDER)
 
 
 TABLES = {"gdn_main": table_main, "gdn_bwd": table_bwd, "gdn_kernels": table_kernels}

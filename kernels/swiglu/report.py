@@ -22,7 +22,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from kernels import style
+from kernels import render, style
 
 #: Datasheet HBM bandwidth in GB/s (NVIDIA H200 SXM: 4.8 TB/s HBM3e).
 PEAK_GBPS = {"h200": 4800.0}
@@ -291,7 +291,17 @@ def table_gemm(df: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-TABLES = {"swiglu_model_shapes": table_model_shapes, "swiglu_gemm": table_gemm}
+def table_kernels(df: pd.DataFrame) -> pd.DataFrame:
+    """Where the time goes at 8192 x 14336 bf16: device time of each kernel of one
+    call (µs; torch.profiler, L2 not flushed) per impl and pass, with its share of
+    the impl's total; kernels under 2 % of it are summed as other."""
+    t = render.kernel_table(df, ORDER)
+    if t.empty:
+        return pd.DataFrame({"note": ["no measurements"]}, index=pd.Index(["-"], name="kernel"))
+    return t
+
+
+TABLES = {"swiglu_model_shapes": table_model_shapes, "swiglu_gemm": table_gemm, "swiglu_kernels": table_kernels}
 
 
 # ----------------------------------------------------------------------------

@@ -74,6 +74,9 @@ TOL = {"bfloat16": 1e-2, "float16": 2e-3, "float32": 1e-5}
 #: Tensors moved per element by each pass (reads + writes).
 TENSORS_PER_PASS = {"fwd": 3, "bwd": 5, "fwdbwd": 8}
 SEED = 0
+#: (tokens, hidden, dtype, launch) whose rows also carry a per-kernel breakdown
+#: (Llama-3-8B prefill, the shape of the fwd+bwd target)
+PROFILE_CASE = (8192, 14336, "bfloat16", "stream")
 
 
 # ----------------------------------------------------------------------------
@@ -288,4 +291,6 @@ def prepare(impl: str, case: dict, device: torch.device) -> harness.Prepared:
         extra.update(compile_s=round(setup, 3), recompiles=max(0, graphs - 1))
     if (cfg := _tuned_config(impl)) is not None:
         extra["tuned"] = cfg
-    return harness.Prepared(fn=fn, bytes=n_bytes, flops=0, extra=extra, cuda_graph=case["launch"] == "graph")
+    profile = (case["tokens"], case["hidden"], case["dtype"], case["launch"]) == PROFILE_CASE
+    return harness.Prepared(fn=fn, bytes=n_bytes, flops=0, extra=extra, cuda_graph=case["launch"] == "graph",
+                            profile=profile)
