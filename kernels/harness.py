@@ -232,17 +232,19 @@ def time_call(prepared: Prepared, device, timing: dict) -> list[float]:
 # environment
 
 
-def _nvidia_smi(query: str, gpu_id: str | None = None) -> str | None:
-    """One ``nvidia-smi --query-gpu`` field of GPU ``gpu_id`` (a UUID; default: the first GPU)."""
+def _nvidia_smi(fields: list[str], gpu_id: str | None = None) -> dict[str, str | None]:
+    """``nvidia-smi --query-gpu`` fields of GPU ``gpu_id`` (a UUID; default: the first GPU),
+    in one call; every value None when nvidia-smi fails."""
     ids = [f"--id={gpu_id}"] if gpu_id else []
     try:
         out = subprocess.run(
-            ["nvidia-smi", *ids, f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+            ["nvidia-smi", *ids, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
             capture_output=True, text=True, timeout=30, check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
-        return None
-    return out.strip().splitlines()[0].strip() if out.strip() else None
+        out = ""
+    values = [v.strip() for v in out.strip().splitlines()[0].split(",")] if out.strip() else []
+    return dict(zip(fields, values)) if len(values) == len(fields) else dict.fromkeys(fields)
 
 
 def git_commit() -> str:
@@ -280,18 +282,19 @@ def environment() -> dict:
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         uuid = getattr(props, "uuid", None)
-        uuid = f"GPU-{uuid}" if uuid is not None and not str(uuid).startswith("GPU-") else uuid
+        uuid = None if uuid is None else str(uuid) if str(uuid).startswith("GPU-") else f"GPU-{uuid}"
+        smi = _nvidia_smi(["driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm"], uuid)
         env.update(
             gpu_name=props.name,
-            gpu_uuid=None if uuid is None else str(uuid),
+            gpu_uuid=uuid,
             cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
             sm_count=props.multi_processor_count,
             capability=f"{props.major}.{props.minor}",
             memory_gib=round(props.total_memory / 2**30, 1),
-            driver=_nvidia_smi("driver_version", env.get("gpu_uuid")),
-            sm_clock_mhz=_nvidia_smi("clocks.sm", env.get("gpu_uuid")),
-            mem_clock_mhz=_nvidia_smi("clocks.mem", env.get("gpu_uuid")),
-            max_sm_clock_mhz=_nvidia_smi("clocks.max.sm", env.get("gpu_uuid")),
+            driver=smi["driver_version"],
+            sm_clock_mhz=smi["clocks.sm"],
+            mem_clock_mhz=smi["clocks.mem"],
+            max_sm_clock_mhz=smi["clocks.max.sm"],
         )
     else:
         env.update(gpu_name="cpu", driver=None)

@@ -191,3 +191,24 @@ def test_kernel_breakdown_on_the_cpu_lists_ops_longest_first():
     assert entries[0]["us"] > 0 and entries[0]["calls"] >= 1
     names = [e["name"] for e in entries]
     assert any("mm" in n for n in names[:1]) and names[-1] == "other" and len(entries) == 2
+
+
+def test_nvidia_smi_fields_in_one_call(monkeypatch):
+    import subprocess
+
+    calls = []
+
+    def fake_run(cmd, **kw):
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout="580.1, 1980\n", stderr="")
+
+    monkeypatch.setattr(harness.subprocess, "run", fake_run)
+    assert harness._nvidia_smi(["driver_version", "clocks.max.sm"], "GPU-x") == {
+        "driver_version": "580.1", "clocks.max.sm": "1980"}
+    assert len(calls) == 1 and "--id=GPU-x" in calls[0] and "--query-gpu=driver_version,clocks.max.sm" in calls[0]
+
+    def failing(cmd, **kw):
+        raise FileNotFoundError("nvidia-smi")
+
+    monkeypatch.setattr(harness.subprocess, "run", failing)
+    assert harness._nvidia_smi(["driver_version"]) == {"driver_version": None}

@@ -61,10 +61,15 @@ def _profiled(case: dict) -> bool:
     return not case.get("varlen") and (case["batch"], case["seqlen"], case["heads"]) in PROFILE_SHAPES
 
 
+def _fixed(shapes: list[dict]) -> list[dict]:
+    """Fixed-length shapes from config entries ``{batch, seqlen, heads}``."""
+    return [dict(batch=s["batch"], seqlen=s["seqlen"], heads=s["heads"], num_seqs=s["batch"], varlen=False)
+            for s in shapes]
+
+
 def _shapes(block: dict) -> list[dict]:
     """Fixed-length shapes of ``main_shapes`` and ``seqlen_sweep`` and the varlen batches of a config block."""
-    shapes = [dict(batch=s["batch"], seqlen=s["seqlen"], heads=s["heads"], num_seqs=s["batch"], varlen=False)
-              for s in block["main_shapes"]]
+    shapes = _fixed(block["main_shapes"])
     sw = block["seqlen_sweep"]
     shapes += [dict(batch=sw["batch"], seqlen=t, heads=sw["heads"], num_seqs=sw["batch"], varlen=False)
                for t in sw["seqlens"]]
@@ -93,10 +98,7 @@ def cases(sweep: dict, impl: str) -> list[dict]:
             continue
         block = sweep if pas == "fwd" else sweep["backward"]
         only = block.get("impl_shapes", {}).get(impl)
-        shapes = _shapes(block) if only is None else [
-            dict(batch=s["batch"], seqlen=s["seqlen"], heads=s["heads"], num_seqs=s["batch"], varlen=False)
-            for s in only]
-        for s in shapes:
+        for s in _shapes(block) if only is None else _fixed(only):
             case = {"pass": pas, "dtype": sweep["dtype"], "head_dim": sweep["head_dim"], **s}
             key = tuple(sorted(case.items()))
             if key in seen:
