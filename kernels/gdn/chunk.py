@@ -1,33 +1,44 @@
 """Chunked gated delta rule forward in Triton (chunk C = 64).
 
-Two kernels (flash-linear-attention's chunked algorithm, fused as
-``../shared/BRIEF.md`` section 8 suggests):
+Notation: gamma = in-chunk cumulative sum of g, Gamma_rs = exp(gamma_r - gamma_s),
+A = strict_lower(diag(beta) K K^T * Gamma), T = (I + A)^-1 (the UT transform
+of the WY representation), S = the K x V state entering a chunk. Per chunk
 
-1. ``_chunk_intra_kernel``, one program per (chunk, head), everything that
-   does not depend on the state: gamma = in-chunk cumulative sum of g;
-   A = strict_lower(diag(beta) K K^T * Gamma) in 16 x 16 blocks; the unit
-   lower-triangular inverse T = (I + A)^-1 (forward substitution on the four
-   diagonal 16 x 16 blocks, then block products for the rest);
-   W = T diag(beta e^gamma) K, U = T diag(beta) V; and the masked scores
-   Aqk = scale (Q K^T * Gamma, lower triangle incl. diagonal). It writes
-   gamma, W, U, Aqk in float32 in the token layout.
+    V_new = T diag(beta) (V - diag(e^gamma) K S)      (= U - W S)
+    O     = scale diag(e^gamma) Q S + Aqk V_new,      Aqk = scale (Q K^T * Gamma) lower incl. diagonal
+    S'    = e^{gamma_C} S + K^T diag(e^{gamma_C - gamma}) V_new.
+
+Two kernels:
+
+1. ``_chunk_prepare_kernel``, one program per (chunk, head), everything that
+   does not depend on the state: gamma, and T from A built in 16 x 16 blocks
+   (the four diagonal blocks inverted by the product form of
+   :func:`kernels.gdn._triton._inv_unit_lower16`, the rest by block
+   products), both float32.
 2. ``_chunk_state_kernel``, one program per (sequence, head, value block),
-   walks the chunks in order with the K x BV state in registers (float32) and
-   fuses the output: V_new = U - W S; O = scale diag(e^gamma) Q S + Aqk V_new;
-   S <- e^{gamma_C} S + K^T diag(e^{gamma_C - gamma}) V_new. The value axis is
-   split across programs (BV = 64/32/16) so that small B*H still fills the SMs.
+   walks the chunks in order with the K x BV state in registers (float32)
+   and fuses the output. W and U are never materialised: V_new is T applied
+   to a residual computed from K, V and S, so the chunk reads only Q, K, V
+   and T. The value axis is split across programs (BV = 64/32/16, about one
+   program per SM) so that small B*H still fills the GPU.
 
-Precision: products with the 16-bit inputs (K K^T, Q K^T) round nothing
-extra; every product involving the inverse, W, U, the state or V_new takes
-float32 operands (TF32 tensor cores on the GPU). Rounding those to bfloat16,
-as flash-linear-attention does, chains five roundings and measured 0.005 to
-0.012 RMSE/RMS against the float64 reference in the interpreter, over the
-0.005 target; with float32 operands the error is the output's own rounding.
+On the H200 at B4 T8192 H16 a split with a third, parallel output kernel
+reading float32 chunk states (as flash-linear-attention does with bfloat16
+states) spent 650 us in that kernel alone: the states are 1 KiB per token and
+head in float32, so the output stays fused into the sequential pass.
+
+Precision: products with the 16-bit inputs (K K^T, Q K^T) round nothing extra;
+the state recurrence (K S, T times the residual, K^T V_new) takes float32
+operands (TF32 tensor cores on the GPU) and never stores a rounded W, U or
+V_new on its path. The chunk states and V_new kept for the backward pass are
+float32: used in bfloat16 for the output they raised
+the output's RMSE/RMS against the float64 reference from 0.0033 to 0.0062 at
+T = 1000 in every gate regime (interpreter), over the 0.005 target.
 
 Every decay is exp of a difference gamma_r - gamma_s <= 0, never a ratio of
 exponentials, so strong gates stay finite. :func:`chunk_gated_delta_rule_fwd`
-also returns the per-chunk intermediates (:class:`ChunkIntermediates`) that a
-backward pass recomputes or reads.
+also returns the per-chunk intermediates (:class:`ChunkIntermediates`) that
+the backward pass reads.
 """
 
 from __future__ import annotations
@@ -39,95 +50,28 @@ import triton
 import triton.language as tl
 
 from kernels.gdn._launch import value_block
+from kernels.gdn._triton import (_chunk_bounds, _dot32, _inv_unit_lower16, _kkt_block, _load_rows, _mm,
+                                 _seq_bounds, _store_rows)
 from kernels.launch import interpreting, maybe_autotune
 from kernels.gdn.validate import check_inputs, l2norm
 
 CHUNK_SIZE = 64
-_INTRA_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (1, 2)]
+_PREP_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (2, 4, 8)]
 _STATE_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (1, 2, 3)]
 
 
+@maybe_autotune(_PREP_CONFIGS, key=["K"])
 @triton.jit
-def _mm(a, b, DT: tl.constexpr, UPCAST: tl.constexpr):
-    """tl.dot of a and b rounded to DT, accumulated in float32. UPCAST (set under the
-    interpreter, whose dot misreads 16-bit floats) feeds the rounded values as float32."""
-    a = a.to(DT)
-    b = b.to(DT)
-    if UPCAST:
-        a = a.to(tl.float32)
-        b = b.to(tl.float32)
-    return tl.dot(a, b)
-
-
-@triton.jit
-def _kkt_block(ki, kj, bi, gi, gj, DIAG: tl.constexpr, DT: tl.constexpr, UPCAST: tl.constexpr):
-    """beta_i * (k_i k_j^T) * exp(gamma_i - gamma_j), strictly lower when DIAG (16 x 16)."""
-    d = gi[:, None] - gj[None, :]
-    if DIAG:
-        r = tl.arange(0, 16)
-        d = tl.where(r[:, None] > r[None, :], d, float("-inf"))
-    return _mm(ki, tl.trans(kj), DT, UPCAST) * bi[:, None] * tl.exp(d)
-
-
-@triton.jit
-def _inv_unit_lower16(A):
-    """(I + A)^-1 for a strictly lower-triangular 16 x 16 float32 A, by forward substitution."""
-    r = tl.arange(0, 16)
-    X = (r[:, None] == r[None, :]).to(tl.float32)
-    for i in tl.static_range(1, 16):
-        a_i = tl.sum(tl.where(r[:, None] == i, A, 0.0), 0)          # row i of A
-        x_i = (r == i).to(tl.float32) - tl.sum(a_i[:, None] * X, 0)  # e_i - sum_j A_ij X_j
-        X = tl.where(r[:, None] == i, x_i[None, :], X)
-    return X
-
-
-@triton.jit
-def _dot32(a, b):
-    return tl.dot(a, b, input_precision="ieee")
-
-
-@triton.jit
-def _load_rows(ptr, rows, mask, stride, cols):
-    """Rows ``rows`` (token indices, masked by ``mask``) x columns ``cols`` of a [tokens, stride] view."""
-    return tl.load(ptr + rows[:, None] * stride + cols[None, :], mask=mask[:, None], other=0.0)
-
-
-@triton.jit
-def _wu_rows(X0, X1, X2, X3, a0, a1, a2, a3, N: tl.constexpr, DT: tl.constexpr, UPCAST: tl.constexpr):
-    """sum_{j<N} X_j a_j (the blocks past N are placeholders, not read)."""
-    acc = _mm(X0, a0, DT, UPCAST)
-    if N > 1:
-        acc += _mm(X1, a1, DT, UPCAST)
-    if N > 2:
-        acc += _mm(X2, a2, DT, UPCAST)
-    if N > 3:
-        acc += _mm(X3, a3, DT, UPCAST)
-    return acc
-
-
-@maybe_autotune(_INTRA_CONFIGS, key=["K", "V"])
-@triton.jit
-def _chunk_intra_kernel(q, k, v, g, beta, gamma, w, u, aqk, cu_seqlens, chunk_indices, scale, T, NT,
-                        H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-                        IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr):
+def _chunk_prepare_kernel(k, g, beta, gamma, tmat, cu_seqlens, chunk_indices, T, NT,
+                          H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
+                          IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr):
+    """gamma and T = (I + A)^-1 of one (chunk, head); row r of T at ``tmat[token r, head, :]``."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
-    if IS_VARLEN:
-        i_n = tl.load(chunk_indices + 2 * i_c)
-        i_t = tl.load(chunk_indices + 2 * i_c + 1)
-        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-        eos = tl.load(cu_seqlens + i_n + 1).to(tl.int64)
-    else:
-        i_n = i_c // NT
-        i_t = i_c % NT
-        bos = i_n.to(tl.int64) * T
-        eos = bos + T
-    t0 = bos + i_t * BT
+    t0, eos = _chunk_bounds(i_c, cu_seqlens, chunk_indices, T, NT, BT, IS_VARLEN)
     DT: tl.constexpr = k.dtype.element_ty
     ck = tl.arange(0, K)
-    cv = tl.arange(0, V)
     r16 = tl.arange(0, 16)
-    qk_base = k + i_h * K
     # four 16-row blocks: keys, gates, betas; gamma = running cumulative sum of g
     rows0 = t0 + r16
     rows1 = rows0 + 16
@@ -137,10 +81,11 @@ def _chunk_intra_kernel(q, k, v, g, beta, gamma, w, u, aqk, cu_seqlens, chunk_in
     m1 = rows1 < eos
     m2 = rows2 < eos
     m3 = rows3 < eos
-    k0 = _load_rows(qk_base, rows0, m0, H * K, ck)
-    k1 = _load_rows(qk_base, rows1, m1, H * K, ck)
-    k2 = _load_rows(qk_base, rows2, m2, H * K, ck)
-    k3 = _load_rows(qk_base, rows3, m3, H * K, ck)
+    k_base = k + i_h * K
+    k0 = _load_rows(k_base, rows0, m0, H * K, ck)
+    k1 = _load_rows(k_base, rows1, m1, H * K, ck)
+    k2 = _load_rows(k_base, rows2, m2, H * K, ck)
+    k3 = _load_rows(k_base, rows3, m3, H * K, ck)
     g0 = tl.load(g + rows0 * H + i_h, mask=m0, other=0.0).to(tl.float32)
     g1 = tl.load(g + rows1 * H + i_h, mask=m1, other=0.0).to(tl.float32)
     g2 = tl.load(g + rows2 * H + i_h, mask=m2, other=0.0).to(tl.float32)
@@ -149,17 +94,15 @@ def _chunk_intra_kernel(q, k, v, g, beta, gamma, w, u, aqk, cu_seqlens, chunk_in
     c1 = tl.cumsum(g1, 0) + tl.sum(g0, 0)
     c2 = tl.cumsum(g2, 0) + tl.sum(g0, 0) + tl.sum(g1, 0)
     c3 = tl.cumsum(g3, 0) + tl.sum(g0, 0) + tl.sum(g1, 0) + tl.sum(g2, 0)
-    b0 = tl.load(beta + rows0 * H + i_h, mask=m0, other=0.0).to(tl.float32)
-    b1 = tl.load(beta + rows1 * H + i_h, mask=m1, other=0.0).to(tl.float32)
-    b2 = tl.load(beta + rows2 * H + i_h, mask=m2, other=0.0).to(tl.float32)
-    b3 = tl.load(beta + rows3 * H + i_h, mask=m3, other=0.0).to(tl.float32)
     tl.store(gamma + rows0 * H + i_h, c0, mask=m0)
     tl.store(gamma + rows1 * H + i_h, c1, mask=m1)
     tl.store(gamma + rows2 * H + i_h, c2, mask=m2)
     tl.store(gamma + rows3 * H + i_h, c3, mask=m3)
-
-    # T = (I + A)^-1 blockwise: D_i = inverse of the diagonal blocks,
-    # X_ij = -D_i sum_{j<=m<i} A_im X_mj
+    b0 = tl.load(beta + rows0 * H + i_h, mask=m0, other=0.0).to(tl.float32)
+    b1 = tl.load(beta + rows1 * H + i_h, mask=m1, other=0.0).to(tl.float32)
+    b2 = tl.load(beta + rows2 * H + i_h, mask=m2, other=0.0).to(tl.float32)
+    b3 = tl.load(beta + rows3 * H + i_h, mask=m3, other=0.0).to(tl.float32)
+    # T blockwise: D_i = inverse of the diagonal blocks, X_ij = -D_i sum_{j<=m<i} A_im X_mj
     D0 = _inv_unit_lower16(_kkt_block(k0, k0, b0, c0, c0, True, DT, UPCAST))
     D1 = _inv_unit_lower16(_kkt_block(k1, k1, b1, c1, c1, True, DT, UPCAST))
     D2 = _inv_unit_lower16(_kkt_block(k2, k2, b2, c2, c2, True, DT, UPCAST))
@@ -176,73 +119,40 @@ def _chunk_intra_kernel(q, k, v, g, beta, gamma, w, u, aqk, cu_seqlens, chunk_in
     X32 = -_dot32(D3, _dot32(A32, D2))
     X31 = -_dot32(D3, _dot32(A31, D1) + _dot32(A32, X21))
     X30 = -_dot32(D3, _dot32(A30, D0) + _dot32(A31, X10) + _dot32(A32, X20))
-
-    # W = T diag(beta e^gamma) K and U = T diag(beta) V, 16 rows at a time; the
-    # diagonal factors scale the inverse's columns so K and V enter unrounded
-    e0 = b0 * tl.exp(c0)
-    e1 = b1 * tl.exp(c1)
-    e2 = b2 * tl.exp(c2)
-    e3 = b3 * tl.exp(c3)
-    v_base = v + i_h * V
-    v0 = _load_rows(v_base, rows0, m0, H * V, cv)
-    v1 = _load_rows(v_base, rows1, m1, H * V, cv)
-    v2 = _load_rows(v_base, rows2, m2, H * V, cv)
-    v3 = _load_rows(v_base, rows3, m3, H * V, cv)
-    w_base = w + i_h * K
-    u_base = u + i_h * V
-    tl.store(w_base + rows0[:, None] * H * K + ck[None, :],
-             _wu_rows(D0 * e0[None, :], D0, D0, D0, k0, k0, k0, k0, 1, tl.float32, UPCAST), mask=m0[:, None])
-    tl.store(w_base + rows1[:, None] * H * K + ck[None, :],
-             _wu_rows(X10 * e0[None, :], D1 * e1[None, :], D1, D1, k0, k1, k1, k1, 2, tl.float32, UPCAST),
-             mask=m1[:, None])
-    tl.store(w_base + rows2[:, None] * H * K + ck[None, :],
-             _wu_rows(X20 * e0[None, :], X21 * e1[None, :], D2 * e2[None, :], D2, k0, k1, k2, k2, 3, tl.float32,
-                      UPCAST), mask=m2[:, None])
-    tl.store(w_base + rows3[:, None] * H * K + ck[None, :],
-             _wu_rows(X30 * e0[None, :], X31 * e1[None, :], X32 * e2[None, :], D3 * e3[None, :], k0, k1, k2,
-                      k3, 4, tl.float32, UPCAST), mask=m3[:, None])
-    tl.store(u_base + rows0[:, None] * H * V + cv[None, :],
-             _wu_rows(D0 * b0[None, :], D0, D0, D0, v0, v0, v0, v0, 1, tl.float32, UPCAST), mask=m0[:, None])
-    tl.store(u_base + rows1[:, None] * H * V + cv[None, :],
-             _wu_rows(X10 * b0[None, :], D1 * b1[None, :], D1, D1, v0, v1, v1, v1, 2, tl.float32, UPCAST),
-             mask=m1[:, None])
-    tl.store(u_base + rows2[:, None] * H * V + cv[None, :],
-             _wu_rows(X20 * b0[None, :], X21 * b1[None, :], D2 * b2[None, :], D2, v0, v1, v2, v2, 3, tl.float32,
-                      UPCAST), mask=m2[:, None])
-    tl.store(u_base + rows3[:, None] * H * V + cv[None, :],
-             _wu_rows(X30 * b0[None, :], X31 * b1[None, :], X32 * b2[None, :], D3 * b3[None, :], v0, v1, v2,
-                      v3, 4, tl.float32, UPCAST), mask=m3[:, None])
-
-    # Aqk = scale * (Q K^T * Gamma) on and below the diagonal, full 64 x 64
-    rt = t0 + tl.arange(0, BT)
-    mt = rt < eos
-    bq = _load_rows(q + i_h * K, rt, mt, H * K, ck)
-    bk = _load_rows(qk_base, rt, mt, H * K, ck)
-    gt = tl.cumsum(tl.load(g + rt * H + i_h, mask=mt, other=0.0).to(tl.float32), 0)
-    ct = tl.arange(0, BT)
-    d = tl.where((ct[:, None] >= ct[None, :]) & mt[:, None], gt[:, None] - gt[None, :], float("-inf"))
-    s = _mm(bq, tl.trans(bk), DT, UPCAST) * tl.exp(d) * scale
-    tl.store(aqk + (rt[:, None] * H + i_h) * BT + ct[None, :], s, mask=mt[:, None])
+    zero = tl.zeros([16, 16], dtype=tl.float32)
+    base = tmat + i_h * BT
+    _store_rows(base, rows0, m0, H * BT, r16, D0)
+    _store_rows(base, rows0, m0, H * BT, r16 + 16, zero)
+    _store_rows(base, rows0, m0, H * BT, r16 + 32, zero)
+    _store_rows(base, rows0, m0, H * BT, r16 + 48, zero)
+    _store_rows(base, rows1, m1, H * BT, r16, X10)
+    _store_rows(base, rows1, m1, H * BT, r16 + 16, D1)
+    _store_rows(base, rows1, m1, H * BT, r16 + 32, zero)
+    _store_rows(base, rows1, m1, H * BT, r16 + 48, zero)
+    _store_rows(base, rows2, m2, H * BT, r16, X20)
+    _store_rows(base, rows2, m2, H * BT, r16 + 16, X21)
+    _store_rows(base, rows2, m2, H * BT, r16 + 32, D2)
+    _store_rows(base, rows2, m2, H * BT, r16 + 48, zero)
+    _store_rows(base, rows3, m3, H * BT, r16, X30)
+    _store_rows(base, rows3, m3, H * BT, r16 + 16, X31)
+    _store_rows(base, rows3, m3, H * BT, r16 + 32, X32)
+    _store_rows(base, rows3, m3, H * BT, r16 + 48, D3)
 
 
-@maybe_autotune(_STATE_CONFIGS, key=["K", "V", "BV"])
+@maybe_autotune(_STATE_CONFIGS, key=["K", "V", "BV", "STORE_H"])
 @triton.jit
-def _chunk_state_kernel(q, k, gamma, w, u, aqk, o, h0, ht, h, v_new, cu_seqlens, chunk_offsets, scale, T,
+def _chunk_state_kernel(q, k, v, gamma, beta, tmat, o, h, v_new, h0, ht, cu_seqlens, chunk_offsets, scale, T,
                         H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                         BV: tl.constexpr, USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
                         STORE_H: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr):
+    """Sequential pass over the chunks of one (sequence, head, value block): V_new, the output,
+    the next state; with STORE_H also the state entering each chunk and V_new (for the backward)."""
     i_v = tl.program_id(0)
     i_nh = tl.program_id(1)
     i_n = i_nh // H
     i_h = i_nh % H
-    if IS_VARLEN:
-        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-        eos = tl.load(cu_seqlens + i_n + 1).to(tl.int64)
-        c_off = tl.load(chunk_offsets + i_n).to(tl.int64)
-    else:
-        bos = i_n.to(tl.int64) * T
-        eos = bos + T
-        c_off = i_n.to(tl.int64) * tl.cdiv(T, BT)
+    bos, eos, c_off = _seq_bounds(i_n, cu_seqlens, chunk_offsets, T, BT, IS_VARLEN)
+    DT: tl.constexpr = k.dtype.element_ty
     ck = tl.arange(0, K)
     cv = i_v * BV + tl.arange(0, BV)
     ct = tl.arange(0, BT)
@@ -254,21 +164,24 @@ def _chunk_state_kernel(q, k, gamma, w, u, aqk, o, h0, ht, h, v_new, cu_seqlens,
         rt = bos + i_t * BT + ct
         mt = rt < eos
         last = tl.minimum(bos + i_t * BT + BT, eos) - 1
-        b_w = _load_rows(w + i_h * K, rt, mt, H * K, ck)
-        b_u = _load_rows(u + i_h * V, rt, mt, H * V, cv)
-        b_q = _load_rows(q + i_h * K, rt, mt, H * K, ck)
-        b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
-        b_a = _load_rows(aqk + i_h * BT, rt, mt, H * BT, ct)
-        b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
-        g_last = tl.load(gamma + last * H + i_h)
         if STORE_H:
             tl.store(h + ((c_off + i_t) * H + i_h) * K * V + ck[:, None] * V + cv[None, :], S)
-        b_vn = b_u - _mm(b_w, S, tl.float32, UPCAST)
+        b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
+        b_v = _load_rows(v + i_h * V, rt, mt, H * V, cv).to(tl.float32)
+        b_t = _load_rows(tmat + i_h * BT, rt, mt, H * BT, ct)
+        b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
+        b_b = tl.load(beta + rt * H + i_h, mask=mt, other=0.0).to(tl.float32)
+        g_last = tl.load(gamma + last * H + i_h)
+        b_x = (b_v - tl.exp(b_g)[:, None] * _mm(b_k, S, tl.float32, UPCAST)) * b_b[:, None]
+        b_vn = _mm(b_t, b_x, tl.float32, UPCAST)
         if STORE_H:
-            tl.store(v_new + (rt[:, None] * H + i_h) * V + cv[None, :], b_vn, mask=mt[:, None])
-        b_qg = b_q * (tl.exp(b_g) * scale)[:, None]
-        b_o = _mm(b_qg, S, tl.float32, UPCAST) + _mm(b_a, b_vn, tl.float32, UPCAST)
-        tl.store(o + (rt[:, None] * H + i_h) * V + cv[None, :], b_o.to(o.dtype.element_ty), mask=mt[:, None])
+            _store_rows(v_new + i_h * V, rt, mt, H * V, cv, b_vn)
+        # O = scale diag(e^gamma) Q S + Aqk V_new (off the recurrence's critical path)
+        b_q = _load_rows(q + i_h * K, rt, mt, H * K, ck)
+        d = tl.where((ct[:, None] >= ct[None, :]) & mt[:, None], b_g[:, None] - b_g[None, :], float("-inf"))
+        b_a = _mm(b_q, tl.trans(b_k), DT, UPCAST) * tl.exp(d) * scale
+        b_o = _mm(b_q, S, tl.float32, UPCAST) * (scale * tl.exp(b_g))[:, None] + _mm(b_a, b_vn, tl.float32, UPCAST)
+        _store_rows(o + i_h * V, rt, mt, H * V, cv, b_o)
         b_kd = b_k * tl.where(mt, tl.exp(g_last - b_g), 0.0)[:, None]
         S = S * tl.exp(g_last) + _mm(tl.trans(b_kd), b_vn, tl.float32, UPCAST)
     if STORE_HT:
@@ -281,20 +194,16 @@ class ChunkIntermediates:
 
     Attributes:
         gamma: ``[B*T, H]`` float32, in-chunk cumulative sum of g.
-        w: ``[B*T, H, K]`` float32, W = T diag(beta e^gamma) K.
-        u: ``[B*T, H, V]`` float32, U = T diag(beta) V.
-        aqk: ``[B*T, H, C]`` float32, scale (Q K^T * Gamma) lower incl. diagonal.
+        tmat: ``[B*T, H, C]`` float32, row r of T = (I + A)^-1 of r's chunk.
         h: ``[num_chunks, H, K, V]`` float32 state entering each chunk, or None.
-        v_new: ``[B*T, H, V]`` float32, V_new = U - W S, or None.
+        v_new: ``[B*T, H, V]`` float32 V_new, or None.
         chunk_offsets: ``[N + 1]`` int32 first chunk of each sequence in ``h``.
     """
 
     gamma: torch.Tensor
-    w: torch.Tensor
-    u: torch.Tensor
-    aqk: torch.Tensor
-    h: torch.Tensor | None
-    v_new: torch.Tensor | None
+    tmat: torch.Tensor
+    h: torch.Tensor
+    v_new: torch.Tensor
     chunk_offsets: torch.Tensor
 
 
@@ -321,7 +230,7 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
 
     Args: as :func:`chunk_gated_delta_rule` (g already float32, q/k normalised,
         ``scale`` a float), plus ``store_chunk_states`` to also write the state
-        entering every chunk and V_new (what a backward pass needs).
+        entering every chunk and V_new (what the backward pass reads).
     Returns:
         ``(o [B, T, H, V], final_state [N, H, K, V] float32 or None, ChunkIntermediates)``.
     """
@@ -331,32 +240,46 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     dev, C = q.device, CHUNK_SIZE
     indices, offsets, NC = _chunk_tables(B, T, cu_seqlens, dev)
     gamma = torch.empty(B * T, H, dtype=torch.float32, device=dev)
-    w = torch.empty(B * T, H, K, dtype=torch.float32, device=dev)
-    u = torch.empty(B * T, H, V, dtype=torch.float32, device=dev)
-    aqk = torch.empty(B * T, H, C, dtype=torch.float32, device=dev)
-    o = torch.empty_like(v)
-    ht = torch.empty(N, H, K, V, dtype=torch.float32, device=dev) if output_final_state else None
+    tmat = torch.empty(B * T, H, C, dtype=torch.float32, device=dev)
     h = torch.empty(NC, H, K, V, dtype=torch.float32, device=dev) if store_chunk_states else None
     v_new = torch.empty(B * T, H, V, dtype=torch.float32, device=dev) if store_chunk_states else None
-    inter = ChunkIntermediates(gamma, w, u, aqk, h, v_new, offsets)
+    o = torch.empty_like(v)
+    ht = torch.empty(N, H, K, V, dtype=torch.float32, device=dev) if output_final_state else None
+    inter = ChunkIntermediates(gamma, tmat, h, v_new, offsets)
     if NC == 0:
         if ht is not None:
             ht.copy_(initial_state) if initial_state is not None else ht.zero_()
         return o, ht, inter
     dummy = gamma
-    _chunk_intra_kernel[(NC, H)](
-        q, k, v, g, beta, gamma, w, u, aqk,
-        cu_seqlens if cu_seqlens is not None else dummy, indices if indices is not None else dummy,
-        scale, T, triton.cdiv(T, C), H=H, K=K, V=V, BT=C, IS_VARLEN=cu_seqlens is not None,
-        UPCAST=interpreting())
+    varlen = cu_seqlens is not None
+    cu = cu_seqlens if varlen else dummy
+    idx = indices if varlen else dummy
+    NT = triton.cdiv(T, C)
+    _chunk_prepare_kernel[(NC, H)](k, g, beta, gamma, tmat, cu, idx, T, NT, H=H, K=K, BT=C,
+                                   IS_VARLEN=varlen, UPCAST=interpreting())
     BV = value_block(V, N * H, dev)
     _chunk_state_kernel[(V // BV, N * H)](
-        q, k, gamma, w, u, aqk, o,
+        q, k, v, gamma, beta, tmat, o, h if h is not None else dummy, v_new if v_new is not None else dummy,
         initial_state if initial_state is not None else dummy, ht if ht is not None else dummy,
-        h if h is not None else dummy, v_new if v_new is not None else dummy,
-        cu_seqlens if cu_seqlens is not None else dummy, offsets, scale, T,
-        H=H, K=K, V=V, BT=C, BV=BV, USE_H0=initial_state is not None, STORE_HT=ht is not None,
-        STORE_H=store_chunk_states, IS_VARLEN=cu_seqlens is not None, UPCAST=interpreting())
+        cu, offsets, scale, T, H=H, K=K, V=V, BT=C, BV=BV, USE_H0=initial_state is not None,
+        STORE_HT=ht is not None, STORE_H=store_chunk_states, IS_VARLEN=varlen, UPCAST=interpreting())
+    return o, ht, inter
+    dummy = gamma
+    varlen = cu_seqlens is not None
+    cu = cu_seqlens if varlen else dummy
+    idx = indices if varlen else dummy
+    NT = triton.cdiv(T, C)
+    _chunk_prepare_kernel[(NC, H)](k, g, beta, gamma, tmat, cu, idx, T, NT, H=H, K=K, BT=C,
+                                   IS_VARLEN=varlen, UPCAST=interpreting())
+    BV = value_block(V, N * H, dev)
+    _chunk_state_kernel[(V // BV, N * H)](
+        q, k, v, gamma, beta, tmat, o, h if h is not None else dummy, v_new if v_new is not None else dummy,
+        initial_state if initial_state is not None else dummy, ht if ht is not None else dummy,
+        cu, offsets, scale, T, H=H, K=K, V=V, BT=C, BV=BV, USE_H0=initial_state is not None,
+        STORE_HT=ht is not None, STORE_H=store_chunk_states, IS_VARLEN=varlen, UPCAST=interpreting())
+    BV = min(V, OUTPUT_BV)
+    _chunk_output_kernel[(V // BV, NC, H)](q, k, gamma, h, v_new, o, cu, idx, scale, T, NT, H=H, K=K, V=V, BT=C,
+                                           BK=min(K, OUTPUT_BK), BV=BV, IS_VARLEN=varlen, UPCAST=interpreting())
     return o, ht, inter
 
 

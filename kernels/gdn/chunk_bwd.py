@@ -12,13 +12,13 @@ the chunk, S' = state leaving it), the forward computes
 Given dO and dS' (the gradient of the final state for the last chunk), the
 backward differentiates that chunk-local computation analytically:
 
-1. ``_chunk_dh_kernel``, one program per (sequence, head, value block), walks
+1. ``_chunk_wu_kernel``, one program per (chunk, head), rebuilds W, U and Aqk
+   (float32) from the forward's saved T.
+2. ``_chunk_dh_kernel``, one program per (sequence, head, value block), walks
    the chunks in reverse with dS (K x BV, float32) in registers:
    dV_new = Aqk^T dO + Kd dS';  dS = e^{gamma_C} dS' + Qg^T dO - W^T dV_new.
    It stores dS' of every chunk and dV_new; dS after the first chunk is the
    gradient of the initial state.
-2. ``_chunk_inverse_kernel``, one program per (chunk, head), recomputes
-   T = (I + A)^-1 (the forward's blockwise inverse, same operations) and stores it.
 3. ``_chunk_bwd_kernel``, one program per (chunk, head), with the saved
    S, V_new, W, U, Aqk and the dS', dV_new of step 1:
    dQ = scale diag(e^gamma) dO S^T + Ms K,  Ms = scale (dO V_new^T * Gamma) lower incl.;
@@ -39,12 +39,11 @@ global memory instead of ``tl.trans``: Triton 3.4-3.6 on Hopper miscompiles
 640, fixed there the same way). No atomics: every output element is written
 by exactly one program, so gradients are bitwise reproducible.
 
-The forward of the autograd Function keeps the per-chunk intermediates
-(``store_chunk_states=True``: gamma, W, U, Aqk, the chunk states and V_new,
-all float32) instead of recomputing them in the backward; only T is
-recomputed. Saved: (K + 2V + C + 1) * 4 bytes per token and head plus
-K * V * 4 bytes per chunk and head; the backward adds dV_new, T and the
-scratch ((V + 3C) * 4 bytes per token and head) and dS' (K * V * 4 per chunk and head).
+The forward of the autograd Function keeps its intermediates (gamma, T, the
+chunk states and V_new, all float32; :class:`kernels.gdn.chunk.ChunkIntermediates`):
+(V + C + 1) * 4 bytes per token and head plus K * V * 4 bytes per chunk and
+head. The backward adds W, U, Aqk, dV_new and the scratch
+((K + 2V + 4C) * 4 bytes per token and head) and dS' (K * V * 4 per chunk and head).
 """
 
 from __future__ import annotations
@@ -56,107 +55,42 @@ from torch.autograd.function import once_differentiable
 
 from kernels.gdn._launch import value_block
 from kernels.launch import interpreting, maybe_autotune
-from kernels.gdn.chunk import (CHUNK_SIZE, _chunk_tables, _dot32, _inv_unit_lower16, _kkt_block, _load_rows, _mm,
-                               chunk_gated_delta_rule_fwd)
+from kernels.gdn._triton import _chunk_bounds, _load_rows, _load_t, _mm, _seq_bounds, _store_rows
+from kernels.gdn.chunk import CHUNK_SIZE, ChunkIntermediates, _chunk_tables, chunk_gated_delta_rule_fwd
 
-_INV_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (2, 4)]
+_WU_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (4, 8)]
 _DH_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (2, 3)]
 _BWD_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (1, 2)]
 
 
+@maybe_autotune(_WU_CONFIGS, key=["K", "V"])
 @triton.jit
-def _load_t(ptr, rows, mask, stride, cols):
-    """Transposed tile ``[cols, rows]`` of a [tokens, stride] view (rows = token indices masked by ``mask``)."""
-    return tl.load(ptr + rows[None, :] * stride + cols[:, None], mask=mask[None, :], other=0.0)
-
-
-@triton.jit
-def _store_rows(ptr, rows, mask, stride, cols, x):
-    tl.store(ptr + rows[:, None] * stride + cols[None, :], x, mask=mask[:, None])
-
-
-@maybe_autotune(_INV_CONFIGS, key=["K"])
-@triton.jit
-def _chunk_inverse_kernel(k, g, beta, tmat, cu_seqlens, chunk_indices, T, NT,
-                          H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
-                          IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr):
-    """T = (I + A)^-1 of one (chunk, head), row r of the chunk at ``tmat[token r, head, :]``."""
+def _chunk_wu_kernel(q, k, v, gamma, beta, tmat, w, u, aqk, cu_seqlens, chunk_indices, scale, T, NT,
+                     H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                     IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr):
+    """W = T diag(beta e^gamma) K, U = T diag(beta) V and Aqk of one (chunk, head), float32,
+    from the forward's saved T (the diagonal factors scale T's columns so K and V enter unrounded)."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
-    if IS_VARLEN:
-        i_n = tl.load(chunk_indices + 2 * i_c)
-        i_t = tl.load(chunk_indices + 2 * i_c + 1)
-        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-        eos = tl.load(cu_seqlens + i_n + 1).to(tl.int64)
-    else:
-        i_n = i_c // NT
-        i_t = i_c % NT
-        bos = i_n.to(tl.int64) * T
-        eos = bos + T
-    t0 = bos + i_t * BT
+    t0, eos = _chunk_bounds(i_c, cu_seqlens, chunk_indices, T, NT, BT, IS_VARLEN)
     DT: tl.constexpr = k.dtype.element_ty
     ck = tl.arange(0, K)
-    r16 = tl.arange(0, 16)
-    rows0 = t0 + r16
-    rows1 = rows0 + 16
-    rows2 = rows0 + 32
-    rows3 = rows0 + 48
-    m0 = rows0 < eos
-    m1 = rows1 < eos
-    m2 = rows2 < eos
-    m3 = rows3 < eos
-    k_base = k + i_h * K
-    k0 = _load_rows(k_base, rows0, m0, H * K, ck)
-    k1 = _load_rows(k_base, rows1, m1, H * K, ck)
-    k2 = _load_rows(k_base, rows2, m2, H * K, ck)
-    k3 = _load_rows(k_base, rows3, m3, H * K, ck)
-    # gamma exactly as the forward computes it (padding rows continue the last value)
-    g0 = tl.load(g + rows0 * H + i_h, mask=m0, other=0.0).to(tl.float32)
-    g1 = tl.load(g + rows1 * H + i_h, mask=m1, other=0.0).to(tl.float32)
-    g2 = tl.load(g + rows2 * H + i_h, mask=m2, other=0.0).to(tl.float32)
-    g3 = tl.load(g + rows3 * H + i_h, mask=m3, other=0.0).to(tl.float32)
-    c0 = tl.cumsum(g0, 0)
-    c1 = tl.cumsum(g1, 0) + tl.sum(g0, 0)
-    c2 = tl.cumsum(g2, 0) + tl.sum(g0, 0) + tl.sum(g1, 0)
-    c3 = tl.cumsum(g3, 0) + tl.sum(g0, 0) + tl.sum(g1, 0) + tl.sum(g2, 0)
-    b0 = tl.load(beta + rows0 * H + i_h, mask=m0, other=0.0).to(tl.float32)
-    b1 = tl.load(beta + rows1 * H + i_h, mask=m1, other=0.0).to(tl.float32)
-    b2 = tl.load(beta + rows2 * H + i_h, mask=m2, other=0.0).to(tl.float32)
-    b3 = tl.load(beta + rows3 * H + i_h, mask=m3, other=0.0).to(tl.float32)
-    D0 = _inv_unit_lower16(_kkt_block(k0, k0, b0, c0, c0, True, DT, UPCAST))
-    D1 = _inv_unit_lower16(_kkt_block(k1, k1, b1, c1, c1, True, DT, UPCAST))
-    D2 = _inv_unit_lower16(_kkt_block(k2, k2, b2, c2, c2, True, DT, UPCAST))
-    D3 = _inv_unit_lower16(_kkt_block(k3, k3, b3, c3, c3, True, DT, UPCAST))
-    A10 = _kkt_block(k1, k0, b1, c1, c0, False, DT, UPCAST)
-    A20 = _kkt_block(k2, k0, b2, c2, c0, False, DT, UPCAST)
-    A21 = _kkt_block(k2, k1, b2, c2, c1, False, DT, UPCAST)
-    A30 = _kkt_block(k3, k0, b3, c3, c0, False, DT, UPCAST)
-    A31 = _kkt_block(k3, k1, b3, c3, c1, False, DT, UPCAST)
-    A32 = _kkt_block(k3, k2, b3, c3, c2, False, DT, UPCAST)
-    X10 = -_dot32(D1, _dot32(A10, D0))
-    X21 = -_dot32(D2, _dot32(A21, D1))
-    X20 = -_dot32(D2, _dot32(A20, D0) + _dot32(A21, X10))
-    X32 = -_dot32(D3, _dot32(A32, D2))
-    X31 = -_dot32(D3, _dot32(A31, D1) + _dot32(A32, X21))
-    X30 = -_dot32(D3, _dot32(A30, D0) + _dot32(A31, X10) + _dot32(A32, X20))
-    zero = tl.zeros([16, 16], dtype=tl.float32)
-    base = tmat + i_h * BT
-    _store_rows(base, rows0, m0, H * BT, r16, D0)
-    _store_rows(base, rows0, m0, H * BT, r16 + 16, zero)
-    _store_rows(base, rows0, m0, H * BT, r16 + 32, zero)
-    _store_rows(base, rows0, m0, H * BT, r16 + 48, zero)
-    _store_rows(base, rows1, m1, H * BT, r16, X10)
-    _store_rows(base, rows1, m1, H * BT, r16 + 16, D1)
-    _store_rows(base, rows1, m1, H * BT, r16 + 32, zero)
-    _store_rows(base, rows1, m1, H * BT, r16 + 48, zero)
-    _store_rows(base, rows2, m2, H * BT, r16, X20)
-    _store_rows(base, rows2, m2, H * BT, r16 + 16, X21)
-    _store_rows(base, rows2, m2, H * BT, r16 + 32, D2)
-    _store_rows(base, rows2, m2, H * BT, r16 + 48, zero)
-    _store_rows(base, rows3, m3, H * BT, r16, X30)
-    _store_rows(base, rows3, m3, H * BT, r16 + 16, X31)
-    _store_rows(base, rows3, m3, H * BT, r16 + 32, X32)
-    _store_rows(base, rows3, m3, H * BT, r16 + 48, D3)
+    cv = tl.arange(0, V)
+    ct = tl.arange(0, BT)
+    rt = t0 + ct
+    mt = rt < eos
+    b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
+    b_b = tl.load(beta + rt * H + i_h, mask=mt, other=0.0).to(tl.float32)
+    b_t = _load_rows(tmat + i_h * BT, rt, mt, H * BT, ct)
+    b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
+    b_v = _load_rows(v + i_h * V, rt, mt, H * V, cv)
+    _store_rows(w + i_h * K, rt, mt, H * K, ck,
+                _mm(b_t * (b_b * tl.exp(b_g))[None, :], b_k, tl.float32, UPCAST))
+    _store_rows(u + i_h * V, rt, mt, H * V, cv, _mm(b_t * b_b[None, :], b_v, tl.float32, UPCAST))
+    b_q = _load_rows(q + i_h * K, rt, mt, H * K, ck)
+    b_kt = _load_t(k + i_h * K, rt, mt, H * K, ck)
+    d = tl.where((ct[:, None] >= ct[None, :]) & mt[:, None], b_g[:, None] - b_g[None, :], float("-inf"))
+    _store_rows(aqk + i_h * BT, rt, mt, H * BT, ct, _mm(b_q, b_kt, DT, UPCAST) * tl.exp(d) * scale)
 
 
 @maybe_autotune(_DH_CONFIGS, key=["K", "V", "BV"])
@@ -170,14 +104,7 @@ def _chunk_dh_kernel(q, k, gamma, w, aqk, do, dht, dh0, dh, dvn, cu_seqlens, chu
     i_nh = tl.program_id(1)
     i_n = i_nh // H
     i_h = i_nh % H
-    if IS_VARLEN:
-        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-        eos = tl.load(cu_seqlens + i_n + 1).to(tl.int64)
-        c_off = tl.load(chunk_offsets + i_n).to(tl.int64)
-    else:
-        bos = i_n.to(tl.int64) * T
-        eos = bos + T
-        c_off = i_n.to(tl.int64) * tl.cdiv(T, BT)
+    bos, eos, c_off = _seq_bounds(i_n, cu_seqlens, chunk_offsets, T, BT, IS_VARLEN)
     ck = tl.arange(0, K)
     cv = i_v * BV + tl.arange(0, BV)
     ct = tl.arange(0, BT)
@@ -215,17 +142,7 @@ def _chunk_bwd_kernel(q, k, v, gamma, beta, w, u, tmat, h, v_new, dh, dvn, do, d
     """dq, dk, dv, dg, dbeta of one (chunk, head) from the saved forward and the dh pass."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
-    if IS_VARLEN:
-        i_n = tl.load(chunk_indices + 2 * i_c)
-        i_t = tl.load(chunk_indices + 2 * i_c + 1)
-        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-        eos = tl.load(cu_seqlens + i_n + 1).to(tl.int64)
-    else:
-        i_n = i_c // NT
-        i_t = i_c % NT
-        bos = i_n.to(tl.int64) * T
-        eos = bos + T
-    t0 = bos + i_t * BT
+    t0, eos = _chunk_bounds(i_c, cu_seqlens, chunk_indices, T, NT, BT, IS_VARLEN)
     DT: tl.constexpr = k.dtype.element_ty
     ck = tl.arange(0, K)
     ct = tl.arange(0, BT)
@@ -260,7 +177,7 @@ def _chunk_bwd_kernel(q, k, v, gamma, beta, w, u, tmat, h, v_new, dh, dvn, do, d
         acc_dk += _mm(b_vn, b_dst, tl.float32, UPCAST)
         acc_dqk += _mm(b_do, b_vnt, tl.float32, UPCAST)
         b_dut = _mm(b_tt, b_dvn, tl.float32, UPCAST)                           # T^T dU [C, BV]
-        _store_rows(dv + i_h * V, rt, mt, H * V, cv, (b_dut * b_b[:, None]).to(dv.dtype.element_ty))
+        _store_rows(dv + i_h * V, rt, mt, H * V, cv, b_dut * b_b[:, None])
         acc_db += tl.sum(b_dut * b_v, 1)
         acc_da += _mm(b_dut, b_ut, tl.float32, UPCAST)
         acc_sc += tl.sum(b_st * b_dst, 0)
@@ -316,8 +233,8 @@ def _chunk_bwd_kernel(q, k, v, gamma, beta, w, u, tmat, h, v_new, dh, dvn, do, d
     # g -> gamma = in-chunk cumsum(g): dg = reverse cumulative sum of dgamma
     b_dgam = tl.where(mt, b_dgam, 0.0)
     b_dg = tl.sum(b_dgam, 0) - tl.cumsum(b_dgam, 0) + b_dgam
-    _store_rows(dq + i_h * K, rt, mt, H * K, ck, b_dq.to(dq.dtype.element_ty))
-    _store_rows(dk + i_h * K, rt, mt, H * K, ck, b_dk.to(dk.dtype.element_ty))
+    _store_rows(dq + i_h * K, rt, mt, H * K, ck, b_dq)
+    _store_rows(dk + i_h * K, rt, mt, H * K, ck, b_dk)
     tl.store(dg + rt * H + i_h, b_dg, mask=mt)
     tl.store(dbeta + rt * H + i_h, b_db, mask=mt)
 
@@ -353,26 +270,29 @@ def chunk_gated_delta_rule_bwd(q, k, v, g, beta, scale, initial_state, cu_seqlen
         return dq, dk, dv, dg, dbeta, dh0
     dh = torch.empty(NC, H, K, V, dtype=torch.float32, device=dev)
     dvn = torch.empty(B * T, H, V, dtype=torch.float32, device=dev)
-    tmat = torch.empty(B * T, H, C, dtype=torch.float32, device=dev)
+    w = torch.empty(B * T, H, K, dtype=torch.float32, device=dev)
+    u = torch.empty(B * T, H, V, dtype=torch.float32, device=dev)
+    aqk = torch.empty(B * T, H, C, dtype=torch.float32, device=dev)
     scratch = torch.empty(NC, H, 2, C, C, dtype=torch.float32, device=dev)
     dummy = inter.gamma
     varlen = cu_seqlens is not None
     cu = cu_seqlens if varlen else dummy
     idx = indices if varlen else dummy
+    NT = triton.cdiv(T, C)
+    _chunk_wu_kernel[(NC, H)](q, k, v, inter.gamma, beta, inter.tmat, w, u, aqk, cu, idx, scale, T, NT,
+                              H=H, K=K, V=V, BT=C, IS_VARLEN=varlen, UPCAST=interpreting())
     # BV >= 32: at BV = 16 Triton 3.6 on the H200 compiles _chunk_dh_kernel into an
     # out-of-bounds shared-memory read (compute-sanitizer: "Invalid __shared__ read"
     # in the dot of _mm; illegal memory access for every N*H < 33 with V = 128)
     BV = value_block(V, N * H, dev, min_block=32)
     _chunk_dh_kernel[(V // BV, N * H)](
-        q, k, inter.gamma, inter.w, inter.aqk, do, dht.contiguous() if dht is not None else dummy,
+        q, k, inter.gamma, w, aqk, do, dht.contiguous() if dht is not None else dummy,
         dh0 if dh0 is not None else dummy, dh, dvn, cu, offsets, scale, T,
         H=H, K=K, V=V, BT=C, BV=BV, USE_DHT=dht is not None, STORE_DH0=dh0 is not None, IS_VARLEN=varlen,
         UPCAST=interpreting())
-    _chunk_inverse_kernel[(NC, H)](k, g, beta, tmat, cu, idx, T, triton.cdiv(T, C), H=H, K=K, BT=C,
-                                   IS_VARLEN=varlen, UPCAST=interpreting())
     _chunk_bwd_kernel[(NC, H)](
-        q, k, v, inter.gamma, beta, inter.w, inter.u, tmat, inter.h, inter.v_new, dh, dvn, do,
-        dq, dk, dv, dg, dbeta, scratch, cu, idx, scale, T, triton.cdiv(T, C),
+        q, k, v, inter.gamma, beta, w, u, inter.tmat, inter.h, inter.v_new, dh, dvn, do,
+        dq, dk, dv, dg, dbeta, scratch, cu, idx, scale, T, NT,
         H=H, K=K, V=V, BT=C, BV=min(V, 32), IS_VARLEN=varlen, UPCAST=interpreting())
     return dq, dk, dv, dg, dbeta, dh0
 
@@ -391,8 +311,8 @@ class ChunkGatedDeltaRuleFunction(torch.autograd.Function):
     def forward(ctx, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens):
         o, ht, inter = chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_final_state,
                                                   cu_seqlens, store_chunk_states=True)
-        ctx.save_for_backward(q, k, v, g, beta, initial_state, cu_seqlens, inter.gamma, inter.w, inter.u,
-                              inter.aqk, inter.h, inter.v_new, inter.chunk_offsets)
+        ctx.save_for_backward(q, k, v, g, beta, initial_state, cu_seqlens, inter.gamma, inter.tmat, inter.h,
+                              inter.v_new, inter.chunk_offsets)
         ctx.scale = scale
         ctx.set_materialize_grads(False)
         return o, ht
@@ -400,11 +320,9 @@ class ChunkGatedDeltaRuleFunction(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, do, dht):
-        from kernels.gdn.chunk import ChunkIntermediates
-
-        q, k, v, g, beta, h0, cu, gamma, w, u, aqk, h, v_new, offsets = ctx.saved_tensors
+        q, k, v, g, beta, h0, cu, gamma, tmat, h, v_new, offsets = ctx.saved_tensors
         if do is None:
             do = torch.zeros_like(v)
-        inter = ChunkIntermediates(gamma, w, u, aqk, h, v_new, offsets)
+        inter = ChunkIntermediates(gamma, tmat, h, v_new, offsets)
         dq, dk, dv, dg, dbeta, dh0 = chunk_gated_delta_rule_bwd(q, k, v, g, beta, ctx.scale, h0, cu, inter, do, dht)
         return dq, dk, dv, dg, dbeta.to(beta.dtype), None, dh0, None, None
