@@ -67,7 +67,8 @@ def bwd_tidy():
                                  seqlen=t, heads=h, head_dim=128, num_seqs=b, varlen=False, median_ms=med,
                                  flops=int(b * t * h * 5.7e5), bytes=b * t * h * 1800,
                                  status="unsupported" if impl == "naive" else "ok",
-                                 peak_mem_bytes=2**31, peak_mem_timed_bytes=2**30 * b * t * h / 2**19))
+                                 peak_mem_bytes=2**31, peak_mem_timed_bytes=2**30 * b * t * h / 2**19,
+                                 rel_err_dq=0.002 if impl == "chunk" else np.nan, rel_err_dg=0.001))
     return pd.DataFrame(rows)
 
 
@@ -83,6 +84,7 @@ def test_backward_figures_tables_macros():
     m = report.macros(df)
     assert m["GdnChunkFwdbwdSpeedupVsFlaBFourTEightK"] == "1.10"
     assert m["GdnChunkFwdbwdPeakGibBFourTEightK"] == "1.00" and m["GdnChunkMsBFourTEightK"] != "n/a"
+    assert m["GdnChunkGradErrMax"] == "0.0020"
     assert all(k.isalpha() and k.startswith("Gdn") for k in m)
     bwd_only = report.derive(bwd_tidy()[lambda d: d.impl == "chunk"])
     for fn in report.FIGURES.values():
@@ -97,7 +99,7 @@ def test_kernel_table_shares_and_other():
 
     df = tidy()
     main = (df.batch == 4) & (df.seqlen == 8192)
-    breakdown = {"chunk": [{"name": "_chunk_intra_kernel", "calls": 1, "us": 1200.0},
+    breakdown = {"chunk": [{"name": "_chunk_prepare_kernel", "calls": 1, "us": 1200.0},
                            {"name": "_chunk_state_kernel", "calls": 1, "us": 780.0},
                            {"name": "void at::native::reduce_kernel<512, 1>(" + "x" * 80, "calls": 1, "us": 5.0},
                            {"name": "other", "calls": 3, "us": 15.0}],
@@ -106,8 +108,11 @@ def test_kernel_table_shares_and_other():
     df["kernels"] = [json.dumps(breakdown[i]) if m and i in breakdown else None for i, m in zip(df.impl, main)]
     t = report.TABLES["gdn_kernels"](report.derive(df))
     chunk = t.loc[("fwd", "chunk")]
-    assert list(chunk.index) == ["_chunk_intra_kernel", "_chunk_state_kernel", "other"]
-    assert chunk.loc["_chunk_intra_kernel", "share %"] == 60.0 and chunk.loc["other", "us"] == 20.0
+    assert list(chunk.index) == ["_chunk_prepare_kernel", "_chunk_state_kernel", "other"]
+    assert chunk.loc["_chunk_prepare_kernel", "share %"] == 60.0 and chunk.loc["other", "us"] == 20.0
     assert t.loc[("fwd", "fla_chunk")]["share %"].tolist() == [50.0, 50.0]
-    assert "\\_chunk\\_intra\\_kernel" in render.table_to_latex(t)
+    assert "\\_chunk\\_prepare\\_kernel" in render.table_to_latex(t)
+    m = report.macros(report.derive(df))
+    assert m["GdnChunkKernelMsBFourTEightK"] == "2.000" and m["GdnFlaKernelMsBFourTEightK"] == "0.500"
+    assert m["GdnChunkGradErrMax"] == "n/a" and m["GdnChunkSpeedupVsFlaBOneTOneK"] == "1.11"
     assert report.TABLES["gdn_kernels"](report.derive(tidy())).empty

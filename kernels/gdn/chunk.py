@@ -264,23 +264,6 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
         cu, offsets, scale, T, H=H, K=K, V=V, BT=C, BV=BV, USE_H0=initial_state is not None,
         STORE_HT=ht is not None, STORE_H=store_chunk_states, IS_VARLEN=varlen, UPCAST=interpreting())
     return o, ht, inter
-    dummy = gamma
-    varlen = cu_seqlens is not None
-    cu = cu_seqlens if varlen else dummy
-    idx = indices if varlen else dummy
-    NT = triton.cdiv(T, C)
-    _chunk_prepare_kernel[(NC, H)](k, g, beta, gamma, tmat, cu, idx, T, NT, H=H, K=K, BT=C,
-                                   IS_VARLEN=varlen, UPCAST=interpreting())
-    BV = value_block(V, N * H, dev)
-    _chunk_state_kernel[(V // BV, N * H)](
-        q, k, v, gamma, beta, tmat, o, h if h is not None else dummy, v_new if v_new is not None else dummy,
-        initial_state if initial_state is not None else dummy, ht if ht is not None else dummy,
-        cu, offsets, scale, T, H=H, K=K, V=V, BT=C, BV=BV, USE_H0=initial_state is not None,
-        STORE_HT=ht is not None, STORE_H=store_chunk_states, IS_VARLEN=varlen, UPCAST=interpreting())
-    BV = min(V, OUTPUT_BV)
-    _chunk_output_kernel[(V // BV, NC, H)](q, k, gamma, h, v_new, o, cu, idx, scale, T, NT, H=H, K=K, V=V, BT=C,
-                                           BK=min(K, OUTPUT_BK), BV=BV, IS_VARLEN=varlen, UPCAST=interpreting())
-    return o, ht, inter
 
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,

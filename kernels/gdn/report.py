@@ -11,6 +11,8 @@ median; only where naive was measured), ``speedup_vs_fla`` (fla_chunk / this),
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
@@ -229,7 +231,10 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text: forward times, speedups and TFLOP/s at the main
     shapes, the speedup over naive at the largest seqlen naive ran (and that
     seqlen); backward and forward + backward times, speedups over FLA and peak
-    memory at the backward's main shapes (``Gdn<Impl>Bwd...``, ``Gdn<Impl>Fwdbwd...``)."""
+    memory at the backward's main shapes (``Gdn<Impl>Bwd...``, ``Gdn<Impl>Fwdbwd...``);
+    the forward's summed kernel time at B4 T8192 H16 (``Gdn<Impl>KernelMs...``, from
+    the profiled breakdown); the speedup over FLA at B1 T1024 H16; the largest
+    gradient RMSE/RMS of ``chunk`` against float64 (``GdnChunkGradErrMax``)."""
     m = {}
     names = {(4, 8192, 16): "BFourTEightK", (1, 32768, 32): "BOneTThirtyTwoK", (8, 4096, 16): "BEightTFourK"}
     for (b, t, h), tag in names.items():
@@ -249,6 +254,14 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
                                                             ".2f")
         for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
             m[f"Gdn{iname}FwdbwdPeakGib{tag}"] = _fmt(_at(df, impl, b, t, h, "peak_mem_gib", "fwdbwd"), ".2f")
+    for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla")):
+        cell = _at(df, impl, 4, 8192, 16, "kernels")
+        total = sum(e["us"] for e in json.loads(cell)) / 1e3 if isinstance(cell, str) else None
+        m[f"Gdn{iname}KernelMsBFourTEightK"] = _fmt(total, ".3f")
+    m["GdnChunkSpeedupVsFlaBOneTOneK"] = _fmt(_at(df, "chunk", 1, 1024, 16, "speedup_vs_fla"), ".2f")
+    grads = [c for c in df.columns if c in ("rel_err_dq", "rel_err_dk", "rel_err_dv", "rel_err_dg", "rel_err_dbeta")]
+    g = df[(df["impl"] == "chunk") & (df["pass"] != "fwd")][grads]
+    m["GdnChunkGradErrMax"] = _fmt(g.max().max() if len(g) and grads else None, ".4f")
     d = _pass(df, "fwd")
     d = d[(d["impl"] == "chunk") & d["speedup_vs_naive"].notna()]
     if len(d):
