@@ -36,6 +36,10 @@ def test_passes_and_shapes_per_impl():
     qla = cases(SWEEP, "flash_qla")
     assert shapes(qla, "bwd") == shapes(qla, "fwdbwd") == [(1, 128, 2, False)]
     assert len(shapes(qla, "fwd")) == 4
+    only_fwd = {**SWEEP, "impl_shapes": {"flash_qla": [{"batch": 2, "seqlen": 64, "heads": 2}]}}
+    assert shapes(cases(only_fwd, "flash_qla"), "fwd") == [(2, 64, 2, False)]
+    assert shapes(cases(only_fwd, "flash_qla"), "bwd") == [(1, 128, 2, False)]
+    assert shapes(cases(only_fwd, "chunk"), "fwd") == shapes(chunk, "fwd")
 
 
 def test_naive_beyond_its_limit_is_unsupported_not_extrapolated():

@@ -83,11 +83,11 @@ def cases(sweep: dict, impl: str) -> list[dict]:
 
     ``fwd``: the main shapes, the seqlen sweep and the variable-length batches
     of ``sweep`` (keys: dtype, head_dim, main_shapes, seqlen_sweep {batch,
-    heads, seqlens}, varlen [{num_seqs, seqlen, heads}], naive_max_seqlen).
+    heads, seqlens}, varlen [{num_seqs, seqlen, heads}], naive_max_seqlen),
+    or only the shapes listed for ``impl`` under ``impl_shapes`` (an anchor
+    whose JIT per shape is too slow for the whole set).
     ``bwd``/``fwdbwd``: the shapes of ``sweep["backward"]`` (same keys) for
-    the impls in ``BWD_IMPLS`` only, or the shapes listed for ``impl`` under
-    ``backward.impl_shapes`` (an anchor whose backward JIT is too slow for
-    the whole set). The naive loop's cases beyond its
+    the impls in ``BWD_IMPLS`` only, or those under ``backward.impl_shapes``. The naive loop's cases beyond its
     ``naive_max_seqlen`` carry ``unsupported_reason`` and become unsupported rows.
     """
     if impl not in IMPLS:
