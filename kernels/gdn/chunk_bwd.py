@@ -20,7 +20,7 @@ backward differentiates that chunk-local computation analytically:
    It stores dS' of every chunk and dV_new; dS after the first chunk is the
    gradient of the initial state.
 3. ``_chunk_bwd_kernel``, one program per (chunk, head), with the saved
-   S, V_new, W, U, Aqk and the dS', dV_new of step 1:
+   S, V_new, T, the W, U of step 1 and the dS', dV_new of step 2:
    dQ = scale diag(e^gamma) dO S^T + Ms K,  Ms = scale (dO V_new^T * Gamma) lower incl.;
    dU = dV_new, dW = -dV_new S^T;  dV = diag(beta) T^T dU;
    dA = -(T^T dT T^T) = -((T^T dW) W^T + (T^T dU) U^T), strictly lower
