@@ -45,7 +45,7 @@ DENSE = ["sdpa_flash", "sdpa_cudnn", "sdpa_efficient"]
 MASK_LABEL = {"causal": "causal", "window": "sliding window", "document": "document packing",
               "document_window": "documents + window", "prefix": "prefix-LM"}
 FAMILY_COLORS = dict(zip(MASK_LABEL, ["#000000", "#4C72B0", "#DD8452", "#8172B3", "#55A868"]))
-#: The BRIEF's reference shape: B4 H16 N8192 D128 bf16.
+#: The reference shape of the study: B4 H16 N8192 D128 bf16.
 BASE = dict(batch=4, heads=16, kv_heads=16, seqlen=8192, head_dim=128, dtype="bfloat16")
 
 
@@ -114,7 +114,7 @@ def _ok(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _base(df: pd.DataFrame) -> pd.DataFrame:
-    """The main GPU's rows at the BRIEF's shape (B4 H16 N8192 D128 bf16), or all of them if it was not measured."""
+    """The main GPU's rows at the reference shape (B4 H16 N8192 D128 bf16), or all of them if it was not measured."""
     d = _main_gpu(df)
     b = _where(d, **BASE)
     return b if not b.empty else d
@@ -297,7 +297,7 @@ def fig_memory(df: pd.DataFrame):
 
 
 def fig_score_mods(df: pd.DataFrame):
-    """Cost of the score mods at the BRIEF's shape (B4 H16 N8192 D128 bf16, flex, causal): time over the
+    """Cost of the score mods at the reference shape (B4 H16 N8192 D128 bf16, flex, causal): time over the
     same mask without a score_mod, for ALiBi alone, the soft-cap alone (through tanh, and the same
     function through a sigmoid) and the source's combination; forward and forward+backward."""
     d = _ok(_base(df))
@@ -484,7 +484,7 @@ def table_score_mods(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _shape_note(row) -> str:
-    """What differs from the BRIEF's shape apart from batch and seqlen (e.g. "D64", "H16/4")."""
+    """What differs from the reference shape apart from batch and seqlen (e.g. "D64", "H16/4")."""
     notes = []
     if row["heads"] != BASE["heads"] or row["kv_heads"] != BASE["kv_heads"]:
         notes.append(f"H{int(row['heads'])}/{int(row['kv_heads'])}")
