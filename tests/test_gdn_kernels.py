@@ -139,6 +139,8 @@ def test_errors(fn):
         fn(q, k, v[:, :4], g, beta)
     with pytest.raises(ValueError, match="g must be"):
         fn(q, k, v, g[..., None], beta)
+    with pytest.raises(ValueError, match="g is a log decay and must be <= 0; max is 0.5"):
+        fn(q, k, v, torch.where(torch.arange(8)[None, :, None] == 3, 0.5, g), beta)
     with pytest.raises(TypeError, match="share a dtype"):
         fn(q, k.float(), v, g, beta)
     with pytest.raises(TypeError, match="float16/bfloat16/float32"):

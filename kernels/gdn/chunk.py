@@ -53,7 +53,7 @@ from kernels.gdn._launch import value_block
 from kernels.gdn._triton import (_chunk_bounds, _dot32, _inv_unit_lower16, _kkt_block, _load_rows, _mm,
                                  _seq_bounds, _store_rows)
 from kernels.launch import interpreting, maybe_autotune
-from kernels.gdn.validate import check_inputs, l2norm
+from kernels.gdn.validate import check_inputs, gate_check, l2norm
 
 CHUNK_SIZE = 64
 _PREP_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (2, 4, 8)]
@@ -288,11 +288,13 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
         requires grad: the Triton backward of :mod:`kernels.gdn.chunk_bwd`.
     Raises:
         TypeError/ValueError from :func:`kernels.gdn.validate.check_inputs`
-        (shapes, dtypes, devices, cu_seqlens, g > 0, head dims).
+        (shapes, dtypes, devices, cu_seqlens, head dims), ValueError for g > 0
+        (:func:`kernels.gdn.validate.gate_check`, raised after the kernels ran).
     Method: Yang, Kautz, Hatamizadeh, "Gated Delta Networks", ICLR 2025 (WY
     representation with the UT transform), as in flash-linear-attention.
     """
-    B, T, H, K, V, N = check_inputs(q, k, v, g, beta, initial_state, cu_seqlens)
+    B, T, H, K, V, N = check_inputs(q, k, v, g, beta, initial_state, cu_seqlens, check_gate=False)
+    gate_ok = gate_check(g)   # finished after the launches: the GPU need not wait for the host's check
     scale = K ** -0.5 if scale is None else float(scale)
     if use_qk_l2norm_in_kernel:
         q, k = l2norm(q), l2norm(k)
@@ -304,8 +306,10 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
                                        for x in (q, k, v, g, beta, initial_state)):
         from kernels.gdn.chunk_bwd import ChunkGatedDeltaRuleFunction
 
-        return ChunkGatedDeltaRuleFunction.apply(q, k, v, g, beta, scale, initial_state, output_final_state,
-                                                 cu_seqlens)
-    o, ht, _ = chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_final_state,
-                                          cu_seqlens)
+        o, ht = ChunkGatedDeltaRuleFunction.apply(q, k, v, g, beta, scale, initial_state, output_final_state,
+                                                  cu_seqlens)
+    else:
+        o, ht, _ = chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_final_state,
+                                              cu_seqlens)
+    gate_ok()
     return o, ht

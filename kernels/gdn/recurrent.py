@@ -17,7 +17,7 @@ import triton.language as tl
 
 from kernels.gdn._launch import value_block
 from kernels.launch import maybe_autotune
-from kernels.gdn.validate import check_inputs, l2norm
+from kernels.gdn.validate import check_inputs, gate_check, l2norm
 
 _CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (1, 2, 4)]
 
@@ -76,9 +76,11 @@ def fused_recurrent_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state
         ``(o, final_state)`` with o ``[B, T, H, V]`` in v's dtype and the final
         state or None.
     Raises:
-        TypeError/ValueError from :func:`kernels.gdn.validate.check_inputs`.
+        TypeError/ValueError from :func:`kernels.gdn.validate.check_inputs`;
+        ValueError for g > 0 (:func:`kernels.gdn.validate.gate_check`, after the kernel ran).
     """
-    B, T, H, K, V, N = check_inputs(q, k, v, g, beta, initial_state, cu_seqlens)
+    B, T, H, K, V, N = check_inputs(q, k, v, g, beta, initial_state, cu_seqlens, check_gate=False)
+    gate_ok = gate_check(g)   # finished after the launch: the GPU need not wait for the host's check
     scale = K ** -0.5 if scale is None else float(scale)
     if use_qk_l2norm_in_kernel:
         q, k = l2norm(q), l2norm(k)
@@ -86,6 +88,7 @@ def fused_recurrent_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state
     o = torch.empty_like(v)
     ht = torch.empty(N, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else None
     if N == 0 or T == 0:
+        gate_ok()
         return o, (ht.zero_() if ht is not None else None)
     BV = value_block(V, N * H, q.device)
     grid = (V // BV, N * H)
@@ -95,4 +98,5 @@ def fused_recurrent_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state
         cu_seqlens if cu_seqlens is not None else o, scale, T,
         H=H, K=K, V=V, BV=BV, USE_H0=initial_state is not None, STORE_HT=ht is not None,
         IS_VARLEN=cu_seqlens is not None)
+    gate_ok()
     return o, ht

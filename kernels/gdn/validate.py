@@ -46,8 +46,8 @@ def check_inputs(q, k, v, g, beta, initial_state=None, cu_seqlens=None, check_ga
             raise ValueError(f"{name} must be [B, T, H] = [{B}, {T}, {H}], got {tuple(x.shape)}")
     if K not in SUPPORTED_HEAD_DIMS or V not in SUPPORTED_HEAD_DIMS:
         raise ValueError(f"head dims K={K}, V={V} not supported; use one of {SUPPORTED_HEAD_DIMS}")
-    if check_gate and g.numel() and bool((g > 0).any()):
-        raise ValueError(f"g is a log decay and must be <= 0; max is {g.max().item():.3g}")
+    if check_gate:
+        gate_check(g)()
     N = B
     if cu_seqlens is not None:
         if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dtype not in (torch.int32, torch.int64):
@@ -73,6 +73,24 @@ def check_inputs(q, k, v, g, beta, initial_state=None, cu_seqlens=None, check_ga
         if initial_state.device != q.device:
             raise ValueError(f"initial_state is on {initial_state.device} but q is on {q.device}")
     return B, T, H, K, V, N
+
+
+def gate_check(g):
+    """Start the check that g (a log decay) is <= 0 and return the call that finishes it.
+
+    The comparison is enqueued on g's device at once; the returned function
+    reads its result back (one host synchronisation) and raises
+    ``ValueError`` naming the largest g if any is positive. A kernel wrapper
+    calls it after enqueuing its kernels, so the GPU runs them while the host
+    waits instead of idling until the host has checked g and launched them.
+    """
+    bad = (g > 0).any() if g.numel() else None
+
+    def finish():
+        if bad is not None and bool(bad):
+            raise ValueError(f"g is a log decay and must be <= 0; max is {g.max().item():.3g}")
+
+    return finish
 
 
 def seq_bounds(B: int, T: int, cu_seqlens=None) -> list[tuple[int, int]]:
