@@ -73,6 +73,11 @@ def test_bwd_float32_matches_the_math():
     check_grads(*inputs(1, 130, 2, 16, "init", dtype=torch.float32, h0=True), tol=2e-5)
 
 
+def test_bwd_head_dim_128_two_key_blocks():
+    """K = 128: dq and dk come from two key-block programs, dbeta and dg sum their parts."""
+    check_grads(*inputs(1, 70, 1, 128, "init", dtype=torch.float32, h0=True), tol=2e-5)
+
+
 def test_bwd_deterministic_and_no_grad_path():
     q, k, v, g, beta, h0 = inputs(1, 65, 1, 32, "mild", h0=True)
     do, dht = cotangents(1, 65, 1, 32)

@@ -12,29 +12,35 @@ the chunk, S' = state leaving it), the forward computes
 Given dO and dS' (the gradient of the final state for the last chunk), the
 backward differentiates that chunk-local computation analytically:
 
-1. ``_chunk_wu_kernel``, one program per (chunk, head), rebuilds W, U and Aqk
+1. ``_chunk_wu_kernel``, one program per (chunk, head), rebuilds W and Aqk
    (float32) from the forward's saved T.
 2. ``_chunk_dh_kernel``, one program per (sequence, head, value block), walks
    the chunks in reverse with dS (K x BV, float32) in registers:
    dV_new = Aqk^T dO + Kd dS';  dS = e^{gamma_C} dS' + Qg^T dO - W^T dV_new.
    It stores dS' of every chunk and dV_new; dS after the first chunk is the
    gradient of the initial state.
-3. ``_chunk_bwd_kernel``, one program per (chunk, head), with the saved
-   S, V_new, T, the W, U of step 1 and the dS', dV_new of step 2:
-   dQ = scale diag(e^gamma) dO S^T + Ms K,  Ms = scale (dO V_new^T * Gamma) lower incl.;
-   dU = dV_new, dW = -dV_new S^T;  dV = diag(beta) T^T dU;
-   dA = -(T^T dT T^T) = -((T^T dW) W^T + (T^T dU) U^T), strictly lower
-   (using W = T Kb and U = T Vb, so T is never applied twice);
-   dK = diag(beta e^gamma) T^T dW + Ms^T Q + B K + B^T K + diag(e^{gamma_C-gamma}) V_new dS'^T
-   with B = dA * beta_r Gamma_rs;  dbeta and dgamma collect the matching
-   row sums, dgamma_C the terms of the last token, and dg is the reverse
-   in-chunk cumulative sum of dgamma.
+3. ``_chunk_bwd_wy_kernel``, one program per (chunk, head), everything summed
+   over the value axis: dU = dV_new, dV = diag(beta) T^T dU, and
+   dA = -(T^T dT T^T) = -((T^T dU) U^T + (T^T dW) W^T) with dW = -dV_new S^T.
+   Because W S = U - V_new, (T^T dW) W^T = -(T^T dU)(U - V_new)^T, so
+   dA = -(T^T dU) V_new^T, strictly lower: neither U nor S is needed here.
+   It writes B = dA * beta_r Gamma_rs and Ms = scale (dO V_new^T * Gamma)
+   lower incl. (C x C, float32) for step 4, and the dbeta and dgamma terms of A
+   and Aqk.
+4. ``_chunk_bwd_dqk_kernel``, one program per (key block of BK = 64 columns,
+   chunk, head), with the saved S, V_new and T, dS' and dV_new of step 2:
+   dQ = scale diag(e^gamma) dO S^T + Ms K,
+   dK = diag(beta e^gamma) T^T dW + Ms^T Q + B K + B^T K + diag(e^{gamma_C-gamma}) V_new dS'^T,
+   and this key block's dbeta and dgamma terms (row sums over its columns;
+   dgamma_C collects the terms of the last token).
+5. ``_chunk_bwd_gate_kernel``, one program per (chunk, head): dbeta and dgamma
+   summed over steps 3 and 4; dg is the reverse in-chunk cumulative sum of dgamma.
 
 Every product takes float32 operands except Q K^T and K K^T (16-bit inputs,
 float32 accumulation), as in the forward. Transposed operands are loaded
 transposed through pointer arithmetic; the two computed C x C matrices whose
-transposes are needed (Ms, B) go through a per-program float32 scratch in
-global memory instead of ``tl.trans``: Triton 3.4-3.6 on Hopper miscompiles
+transposes are needed (Ms, B) reach step 4 through a float32 scratch in global
+memory, read back transposed, instead of ``tl.trans``: Triton 3.4-3.6 on Hopper miscompiles
 ``tl.dot(tl.trans(x), y)`` for a dot result x (flash-linear-attention issue
 640, fixed there the same way). No atomics: every output element is written
 by exactly one program, so gradients are bitwise reproducible.
@@ -42,8 +48,8 @@ by exactly one program, so gradients are bitwise reproducible.
 The forward of the autograd Function keeps its intermediates (gamma, T, the
 chunk states and V_new, all float32; :class:`kernels.gdn.chunk.ChunkIntermediates`):
 (V + C + 1) * 4 bytes per token and head plus K * V * 4 bytes per chunk and
-head. The backward adds W, U, Aqk, dV_new and the scratch
-((K + 2V + 4C) * 4 bytes per token and head) and dS' (K * V * 4 per chunk and head).
+head. The backward adds W, Aqk, dV_new and the scratch
+((K + V + 3C) * 4 bytes per token and head) and dS' (K * V * 4 per chunk and head).
 """
 
 from __future__ import annotations
@@ -60,22 +66,22 @@ from kernels.gdn.chunk import CHUNK_SIZE, ChunkIntermediates, _chunk_tables, chu
 
 _WU_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (4, 8)]
 _DH_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (2, 3)]
-_BWD_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (1, 2)]
+_WY_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (1, 2)]
+_DQK_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (1, 2)]
 
 
-@maybe_autotune(_WU_CONFIGS, key=["K", "V"])
+@maybe_autotune(_WU_CONFIGS, key=["K"])
 @triton.jit
-def _chunk_wu_kernel(q, k, v, gamma, beta, tmat, w, u, aqk, cu_seqlens, chunk_indices, scale, T, NT,
-                     H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+def _chunk_wu_kernel(q, k, gamma, beta, tmat, w, aqk, cu_seqlens, chunk_indices, scale, T, NT,
+                     H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
                      IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr):
-    """W = T diag(beta e^gamma) K, U = T diag(beta) V and Aqk of one (chunk, head), float32,
-    from the forward's saved T (the diagonal factors scale T's columns so K and V enter unrounded)."""
+    """W = T diag(beta e^gamma) K and Aqk of one (chunk, head), float32, from the forward's
+    saved T (the diagonal factors scale T's columns so K enters unrounded)."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
     t0, eos = _chunk_bounds(i_c, cu_seqlens, chunk_indices, T, NT, BT, IS_VARLEN)
     DT: tl.constexpr = k.dtype.element_ty
     ck = tl.arange(0, K)
-    cv = tl.arange(0, V)
     ct = tl.arange(0, BT)
     rt = t0 + ct
     mt = rt < eos
@@ -83,10 +89,8 @@ def _chunk_wu_kernel(q, k, v, gamma, beta, tmat, w, u, aqk, cu_seqlens, chunk_in
     b_b = tl.load(beta + rt * H + i_h, mask=mt, other=0.0).to(tl.float32)
     b_t = _load_rows(tmat + i_h * BT, rt, mt, H * BT, ct)
     b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
-    b_v = _load_rows(v + i_h * V, rt, mt, H * V, cv)
     _store_rows(w + i_h * K, rt, mt, H * K, ck,
                 _mm(b_t * (b_b * tl.exp(b_g))[None, :], b_k, tl.float32, UPCAST))
-    _store_rows(u + i_h * V, rt, mt, H * V, cv, _mm(b_t * b_b[None, :], b_v, tl.float32, UPCAST))
     b_q = _load_rows(q + i_h * K, rt, mt, H * K, ck)
     b_kt = _load_t(k + i_h * K, rt, mt, H * K, ck)
     d = tl.where((ct[:, None] >= ct[None, :]) & mt[:, None], b_g[:, None] - b_g[None, :], float("-inf"))
@@ -133,13 +137,15 @@ def _chunk_dh_kernel(q, k, gamma, w, aqk, do, dht, dh0, dh, dvn, cu_seqlens, chu
         tl.store(dh0 + i_nh.to(tl.int64) * K * V + ck[:, None] * V + cv[None, :], dS)
 
 
-@maybe_autotune(_BWD_CONFIGS, key=["K", "V", "BV"])
+@maybe_autotune(_WY_CONFIGS, key=["K", "V", "BV"])
 @triton.jit
-def _chunk_bwd_kernel(q, k, v, gamma, beta, w, u, tmat, h, v_new, dh, dvn, do, dq, dk, dv, dg, dbeta, scratch,
-                      cu_seqlens, chunk_indices, scale, T, NT,
-                      H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
-                      IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr):
-    """dq, dk, dv, dg, dbeta of one (chunk, head) from the saved forward and the dh pass."""
+def _chunk_bwd_wy_kernel(q, k, v, gamma, beta, tmat, v_new, dvn, do, dv, db_part, dgam_part, scratch,
+                         cu_seqlens, chunk_indices, scale, T, NT,
+                         H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
+                         IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr):
+    """Step 3 of one (chunk, head): everything summed over the value axis. dV, and the
+    C x C matrices B = dA * beta_r Gamma_rs and Ms (to ``scratch``, for step 4), with their
+    contributions to dbeta and dgamma (to ``db_part``, ``dgam_part``)."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
     t0, eos = _chunk_bounds(i_c, cu_seqlens, chunk_indices, T, NT, BT, IS_VARLEN)
@@ -148,73 +154,106 @@ def _chunk_bwd_kernel(q, k, v, gamma, beta, w, u, tmat, h, v_new, dh, dvn, do, d
     ct = tl.arange(0, BT)
     rt = t0 + ct
     mt = rt < eos
-    last = tl.minimum(t0 + BT, eos) - 1
     b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
-    g_last = tl.load(gamma + last * H + i_h)
     b_b = tl.load(beta + rt * H + i_h, mask=mt, other=0.0).to(tl.float32)
     b_tt = _load_t(tmat + i_h * BT, rt, mt, H * BT, ct)                         # T^T [C, C]
-    hp = h + (i_c.to(tl.int64) * H + i_h) * K * V                               # S entering the chunk
-    dhp = dh + (i_c.to(tl.int64) * H + i_h) * K * V                             # dS' leaving it
-    acc_dq = tl.zeros([BT, K], dtype=tl.float32)     # dO S^T
-    acc_dw = tl.zeros([BT, K], dtype=tl.float32)     # dV_new S^T (= -dW)
-    acc_dk = tl.zeros([BT, K], dtype=tl.float32)     # V_new dS'^T
+    acc_da = tl.zeros([BT, BT], dtype=tl.float32)    # (T^T dU) V_new^T
     acc_dqk = tl.zeros([BT, BT], dtype=tl.float32)   # dO V_new^T
-    acc_da = tl.zeros([BT, BT], dtype=tl.float32)    # (T^T dU) U^T, later + (T^T dW) W^T
     acc_db = tl.zeros([BT], dtype=tl.float32)
-    acc_sc = tl.zeros([K], dtype=tl.float32)         # column sums of S * dS'
     for i_v in range(0, V // BV):
         cv = i_v * BV + tl.arange(0, BV)
-        b_st = tl.load(hp + ck[None, :] * V + cv[:, None])                      # S^T [BV, K]
-        b_dst = tl.load(dhp + ck[None, :] * V + cv[:, None])                    # dS'^T [BV, K]
-        b_do = _load_rows(do + i_h * V, rt, mt, H * V, cv)
         b_dvn = _load_rows(dvn + i_h * V, rt, mt, H * V, cv)
-        b_vn = _load_rows(v_new + i_h * V, rt, mt, H * V, cv)
         b_vnt = _load_t(v_new + i_h * V, rt, mt, H * V, cv)                     # V_new^T [BV, C]
-        b_ut = _load_t(u + i_h * V, rt, mt, H * V, cv)                          # U^T [BV, C]
+        b_do = _load_rows(do + i_h * V, rt, mt, H * V, cv)
         b_v = _load_rows(v + i_h * V, rt, mt, H * V, cv).to(tl.float32)
-        acc_dq += _mm(b_do, b_st, tl.float32, UPCAST)
-        acc_dw += _mm(b_dvn, b_st, tl.float32, UPCAST)
-        acc_dk += _mm(b_vn, b_dst, tl.float32, UPCAST)
-        acc_dqk += _mm(b_do, b_vnt, tl.float32, UPCAST)
         b_dut = _mm(b_tt, b_dvn, tl.float32, UPCAST)                           # T^T dU [C, BV]
         _store_rows(dv + i_h * V, rt, mt, H * V, cv, b_dut * b_b[:, None])
         acc_db += tl.sum(b_dut * b_v, 1)
-        acc_da += _mm(b_dut, b_ut, tl.float32, UPCAST)
-        acc_sc += tl.sum(b_st * b_dst, 0)
-
+        acc_da += _mm(b_dut, b_vnt, tl.float32, UPCAST)
+        acc_dqk += _mm(b_do, b_vnt, tl.float32, UPCAST)
     b_q = _load_rows(q + i_h * K, rt, mt, H * K, ck)
     b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
     b_kt = _load_t(k + i_h * K, rt, mt, H * K, ck)                              # K^T [K, C]
-    b_qf = b_q.to(tl.float32)
-    b_kf = b_k.to(tl.float32)
-    e_g = tl.where(mt, tl.exp(b_g), 0.0)
-    eb = b_b * e_g
-    # W = T diag(beta e^gamma) K
-    b_dwt = -_mm(b_tt, acc_dw, tl.float32, UPCAST)                              # T^T dW [C, K]
-    t_w = tl.sum(b_dwt * b_kf, 1)
-    b_dk = b_dwt * eb[:, None]
-    b_db = acc_db + e_g * t_w
-    b_dgam = eb * t_w
-    acc_da += _mm(b_dwt, _load_t(w + i_h * K, rt, mt, H * K, ck), tl.float32, UPCAST)
-    # A = strict_lower(diag(beta) K K^T * Gamma), dA = -acc_da
     diff = b_g[:, None] - b_g[None, :]
     valid = mt[:, None] & mt[None, :]
     gam_s = tl.exp(tl.where(valid & (ct[:, None] > ct[None, :]), diff, float("-inf")))
     gam_i = tl.exp(tl.where(valid & (ct[:, None] >= ct[None, :]), diff, float("-inf")))
+    # A = strict_lower(diag(beta) K K^T * Gamma), dA = -acc_da (see the module doc)
     b_da = -acc_da * gam_s                                                      # dA_rs Gamma_rs
     b_m = b_da * _mm(b_k, b_kt, DT, UPCAST)                                     # dA * K K^T * Gamma
-    b_db += tl.sum(b_m, 1)
     b_qa = b_m * b_b[:, None]                                                   # dA * A
-    b_dgam += tl.sum(b_qa, 1) - tl.sum(b_qa, 0)
-    b_bm = b_da * b_b[:, None]                                                  # B
-    b_dk += _mm(b_bm, b_kf, tl.float32, UPCAST)
+    b_dgam = tl.sum(b_qa, 1) - tl.sum(b_qa, 0)
+    # Aqk = scale (Q K^T * Gamma) lower incl.: Ms = dAqk
+    b_ms = acc_dqk * gam_i * scale
+    b_p = b_ms * _mm(b_q, b_kt, DT, UPCAST)                                     # dAqk * Aqk
+    b_dgam += tl.sum(b_p, 1) - tl.sum(b_p, 0)
+    tl.store(db_part + rt * H + i_h, acc_db + tl.sum(b_m, 1), mask=mt)
+    tl.store(dgam_part + rt * H + i_h, b_dgam, mask=mt)
+    sp = scratch + (i_c.to(tl.int64) * H + i_h) * 2 * BT * BT
+    tl.store(sp + ct[:, None] * BT + ct[None, :], b_ms)
+    tl.store(sp + BT * BT + ct[:, None] * BT + ct[None, :], b_da * b_b[:, None])   # B
+
+
+@maybe_autotune(_DQK_CONFIGS, key=["K", "V", "BK", "BV"])
+@triton.jit
+def _chunk_bwd_dqk_kernel(q, k, gamma, beta, tmat, h, v_new, dh, dvn, do, scratch, dq, dk, db_part, dgam_part,
+                          cu_seqlens, chunk_indices, scale, T, NT,
+                          H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                          BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr):
+    """Step 4 of one (key block, chunk, head): dQ and dK on BK key columns, and their
+    contributions to dbeta and dgamma (to ``db_part``, ``dgam_part`` of this key block)."""
+    i_k = tl.program_id(0)
+    i_c = tl.program_id(1)
+    i_h = tl.program_id(2)
+    t0, eos = _chunk_bounds(i_c, cu_seqlens, chunk_indices, T, NT, BT, IS_VARLEN)
+    ck = i_k * BK + tl.arange(0, BK)
+    ct = tl.arange(0, BT)
+    rt = t0 + ct
+    mt = rt < eos
+    last = tl.minimum(t0 + BT, eos) - 1
+    b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
+    g_last = tl.load(gamma + last * H + i_h)
+    b_b = tl.load(beta + rt * H + i_h, mask=mt, other=0.0).to(tl.float32)
+    hp = h + (i_c.to(tl.int64) * H + i_h) * K * V                               # S entering the chunk
+    dhp = dh + (i_c.to(tl.int64) * H + i_h) * K * V                             # dS' leaving it
+    acc_dq = tl.zeros([BT, BK], dtype=tl.float32)    # dO S^T
+    acc_dw = tl.zeros([BT, BK], dtype=tl.float32)    # dV_new S^T (= -dW)
+    acc_dk = tl.zeros([BT, BK], dtype=tl.float32)    # V_new dS'^T
+    acc_sc = tl.zeros([BK], dtype=tl.float32)        # column sums of S * dS'
+    for i_v in range(0, V // BV):
+        cv = i_v * BV + tl.arange(0, BV)
+        b_st = tl.load(hp + ck[None, :] * V + cv[:, None])                      # S^T [BV, BK]
+        b_dst = tl.load(dhp + ck[None, :] * V + cv[:, None])                    # dS'^T [BV, BK]
+        b_do = _load_rows(do + i_h * V, rt, mt, H * V, cv)
+        b_dvn = _load_rows(dvn + i_h * V, rt, mt, H * V, cv)
+        b_vn = _load_rows(v_new + i_h * V, rt, mt, H * V, cv)
+        acc_dq += _mm(b_do, b_st, tl.float32, UPCAST)
+        acc_dw += _mm(b_dvn, b_st, tl.float32, UPCAST)
+        acc_dk += _mm(b_vn, b_dst, tl.float32, UPCAST)
+        acc_sc += tl.sum(b_st * b_dst, 0)
+    b_qf = _load_rows(q + i_h * K, rt, mt, H * K, ck).to(tl.float32)
+    b_kf = _load_rows(k + i_h * K, rt, mt, H * K, ck).to(tl.float32)
+    e_g = tl.where(mt, tl.exp(b_g), 0.0)
+    eb = b_b * e_g
+    # W = T diag(beta e^gamma) K
+    b_tt = _load_t(tmat + i_h * BT, rt, mt, H * BT, ct)                         # T^T [C, C]
+    b_dwt = -_mm(b_tt, acc_dw, tl.float32, UPCAST)                              # T^T dW [C, BK]
+    t_w = tl.sum(b_dwt * b_kf, 1)
+    b_dk = b_dwt * eb[:, None]
+    b_db = e_g * t_w
+    b_dgam = eb * t_w
+    # Ms, B and their transposes from step 3 (loaded transposed: no tl.trans, see the module doc)
+    sp = scratch + (i_c.to(tl.int64) * H + i_h) * 2 * BT * BT
+    b_ms = tl.load(sp + ct[:, None] * BT + ct[None, :])
+    b_mst = tl.load(sp + ct[None, :] * BT + ct[:, None])
+    b_bm = tl.load(sp + BT * BT + ct[:, None] * BT + ct[None, :])
+    b_bmt = tl.load(sp + BT * BT + ct[None, :] * BT + ct[:, None])
+    b_dk += _mm(b_bm, b_kf, tl.float32, UPCAST) + _mm(b_bmt, b_kf, tl.float32, UPCAST)
     # O = scale diag(e^gamma) Q S + Aqk V_new
     b_dq = acc_dq * (scale * e_g)[:, None]
     b_dgam += tl.sum(b_dq * b_qf, 1)
-    b_ms = acc_dqk * gam_i * scale                                              # Ms
-    b_p = b_ms * _mm(b_q, b_kt, DT, UPCAST)                                     # dAqk * Aqk
-    b_dgam += tl.sum(b_p, 1) - tl.sum(b_p, 0)
     b_dq += _mm(b_ms, b_kf, tl.float32, UPCAST)
+    b_dk += _mm(b_mst, b_qf, tl.float32, UPCAST)
     # S' = e^{gamma_C} S + K^T diag(e^{gamma_C - gamma}) V_new
     b_dks = acc_dk * tl.where(mt, tl.exp(g_last - b_g), 0.0)[:, None]
     t_s = tl.sum(b_dks * b_kf, 1)
@@ -222,20 +261,29 @@ def _chunk_bwd_kernel(q, k, v, gamma, beta, w, u, tmat, h, v_new, dh, dvn, do, d
     b_dgam -= t_s
     d_last = tl.sum(t_s, 0) + tl.exp(g_last) * tl.sum(acc_sc, 0)
     b_dgam += tl.where(rt == last, d_last, 0.0)
-    # Ms^T Q and B^T K: transposes through a per-program scratch (no tl.trans, see the module doc)
-    sp = scratch + (i_c.to(tl.int64) * H + i_h) * 2 * BT * BT
-    tl.store(sp + ct[:, None] * BT + ct[None, :], b_ms)
-    tl.store(sp + BT * BT + ct[:, None] * BT + ct[None, :], b_bm)
-    tl.debug_barrier()
-    b_mst = tl.load(sp + ct[None, :] * BT + ct[:, None])
-    b_bmt = tl.load(sp + BT * BT + ct[None, :] * BT + ct[:, None])
-    b_dk += _mm(b_mst, b_qf, tl.float32, UPCAST) + _mm(b_bmt, b_kf, tl.float32, UPCAST)
-    # g -> gamma = in-chunk cumsum(g): dg = reverse cumulative sum of dgamma
-    b_dgam = tl.where(mt, b_dgam, 0.0)
-    b_dg = tl.sum(b_dgam, 0) - tl.cumsum(b_dgam, 0) + b_dgam
     _store_rows(dq + i_h * K, rt, mt, H * K, ck, b_dq)
     _store_rows(dk + i_h * K, rt, mt, H * K, ck, b_dk)
-    tl.store(dg + rt * H + i_h, b_dg, mask=mt)
+    tl.store(db_part + (rt * H + i_h) * (K // BK) + i_k, b_db, mask=mt)
+    tl.store(dgam_part + (rt * H + i_h) * (K // BK) + i_k, b_dgam, mask=mt)
+
+
+@triton.jit
+def _chunk_bwd_gate_kernel(db3, dgam3, db4, dgam4, dg, dbeta, cu_seqlens, chunk_indices, T, NT,
+                           H: tl.constexpr, BT: tl.constexpr, NK: tl.constexpr, IS_VARLEN: tl.constexpr):
+    """Step 5 of one (chunk, head): dbeta and dgamma summed over steps 3 and 4 (all key blocks);
+    g -> gamma = in-chunk cumsum(g), so dg is the reverse in-chunk cumulative sum of dgamma."""
+    i_c = tl.program_id(0)
+    i_h = tl.program_id(1)
+    t0, eos = _chunk_bounds(i_c, cu_seqlens, chunk_indices, T, NT, BT, IS_VARLEN)
+    rt = t0 + tl.arange(0, BT)
+    mt = rt < eos
+    ik = tl.arange(0, NK)
+    b_db = tl.load(db3 + rt * H + i_h, mask=mt, other=0.0)
+    b_dgam = tl.load(dgam3 + rt * H + i_h, mask=mt, other=0.0)
+    b_db += tl.sum(tl.load(db4 + (rt[:, None] * H + i_h) * NK + ik[None, :], mask=mt[:, None], other=0.0), 1)
+    b_dgam += tl.sum(tl.load(dgam4 + (rt[:, None] * H + i_h) * NK + ik[None, :], mask=mt[:, None], other=0.0), 1)
+    b_dgam = tl.where(mt, b_dgam, 0.0)
+    tl.store(dg + rt * H + i_h, tl.sum(b_dgam, 0) - tl.cumsum(b_dgam, 0) + b_dgam, mask=mt)
     tl.store(dbeta + rt * H + i_h, b_db, mask=mt)
 
 
@@ -271,16 +319,18 @@ def chunk_gated_delta_rule_bwd(q, k, v, g, beta, scale, initial_state, cu_seqlen
     dh = torch.empty(NC, H, K, V, dtype=torch.float32, device=dev)
     dvn = torch.empty(B * T, H, V, dtype=torch.float32, device=dev)
     w = torch.empty(B * T, H, K, dtype=torch.float32, device=dev)
-    u = torch.empty(B * T, H, V, dtype=torch.float32, device=dev)
     aqk = torch.empty(B * T, H, C, dtype=torch.float32, device=dev)
     scratch = torch.empty(NC, H, 2, C, C, dtype=torch.float32, device=dev)
+    BK = min(K, 64)
+    db3, dgam3 = (torch.empty(B * T, H, dtype=torch.float32, device=dev) for _ in range(2))
+    db4, dgam4 = (torch.empty(B * T, H, K // BK, dtype=torch.float32, device=dev) for _ in range(2))
     dummy = inter.gamma
     varlen = cu_seqlens is not None
     cu = cu_seqlens if varlen else dummy
     idx = indices if varlen else dummy
     NT = triton.cdiv(T, C)
-    _chunk_wu_kernel[(NC, H)](q, k, v, inter.gamma, beta, inter.tmat, w, u, aqk, cu, idx, scale, T, NT,
-                              H=H, K=K, V=V, BT=C, IS_VARLEN=varlen, UPCAST=interpreting())
+    _chunk_wu_kernel[(NC, H)](q, k, inter.gamma, beta, inter.tmat, w, aqk, cu, idx, scale, T, NT,
+                              H=H, K=K, BT=C, IS_VARLEN=varlen, UPCAST=interpreting())
     # BV >= 32: at BV = 16 Triton 3.6 on the H200 compiles _chunk_dh_kernel into an
     # out-of-bounds shared-memory read (compute-sanitizer: "Invalid __shared__ read"
     # in the dot of _mm; illegal memory access for every N*H < 33 with V = 128)
@@ -290,10 +340,14 @@ def chunk_gated_delta_rule_bwd(q, k, v, g, beta, scale, initial_state, cu_seqlen
         dh0 if dh0 is not None else dummy, dh, dvn, cu, offsets, scale, T,
         H=H, K=K, V=V, BT=C, BV=BV, USE_DHT=dht is not None, STORE_DH0=dh0 is not None, IS_VARLEN=varlen,
         UPCAST=interpreting())
-    _chunk_bwd_kernel[(NC, H)](
-        q, k, v, inter.gamma, beta, w, u, inter.tmat, inter.h, inter.v_new, dh, dvn, do,
-        dq, dk, dv, dg, dbeta, scratch, cu, idx, scale, T, NT,
+    _chunk_bwd_wy_kernel[(NC, H)](
+        q, k, v, inter.gamma, beta, inter.tmat, inter.v_new, dvn, do, dv, db3, dgam3, scratch, cu, idx, scale, T, NT,
         H=H, K=K, V=V, BT=C, BV=min(V, 32), IS_VARLEN=varlen, UPCAST=interpreting())
+    _chunk_bwd_dqk_kernel[(K // BK, NC, H)](
+        q, k, inter.gamma, beta, inter.tmat, inter.h, inter.v_new, dh, dvn, do, scratch, dq, dk, db4, dgam4,
+        cu, idx, scale, T, NT, H=H, K=K, V=V, BT=C, BK=BK, BV=min(V, 32), IS_VARLEN=varlen, UPCAST=interpreting())
+    _chunk_bwd_gate_kernel[(NC, H)](db3, dgam3, db4, dgam4, dg, dbeta, cu, idx, T, NT, H=H, BT=C, NK=K // BK,
+                                    IS_VARLEN=varlen)
     return dq, dk, dv, dg, dbeta, dh0
 
 
