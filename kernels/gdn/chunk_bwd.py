@@ -185,7 +185,9 @@ def _chunk_bwd_wy_kernel(q, k, v, gamma, beta, tmat, v_new, dvn, do, dv, db_part
     b_dgam = tl.sum(b_qa, 1) - tl.sum(b_qa, 0)
     # Aqk = scale (Q K^T * Gamma) lower incl.: Ms = dAqk
     b_ms = acc_dqk * gam_i * scale
-    b_p = b_ms * _mm(b_q, b_kt, DT, UPCAST)                                     # dAqk * Aqk
+    # dAqk * Aqk off the diagonal (the diagonal's row and column sums cancel; left in,
+    # their rounding swamps dgamma where the gates are strong)
+    b_p = acc_dqk * gam_s * scale * _mm(b_q, b_kt, DT, UPCAST)
     b_dgam += tl.sum(b_p, 1) - tl.sum(b_p, 0)
     tl.store(db_part + rt * H + i_h, acc_db + tl.sum(b_m, 1), mask=mt)
     tl.store(dgam_part + rt * H + i_h, b_dgam, mask=mt)
@@ -256,7 +258,8 @@ def _chunk_bwd_dqk_kernel(q, k, gamma, beta, tmat, h, v_new, dh, dvn, do, scratc
     b_dk += _mm(b_mst, b_qf, tl.float32, UPCAST)
     # S' = e^{gamma_C} S + K^T diag(e^{gamma_C - gamma}) V_new
     b_dks = acc_dk * tl.where(mt, tl.exp(g_last - b_g), 0.0)[:, None]
-    t_s = tl.sum(b_dks * b_kf, 1)
+    # the last token's own term cancels between -t_s and d_last: left out of both
+    t_s = tl.where(rt == last, 0.0, tl.sum(b_dks * b_kf, 1))
     b_dk += b_dks
     b_dgam -= t_s
     d_last = tl.sum(t_s, 0) + tl.exp(g_last) * tl.sum(acc_sc, 0)
@@ -283,7 +286,7 @@ def _chunk_bwd_gate_kernel(db3, dgam3, db4, dgam4, dg, dbeta, cu_seqlens, chunk_
     b_db += tl.sum(tl.load(db4 + (rt[:, None] * H + i_h) * NK + ik[None, :], mask=mt[:, None], other=0.0), 1)
     b_dgam += tl.sum(tl.load(dgam4 + (rt[:, None] * H + i_h) * NK + ik[None, :], mask=mt[:, None], other=0.0), 1)
     b_dgam = tl.where(mt, b_dgam, 0.0)
-    tl.store(dg + rt * H + i_h, tl.sum(b_dgam, 0) - tl.cumsum(b_dgam, 0) + b_dgam, mask=mt)
+    tl.store(dg + rt * H + i_h, tl.cumsum(b_dgam, 0, reverse=True), mask=mt)
     tl.store(dbeta + rt * H + i_h, b_db, mask=mt)
 
 
