@@ -43,6 +43,8 @@ def test_derive_figures_tables_macros():
     assert "chunk" in t.columns and len(t) == 3
     m = report.macros(df)
     assert m["GdnNaiveMaxSeqlen"] == "2048" and m["GdnChunkMsBEightTFourK"] == "n/a"
+    assert m["GdnFlashQlaSpeedupVsFlaBFourTEightK"] == "2.50"
+    assert m["GdnFlashQlaVerdict"] == "forward holds; backward n/a"
     assert all(k.isalpha() and k.startswith("Gdn") for k in m)
 
 
@@ -53,6 +55,7 @@ def test_partial_data_does_not_crash():
         plt.close(fn(df))
     report.TABLES["gdn_main"](df)
     assert report.macros(df)["GdnChunkSpeedupVsNaive"] == "n/a"
+    assert report.macros(df)["GdnFlashQlaVerdict"] == "forward n/a; backward n/a"
 
 
 def bwd_tidy():
@@ -85,6 +88,8 @@ def test_backward_figures_tables_macros():
     assert m["GdnChunkFwdbwdSpeedupVsFlaBFourTEightK"] == "1.10"
     assert m["GdnChunkFwdbwdPeakGibBFourTEightK"] == "1.00" and m["GdnChunkMsBFourTEightK"] != "n/a"
     assert m["GdnChunkGradErrMax"] == "0.0020"
+    assert m["GdnFlashQlaBwdSpeedupVsFlaBFourTEightK"] == "1.65"
+    assert m["GdnFlashQlaVerdict"] == "forward holds; backward does not hold"
     assert all(k.isalpha() and k.startswith("Gdn") for k in m)
     bwd_only = report.derive(bwd_tidy()[lambda d: d.impl == "chunk"])
     for fn in report.FIGURES.values():

@@ -227,13 +227,27 @@ def _at(df, impl, b, t, h, col="median_ms", pas="fwd"):
     return s.iloc[0] if len(s) else None
 
 
+def flash_qla_verdict(df: pd.DataFrame) -> str:
+    """Verdict on FlashQLA's claim (2--3x FLA's forward, 2x its backward, on Hopper) from
+    the rows that pair flash_qla with fla_chunk: per pass, "holds" when every measured
+    speedup reaches the claimed lower bound (2x), "n/a" when none was measured."""
+    words = []
+    for pas in ("fwd", "bwd"):
+        d = _pass(df, pas)
+        s = d[d["impl"] == "flash_qla"]["speedup_vs_fla"].dropna() if "speedup_vs_fla" in d.columns else []
+        held = "n/a" if not len(s) else ("holds" if (s >= 2.0).all() else "does not hold")
+        words.append(f"{'forward' if pas == 'fwd' else 'backward'} {held}")
+    return "; ".join(words)
+
+
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text: forward times, speedups and TFLOP/s at the main
     shapes, the speedup over naive at the largest seqlen naive ran (and that
     seqlen); backward and forward + backward times, speedups over FLA and peak
     memory at the backward's main shapes (``Gdn<Impl>Bwd...``, ``Gdn<Impl>Fwdbwd...``);
     the forward's summed kernel time at B4 T8192 H16 (``Gdn<Impl>KernelMs...``, from
-    the profiled breakdown); the speedup over FLA at B1 T1024 H16; the largest
+    the profiled breakdown); FlashQLA's speedups over FLA and the verdict on its
+    claim (``GdnFlashQlaVerdict``); the speedup over FLA at B1 T1024 H16; the largest
     gradient RMSE/RMS of ``chunk`` against float64 (``GdnChunkGradErrMax``)."""
     m = {}
     names = {(4, 8192, 16): "BFourTEightK", (1, 32768, 32): "BOneTThirtyTwoK", (8, 4096, 16): "BEightTFourK"}
@@ -243,6 +257,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             m[f"Gdn{iname}Ms{tag}"] = _fmt(_at(df, impl, b, t, h), ".3f")
         m[f"GdnChunkSpeedupVsFla{tag}"] = _fmt(_at(df, "chunk", b, t, h, "speedup_vs_fla"), ".2f")
         m[f"GdnChunkRatioToFlashQla{tag}"] = _fmt(_at(df, "chunk", b, t, h, "ratio_to_flash_qla"), ".2f")
+        m[f"GdnFlashQlaSpeedupVsFla{tag}"] = _fmt(_at(df, "flash_qla", b, t, h, "speedup_vs_fla"), ".2f")
         m[f"GdnChunkTflops{tag}"] = _fmt(_at(df, "chunk", b, t, h, "tflops"), ".0f")
     bnames = {(4, 8192, 16): "BFourTEightK", (1, 32768, 32): "BOneTThirtyTwoK", (1, 8192, 16): "BOneTEightK"}
     for (b, t, h), tag in bnames.items():
@@ -252,9 +267,12 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             m[f"GdnChunk{pname}SpeedupVsFla{tag}"] = _fmt(_at(df, "chunk", b, t, h, "speedup_vs_fla", pas), ".2f")
             m[f"GdnChunk{pname}RatioToFlashQla{tag}"] = _fmt(_at(df, "chunk", b, t, h, "ratio_to_flash_qla", pas),
                                                             ".2f")
+            m[f"GdnFlashQla{pname}SpeedupVsFla{tag}"] = _fmt(_at(df, "flash_qla", b, t, h, "speedup_vs_fla", pas),
+                                                            ".2f")
         for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
             m[f"Gdn{iname}FwdbwdPeakGib{tag}"] = _fmt(_at(df, impl, b, t, h, "peak_mem_gib", "fwdbwd"), ".2f")
-    for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla")):
+    m["GdnFlashQlaVerdict"] = flash_qla_verdict(df)
+    for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
         cell = _at(df, impl, 4, 8192, 16, "kernels")
         total = sum(e["us"] for e in json.loads(cell)) / 1e3 if isinstance(cell, str) else None
         m[f"Gdn{iname}KernelMsBFourTEightK"] = _fmt(total, ".3f")
