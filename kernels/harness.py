@@ -20,7 +20,7 @@ A *study* is a module ``kernels.<study>.study`` that defines
     failure of theirs can poison the CUDA context.
 
 :func:`run_job` measures every case of one (study, impl) pair and writes one
-JSON line per case, atomically, following ``../shared/BRIEF.md`` section 5.
+JSON line per case, atomically (the row schema: ``workflow/schemas/row.schema.yaml``).
 A failed case becomes a row with its ``status`` (ok|oom|unsupported|error|
 wrong) and ``error``; the sweep goes on.
 

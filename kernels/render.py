@@ -26,7 +26,7 @@ from kernels.harness import write_atomic
 
 log = logging.getLogger("kernels.render")
 
-#: Debian packages that provide what the paper needs (BRIEF section 7).
+#: Debian packages that provide what the paper needs (LaTeX, latexmk, pdffonts).
 TEX_PACKAGES = ("latexmk texlive-latex-base texlive-latex-recommended texlive-science "
                 "lmodern poppler-utils")
 

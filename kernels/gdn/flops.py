@@ -2,8 +2,7 @@
 
 FLOPs, per token and head, of the chunked algorithm with chunk C, counting
 every C x C tile product as dense, as the tensor-core kernels compute it
-(the convention behind FlashQLA's and ``../shared/BRIEF.md`` section 8's
-TFLOP/s):
+(the convention behind FlashQLA's published TFLOP/s):
     K K^T, Q K^T, W = T K:        3 x 2 C K        = 6 C K
     U = T V, Aqk V_new:           2 x 2 C V        = 4 C V
     W S, Q S, K^T V_new:          3 x 2 K V        = 6 K V

@@ -53,7 +53,7 @@ IMPLS = ("naive", "recurrent", "chunk", "fla_chunk", "fla_recurrent", "flash_qla
 BWD_IMPLS = ("naive", "chunk", "fla_chunk", "flash_qla")
 ISOLATE = frozenset({"fla_recurrent"})
 TOL = 0.005  # RMSE/RMS of o and of the final state, flash-linear-attention's forward tolerance
-#: (batch, seqlen, heads) whose rows also carry a per-kernel breakdown (the BRIEF's main shape)
+#: (batch, seqlen, heads) whose rows also carry a per-kernel breakdown (the reference shape)
 PROFILE_SHAPES = frozenset({(4, 8192, 16)})
 
 

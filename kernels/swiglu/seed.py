@@ -1,6 +1,6 @@
 """The source material's SwiGLU Triton kernel, reproduced as published: the baseline.
 
-What it is (``../shared/BRIEF.md`` section 1.1): a flat kernel over
+What it is (the source material's kernel): a flat kernel over
 contiguous ``gate``/``up`` with ``@triton.autotune`` over ``BLOCK_SIZE`` and
 ``num_warps`` (1024/4, 2048/8, 4096/8) keyed on the element count, loading
 both inputs once, computing ``g * sigmoid(g) * u`` in fp32 and storing once.
