@@ -106,6 +106,10 @@ def test_macros(derived):
     assert all(k.startswith("Flex") and k.isalpha() for k in m)
     assert m["FlexFwdCausalVsFlash"] == "1.20" and m["FlexFwdSoftcapSlowdown"] == "1.90"
     assert m["FlexWindowFwdTargetMet"] == "2 of 2" and m["FlexNaiveMaxSeqlen"] == "8192"
+    met = [m[f"Flex{f}FwdTargetMet"] for f in ("Window", "Document")]
+    n_met, n_all = (sum(int(x.split(" of ")[i]) for x in met if x != "n/a") for i in (0, 1))
+    want = "holds" if n_met == n_all else "does not hold" if n_met == 0 else f"holds in {n_met} of {n_all} cases"
+    assert m["FlexSparsityVerdict"] == want
     assert m["FlexNaiveMemOverFlex"] == "10.0"
     assert m["FlexWindowFwdWorstTileCost"] == "1.25" and m["FlexWindowFwdWorstTilesPerRow"] == "6.4"
     assert m["FlexDocumentFwdbwdWorstTileCost"] == "1.33" and m["FlexWindowFwdWorstFillPct"] == "95"

@@ -558,13 +558,19 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         out[f"Flex{pname}CausalTflops"] = _fmt(_one(causal, "tflops_elements"), 0)
     # the >= 80 % of ideal target, sliding windows and document packing at N >= 8K, flex forward
     flex = d[(d["impl"] == "flex") & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)] if not d.empty else d
+    fwd_pcts: list[float] = []
     for fam, fname in (("window", "Window"), ("document", "Document")):
         for pas, pname in names.items():
             f = flex[(flex["mask"] == fam) & (flex["pass"] == pas)] if not flex.empty else flex
             pct = f["pct_of_ideal"].dropna() if not f.empty else pd.Series(dtype=float)
             out[f"Flex{fname}{pname}PctIdealMin"] = _fmt(pct.min() if len(pct) else np.nan, 0)
-            out[f"Flex{fname}{pname}PctIdealMedian"] = _fmt(pct.median() if len(pct) else np.nan, 0)
+            out[f"Flex{fname}{pname}PctIdealMedian"] = _fmt(pct.median() if len(pct) else np.nan, 1)
             out[f"Flex{fname}{pname}TargetMet"] = (f"{int((pct >= 80).sum())} of {len(pct)}" if len(pct) else "n/a")
+            fwd_pcts.extend(pct.tolist() if pas == "fwd" else [])
+    # verdict on "speed follows sparsity": forward cases of both families at >= 80 % of the ideal
+    met = sum(p >= 80 for p in fwd_pcts)
+    out["FlexSparsityVerdict"] = ("n/a" if not fwd_pcts else "holds" if met == len(fwd_pcts)
+                                  else "does not hold" if met == 0 else f"holds in {met} of {len(fwd_pcts)} cases")
     for mod, mname in (("alibi", "Alibi"), ("softcap", "Softcap"), ("softcap_sigmoid", "SoftcapSigmoid"),
                        ("alibi_softcap", "AlibiSoftcap")):
         for pas, pname in names.items():
