@@ -259,8 +259,8 @@ def fig_tflops(df: pd.DataFrame):
 
 def fig_memory(df: pd.DataFrame):
     """Peak device memory of causal attention against sequence length (32K tokens per batch): the
-    materialised mask of SDPA and naive attention grows as N², FlexAttention's block mask as N;
-    crosses mark out-of-memory runs."""
+    materialised mask of SDPA (and of naive attention, where measured) grows as N², FlexAttention's
+    block mask as N; crosses mark out-of-memory runs."""
     d = _main_gpu(df)
     if not d.empty:
         d = d[(d["mask"] == "causal") & (d["score_mod"] == "none") & (d["heads"] == 16) & (d["kv_heads"] == 16)
