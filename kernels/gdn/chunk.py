@@ -196,6 +196,8 @@ class ChunkIntermediates:
         h: ``[num_chunks, H, K, V]`` float32 state entering each chunk, or None.
         v_new: ``[B*T, H, V]`` float32 V_new, or None.
         chunk_offsets: ``[N + 1]`` int32 first chunk of each sequence in ``h``.
+        chunk_indices: ``[num_chunks, 2]`` int32 (sequence, chunk within it) of
+            packed sequences, or None without ``cu_seqlens``.
     """
 
     gamma: torch.Tensor
@@ -203,6 +205,7 @@ class ChunkIntermediates:
     h: torch.Tensor
     v_new: torch.Tensor
     chunk_offsets: torch.Tensor
+    chunk_indices: torch.Tensor | None
 
 
 def _chunk_tables(B, T, cu_seqlens, device):
@@ -243,7 +246,7 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     v_new = torch.empty(B * T, H, V, dtype=torch.float32, device=dev) if store_chunk_states else None
     o = torch.empty_like(v)
     ht = torch.empty(N, H, K, V, dtype=torch.float32, device=dev) if output_final_state else None
-    inter = ChunkIntermediates(gamma, tmat, h, v_new, offsets)
+    inter = ChunkIntermediates(gamma, tmat, h, v_new, offsets, indices)
     if NC == 0:
         if ht is not None:
             ht.copy_(initial_state) if initial_state is not None else ht.zero_()

@@ -62,7 +62,7 @@ from torch.autograd.function import once_differentiable
 from kernels.gdn._launch import value_block
 from kernels.launch import interpreting, maybe_autotune
 from kernels.gdn._triton import _chunk_bounds, _load_rows, _load_t, _mm, _seq_bounds, _store_rows
-from kernels.gdn.chunk import CHUNK_SIZE, ChunkIntermediates, _chunk_tables, chunk_gated_delta_rule_fwd
+from kernels.gdn.chunk import CHUNK_SIZE, ChunkIntermediates, chunk_gated_delta_rule_fwd
 
 _WU_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (4, 8)]
 _DH_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (2, 3)]
@@ -290,14 +290,15 @@ def _chunk_bwd_gate_kernel(db3, dgam3, db4, dgam4, dg, dbeta, cu_seqlens, chunk_
     tl.store(dbeta + rt * H + i_h, b_db, mask=mt)
 
 
-def chunk_gated_delta_rule_bwd(q, k, v, g, beta, scale, initial_state, cu_seqlens, inter, do, dht):
+def chunk_gated_delta_rule_bwd(q, k, v, beta, scale, initial_state, cu_seqlens, inter, do, dht):
     """Gradients of the chunked forward from its saved intermediates.
 
     Args:
-        q, k, v, g, beta, scale, initial_state, cu_seqlens: the validated,
-            contiguous forward inputs (g float32, q/k already normalised).
+        q, k, v, beta, scale, initial_state, cu_seqlens: the validated,
+            contiguous forward inputs (q/k already normalised).
         inter: :class:`kernels.gdn.chunk.ChunkIntermediates` of the forward run
-            with ``store_chunk_states=True``.
+            with ``store_chunk_states=True`` (gamma replaces g; its chunk tables
+            are reused).
         do: ``[B, T, H, V]`` gradient of the output (v's dtype or any float).
         dht: ``[N, H, K, V]`` gradient of the final state, or None (zero).
     Returns:
@@ -309,7 +310,7 @@ def chunk_gated_delta_rule_bwd(q, k, v, g, beta, scale, initial_state, cu_seqlen
     V = v.shape[-1]
     N = B if cu_seqlens is None else cu_seqlens.numel() - 1
     dev, C = q.device, CHUNK_SIZE
-    indices, offsets, NC = _chunk_tables(B, T, cu_seqlens, dev)
+    indices, offsets, NC = inter.chunk_indices, inter.chunk_offsets, inter.h.shape[0]
     do = do.to(v.dtype).contiguous()
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dg = torch.empty(B, T, H, dtype=torch.float32, device=dev)
@@ -368,8 +369,8 @@ class ChunkGatedDeltaRuleFunction(torch.autograd.Function):
     def forward(ctx, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens):
         o, ht, inter = chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_final_state,
                                                   cu_seqlens, store_chunk_states=True)
-        ctx.save_for_backward(q, k, v, g, beta, initial_state, cu_seqlens, inter.gamma, inter.tmat, inter.h,
-                              inter.v_new, inter.chunk_offsets)
+        ctx.save_for_backward(q, k, v, beta, initial_state, cu_seqlens, inter.gamma, inter.tmat, inter.h,
+                              inter.v_new, inter.chunk_offsets, inter.chunk_indices)
         ctx.scale = scale
         ctx.set_materialize_grads(False)
         return o, ht
@@ -377,9 +378,9 @@ class ChunkGatedDeltaRuleFunction(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, do, dht):
-        q, k, v, g, beta, h0, cu, gamma, tmat, h, v_new, offsets = ctx.saved_tensors
+        q, k, v, beta, h0, cu, gamma, tmat, h, v_new, offsets, indices = ctx.saved_tensors
         if do is None:
             do = torch.zeros_like(v)
-        inter = ChunkIntermediates(gamma, tmat, h, v_new, offsets)
-        dq, dk, dv, dg, dbeta, dh0 = chunk_gated_delta_rule_bwd(q, k, v, g, beta, ctx.scale, h0, cu, inter, do, dht)
+        inter = ChunkIntermediates(gamma, tmat, h, v_new, offsets, indices)
+        dq, dk, dv, dg, dbeta, dh0 = chunk_gated_delta_rule_bwd(q, k, v, beta, ctx.scale, h0, cu, inter, do, dht)
         return dq, dk, dv, dg, dbeta.to(beta.dtype), None, dh0, None, None
