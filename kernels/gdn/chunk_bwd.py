@@ -285,7 +285,6 @@ def _chunk_bwd_gate_kernel(db3, dgam3, db4, dgam4, dg, dbeta, cu_seqlens, chunk_
     b_dgam = tl.load(dgam3 + rt * H + i_h, mask=mt, other=0.0)
     b_db += tl.sum(tl.load(db4 + (rt[:, None] * H + i_h) * NK + ik[None, :], mask=mt[:, None], other=0.0), 1)
     b_dgam += tl.sum(tl.load(dgam4 + (rt[:, None] * H + i_h) * NK + ik[None, :], mask=mt[:, None], other=0.0), 1)
-    b_dgam = tl.where(mt, b_dgam, 0.0)
     tl.store(dg + rt * H + i_h, tl.cumsum(b_dgam, 0, reverse=True), mask=mt)
     tl.store(dbeta + rt * H + i_h, b_db, mask=mt)
 
