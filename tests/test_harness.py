@@ -193,6 +193,13 @@ def test_kernel_breakdown_on_the_cpu_lists_ops_longest_first():
     assert any("mm" in n for n in names[:1]) and names[-1] == "other" and len(entries) == 2
 
 
+def test_kernel_breakdown_drops_api_calls_not_kernels():
+    api = ["cudaLaunchKernel", "cuLaunchKernelEx", "cudaDeviceSynchronize", "Activity Buffer Request"]
+    kernels = ["cutlass3x_sm90_tensorop_gemm_bf16", "cub::DeviceReduceKernel", "_chunk_state_kernel"]
+    assert all(harness._API_EVENT.match(n) for n in api)
+    assert not any(harness._API_EVENT.match(n) for n in kernels)
+
+
 def test_nvidia_smi_fields_in_one_call(monkeypatch):
     import subprocess
 
