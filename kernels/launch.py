@@ -17,13 +17,18 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def maybe_autotune(configs, key):
-    """Decorator: ``triton.autotune(configs, key)`` on a GPU; under the interpreter,
-    the plain ``@triton.jit`` kernel (num_warps/num_stages do not matter there)."""
+def maybe_autotune(configs, key, restore_value=()):
+    """Decorator: ``triton.autotune(configs, key, restore_value=...)`` on a GPU; under the
+    interpreter, the plain ``@triton.jit`` kernel (num_warps/num_stages do not matter there).
+
+    ``restore_value`` names the arguments that the kernel reads and then overwrites: the
+    autotuner runs every configuration several times, so without restoring them between
+    runs the first call returns the accumulation of all those runs.
+    """
 
     def wrap(kernel):
         if interpreting():
             return kernel
-        return triton.autotune(configs=configs, key=key)(kernel)
+        return triton.autotune(configs=configs, key=key, restore_value=list(restore_value))(kernel)
 
     return wrap

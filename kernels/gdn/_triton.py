@@ -86,20 +86,29 @@ def _kkt_block(ki, kj, bi, gi, gj, DIAG: tl.constexpr, DT: tl.constexpr, UPCAST:
 
 
 @triton.jit
-def _inv_unit_lower16(A):
+def _solve_mm(a, b, DD: tl.constexpr, UPCAST: tl.constexpr):
+    """Product of the triangular solve: full float32 when DD is float32, else DD operands."""
+    if DD == tl.float32:
+        return _dot32(a, b)
+    else:
+        return _mm(a, b, DD, UPCAST)
+
+
+@triton.jit
+def _inv_unit_lower16(A, DD: tl.constexpr, UPCAST: tl.constexpr):
     """(I + A)^-1 for a strictly lower-triangular 16 x 16 float32 A.
 
     A is nilpotent (A^16 = 0), so (I + A)^-1 = sum_{j<16} (-A)^j
-    = (I - A)(I + A^2)(I + A^4)(I + A^8): six full-float32 16 x 16 products
+    = (I - A)(I + A^2)(I + A^4)(I + A^8): six 16 x 16 products (``_solve_mm``)
     and no sequential row-by-row substitution.
     """
     r = tl.arange(0, 16)
     n = -A
     p = (r[:, None] == r[None, :]).to(tl.float32) + n
-    s = _dot32(n, n)
-    p += _dot32(p, s)
-    s = _dot32(s, s)
-    p += _dot32(p, s)
-    s = _dot32(s, s)
-    p += _dot32(p, s)
+    s = _solve_mm(n, n, DD, UPCAST)
+    p += _solve_mm(p, s, DD, UPCAST)
+    s = _solve_mm(s, s, DD, UPCAST)
+    p += _solve_mm(p, s, DD, UPCAST)
+    s = _solve_mm(s, s, DD, UPCAST)
+    p += _solve_mm(p, s, DD, UPCAST)
     return p

@@ -14,7 +14,9 @@ Two kernels:
    does not depend on the state: gamma, and T from A built in 16 x 16 blocks
    (the four diagonal blocks inverted by the product form of
    :func:`kernels.gdn._triton._inv_unit_lower16`, the rest by block
-   products), both float32.
+   products), both stored in float32; the solve's products take float16
+   operands with 16-bit inputs (the output's and final state's errors at
+   T = 1000 did not change in the interpreter), full float32 otherwise.
 2. ``_chunk_state_kernel``, one program per (sequence, head, value block),
    walks the chunks in order with the K x BV state in registers (float32)
    and fuses the output. W and U are never materialised: V_new is T applied
@@ -28,9 +30,15 @@ states) spent 650 us in that kernel alone: the states are 1 KiB per token and
 head in float32, so the output stays fused into the sequential pass.
 
 Precision: products with the 16-bit inputs (K K^T, Q K^T) round nothing extra;
-the state recurrence (K S, T times the residual, K^T V_new) takes float32
-operands (TF32 tensor cores on the GPU) and never stores a rounded W, U or
-V_new on its path. The chunk states and V_new kept for the backward pass are
+the state kernel's products (K S, T times the residual, Q S, Aqk V_new,
+K^T V_new) take float16 operands with float32 accumulation
+(``HALF_PRODUCTS``, for 16-bit inputs): float16 keeps TF32's 11-bit significand at twice the
+tensor-core rate. In the interpreter at T = 1000 (K = 64) the output's
+RMSE/RMS against float64 stayed 0.0033 in every gate regime and the final
+state's rose from 0.0000 to 0.0004; bfloat16 operands raised the output's to
+0.009-0.011. Every operand is of the order of v (keys are unit vectors) or
+carries a decay <= 1, so float16's range (65504) bounds |v|; nothing rounded
+is stored on the recurrence's path. The chunk states and V_new kept for the backward pass are
 float32: rounded to bfloat16 before the output products, they raised the
 output's RMSE/RMS against the float64 reference from 0.0033 to 0.0062 at
 T = 1000 in every gate regime (interpreter), over the 0.005 target.
@@ -50,14 +58,28 @@ import triton
 import triton.language as tl
 
 from kernels.gdn._launch import value_block
-from kernels.gdn._triton import (_chunk_bounds, _dot32, _inv_unit_lower16, _kkt_block, _load_rows, _mm,
-                                 _seq_bounds, _store_rows)
+from kernels.gdn._triton import (_chunk_bounds, _inv_unit_lower16, _kkt_block, _load_rows, _mm,
+                                 _seq_bounds, _solve_mm, _store_rows)
 from kernels.launch import interpreting, maybe_autotune
 from kernels.gdn.validate import check_inputs, gate_check, l2norm
 
 CHUNK_SIZE = 64
 _PREP_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (2, 4, 8)]
-_STATE_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (1, 2, 3)]
+#: With 16-bit inputs the products that the kernels would feed float32 operands
+#: take float16 ones (TF32's significand at twice its tensor-core rate); with
+#: float32 inputs they stay float32 (TF32 on the GPU, exact in the interpreter).
+HALF_PRODUCTS = True
+
+
+def product_dtype(dtype: torch.dtype):
+    """Operand dtype (a Triton constexpr) of the GDN kernels' float32 products for inputs of ``dtype``."""
+    return tl.float16 if HALF_PRODUCTS and dtype != torch.float32 else tl.float32
+
+
+# num_stages >= 2: with float16 products Triton 3.6 on the H200 compiled num_stages=1 at
+# BV <= 32 (8 warps) into an out-of-bounds shared-memory read (compute-sanitizer), an
+# illegal memory access
+_STATE_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (2, 3)]
 
 
 @triton.jit
@@ -70,11 +92,11 @@ def _store_t_rows(ptr, rows, mask, stride, X0, X1, X2, X3):
     _store_rows(ptr, rows, mask, stride, r16 + 48, X3)
 
 
-@maybe_autotune(_PREP_CONFIGS, key=["K"])
+@maybe_autotune(_PREP_CONFIGS, key=["K", "DD"])
 @triton.jit
 def _chunk_prepare_kernel(k, g, beta, gamma, tmat, cu_seqlens, chunk_indices, T, NT,
                           H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
-                          IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr):
+                          IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
     """gamma and T = (I + A)^-1 of one (chunk, head); row r of T at ``tmat[token r, head, :]``."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
@@ -113,22 +135,23 @@ def _chunk_prepare_kernel(k, g, beta, gamma, tmat, cu_seqlens, chunk_indices, T,
     b2 = tl.load(beta + rows2 * H + i_h, mask=m2, other=0.0).to(tl.float32)
     b3 = tl.load(beta + rows3 * H + i_h, mask=m3, other=0.0).to(tl.float32)
     # T blockwise: D_i = inverse of the diagonal blocks, X_ij = -D_i sum_{j<=m<i} A_im X_mj
-    D0 = _inv_unit_lower16(_kkt_block(k0, k0, b0, c0, c0, True, DT, UPCAST))
-    D1 = _inv_unit_lower16(_kkt_block(k1, k1, b1, c1, c1, True, DT, UPCAST))
-    D2 = _inv_unit_lower16(_kkt_block(k2, k2, b2, c2, c2, True, DT, UPCAST))
-    D3 = _inv_unit_lower16(_kkt_block(k3, k3, b3, c3, c3, True, DT, UPCAST))
+    D0 = _inv_unit_lower16(_kkt_block(k0, k0, b0, c0, c0, True, DT, UPCAST), DD, UPCAST)
+    D1 = _inv_unit_lower16(_kkt_block(k1, k1, b1, c1, c1, True, DT, UPCAST), DD, UPCAST)
+    D2 = _inv_unit_lower16(_kkt_block(k2, k2, b2, c2, c2, True, DT, UPCAST), DD, UPCAST)
+    D3 = _inv_unit_lower16(_kkt_block(k3, k3, b3, c3, c3, True, DT, UPCAST), DD, UPCAST)
     A10 = _kkt_block(k1, k0, b1, c1, c0, False, DT, UPCAST)
     A20 = _kkt_block(k2, k0, b2, c2, c0, False, DT, UPCAST)
     A21 = _kkt_block(k2, k1, b2, c2, c1, False, DT, UPCAST)
     A30 = _kkt_block(k3, k0, b3, c3, c0, False, DT, UPCAST)
     A31 = _kkt_block(k3, k1, b3, c3, c1, False, DT, UPCAST)
     A32 = _kkt_block(k3, k2, b3, c3, c2, False, DT, UPCAST)
-    X10 = -_dot32(D1, _dot32(A10, D0))
-    X21 = -_dot32(D2, _dot32(A21, D1))
-    X20 = -_dot32(D2, _dot32(A20, D0) + _dot32(A21, X10))
-    X32 = -_dot32(D3, _dot32(A32, D2))
-    X31 = -_dot32(D3, _dot32(A31, D1) + _dot32(A32, X21))
-    X30 = -_dot32(D3, _dot32(A30, D0) + _dot32(A31, X10) + _dot32(A32, X20))
+    X10 = -_solve_mm(D1, _solve_mm(A10, D0, DD, UPCAST), DD, UPCAST)
+    X21 = -_solve_mm(D2, _solve_mm(A21, D1, DD, UPCAST), DD, UPCAST)
+    X20 = -_solve_mm(D2, _solve_mm(A20, D0, DD, UPCAST) + _solve_mm(A21, X10, DD, UPCAST), DD, UPCAST)
+    X32 = -_solve_mm(D3, _solve_mm(A32, D2, DD, UPCAST), DD, UPCAST)
+    X31 = -_solve_mm(D3, _solve_mm(A31, D1, DD, UPCAST) + _solve_mm(A32, X21, DD, UPCAST), DD, UPCAST)
+    X30 = -_solve_mm(D3, _solve_mm(A30, D0, DD, UPCAST) + _solve_mm(A31, X10, DD, UPCAST)
+                     + _solve_mm(A32, X20, DD, UPCAST), DD, UPCAST)
     zero = tl.zeros([16, 16], dtype=tl.float32)
     base = tmat + i_h * BT
     _store_t_rows(base, rows0, m0, H * BT, D0, zero, zero, zero)
@@ -137,12 +160,13 @@ def _chunk_prepare_kernel(k, g, beta, gamma, tmat, cu_seqlens, chunk_indices, T,
     _store_t_rows(base, rows3, m3, H * BT, X30, X31, X32, D3)
 
 
-@maybe_autotune(_STATE_CONFIGS, key=["K", "V", "BV", "STORE_H"])
+@maybe_autotune(_STATE_CONFIGS, key=["K", "V", "BV", "STORE_H", "DD"])
 @triton.jit
 def _chunk_state_kernel(q, k, v, gamma, beta, tmat, o, h, v_new, h0, ht, cu_seqlens, chunk_offsets, scale, T,
                         H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                         BV: tl.constexpr, USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
-                        STORE_H: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr):
+                        STORE_H: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr,
+                        DD: tl.constexpr = tl.float32):
     """Sequential pass over the chunks of one (sequence, head, value block): V_new, the output,
     the next state; with STORE_H also the state entering each chunk and V_new (for the backward)."""
     i_v = tl.program_id(0)
@@ -163,25 +187,26 @@ def _chunk_state_kernel(q, k, v, gamma, beta, tmat, o, h, v_new, h0, ht, cu_seql
         mt = rt < eos
         last = tl.minimum(bos + i_t * BT + BT, eos) - 1
         if STORE_H:
-            tl.store(h + ((c_off + i_t) * H + i_h) * K * V + ck[:, None] * V + cv[None, :], S)
+            tl.store(h + ((c_off + i_t) * H + i_h) * K * V + ck[:, None] * V + cv[None, :],
+                     S.to(h.dtype.element_ty))
         b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
         b_v = _load_rows(v + i_h * V, rt, mt, H * V, cv).to(tl.float32)
         b_t = _load_rows(tmat + i_h * BT, rt, mt, H * BT, ct)
         b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
         b_b = tl.load(beta + rt * H + i_h, mask=mt, other=0.0).to(tl.float32)
         g_last = tl.load(gamma + last * H + i_h)
-        b_x = (b_v - tl.exp(b_g)[:, None] * _mm(b_k, S, tl.float32, UPCAST)) * b_b[:, None]
-        b_vn = _mm(b_t, b_x, tl.float32, UPCAST)
+        b_x = (b_v - tl.exp(b_g)[:, None] * _mm(b_k, S, DD, UPCAST)) * b_b[:, None]
+        b_vn = _mm(b_t, b_x, DD, UPCAST)
         if STORE_H:
             _store_rows(v_new + i_h * V, rt, mt, H * V, cv, b_vn)
         # O = scale diag(e^gamma) Q S + Aqk V_new (off the recurrence's critical path)
         b_q = _load_rows(q + i_h * K, rt, mt, H * K, ck)
         d = tl.where((ct[:, None] >= ct[None, :]) & mt[:, None], b_g[:, None] - b_g[None, :], float("-inf"))
         b_a = _mm(b_q, tl.trans(b_k), DT, UPCAST) * tl.exp(d) * scale
-        b_o = _mm(b_q, S, tl.float32, UPCAST) * (scale * tl.exp(b_g))[:, None] + _mm(b_a, b_vn, tl.float32, UPCAST)
+        b_o = _mm(b_q, S, DD, UPCAST) * (scale * tl.exp(b_g))[:, None] + _mm(b_a, b_vn, DD, UPCAST)
         _store_rows(o + i_h * V, rt, mt, H * V, cv, b_o)
         b_kd = b_k * tl.where(mt, tl.exp(g_last - b_g), 0.0)[:, None]
-        S = S * tl.exp(g_last) + _mm(tl.trans(b_kd), b_vn, tl.float32, UPCAST)
+        S = S * tl.exp(g_last) + _mm(tl.trans(b_kd), b_vn, DD, UPCAST)
     if STORE_HT:
         tl.store(ht + i_nh.to(tl.int64) * K * V + ck[:, None] * V + cv[None, :], S)
 
@@ -193,8 +218,9 @@ class ChunkIntermediates:
     Attributes:
         gamma: ``[B*T, H]`` float32, in-chunk cumulative sum of g.
         tmat: ``[B*T, H, C]`` float32, row r of T = (I + A)^-1 of r's chunk.
-        h: ``[num_chunks, H, K, V]`` float32 state entering each chunk, or None.
-        v_new: ``[B*T, H, V]`` float32 V_new, or None.
+        h: ``[num_chunks, H, K, V]`` state entering each chunk, or None.
+        v_new: ``[B*T, H, V]`` V_new, or None. Both float16 when the products take
+            float16 operands (:func:`product_dtype`), else float32.
         chunk_offsets: ``[N + 1]`` int32 first chunk of each sequence in ``h``.
         chunk_indices: ``[num_chunks, 2]`` int32 (sequence, chunk within it) of
             packed sequences, or None without ``cu_seqlens``.
@@ -242,8 +268,9 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     indices, offsets, NC = _chunk_tables(B, T, cu_seqlens, dev)
     gamma = torch.empty(B * T, H, dtype=torch.float32, device=dev)
     tmat = torch.empty(B * T, H, C, dtype=torch.float32, device=dev)
-    h = torch.empty(NC, H, K, V, dtype=torch.float32, device=dev) if store_chunk_states else None
-    v_new = torch.empty(B * T, H, V, dtype=torch.float32, device=dev) if store_chunk_states else None
+    kept = torch.float16 if product_dtype(q.dtype) == tl.float16 else torch.float32   # read only by products
+    h = torch.empty(NC, H, K, V, dtype=kept, device=dev) if store_chunk_states else None
+    v_new = torch.empty(B * T, H, V, dtype=kept, device=dev) if store_chunk_states else None
     o = torch.empty_like(v)
     ht = torch.empty(N, H, K, V, dtype=torch.float32, device=dev) if output_final_state else None
     inter = ChunkIntermediates(gamma, tmat, h, v_new, offsets, indices)
@@ -257,13 +284,14 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     idx = indices if varlen else dummy
     NT = triton.cdiv(T, C)
     _chunk_prepare_kernel[(NC, H)](k, g, beta, gamma, tmat, cu, idx, T, NT, H=H, K=K, BT=C,
-                                   IS_VARLEN=varlen, UPCAST=interpreting())
+                                   IS_VARLEN=varlen, UPCAST=interpreting(), DD=product_dtype(q.dtype))
     BV = value_block(V, N * H, dev)
     _chunk_state_kernel[(V // BV, N * H)](
         q, k, v, gamma, beta, tmat, o, h if h is not None else dummy, v_new if v_new is not None else dummy,
         initial_state if initial_state is not None else dummy, ht if ht is not None else dummy,
         cu, offsets, scale, T, H=H, K=K, V=V, BT=C, BV=BV, USE_H0=initial_state is not None,
-        STORE_HT=ht is not None, STORE_H=store_chunk_states, IS_VARLEN=varlen, UPCAST=interpreting())
+        STORE_HT=ht is not None, STORE_H=store_chunk_states, IS_VARLEN=varlen, UPCAST=interpreting(),
+        DD=product_dtype(q.dtype))
     return o, ht, inter
 
 
