@@ -65,15 +65,18 @@ from kernels.gdn.validate import check_inputs, gate_check, l2norm
 
 CHUNK_SIZE = 64
 _PREP_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (2, 4, 8)]
-#: With 16-bit inputs the products that the kernels would feed float32 operands
-#: take float16 ones (TF32's significand at twice its tensor-core rate); with
-#: float32 inputs they stay float32 (TF32 on the GPU, exact in the interpreter).
+#: With 16-bit inputs and K = 128 the products that the kernels would feed float32
+#: operands take float16 ones (TF32's significand at twice its tensor-core rate); with
+#: float32 inputs they stay float32 (TF32 on the GPU, exact in the interpreter), and
+#: with K = 64 too: there Triton 3.6 on the H200 compiled the float16 kernels into an
+#: illegal memory access (packed sequences, K = V = 64).
 HALF_PRODUCTS = True
 
 
-def product_dtype(dtype: torch.dtype):
-    """Operand dtype (a Triton constexpr) of the GDN kernels' float32 products for inputs of ``dtype``."""
-    return tl.float16 if HALF_PRODUCTS and dtype != torch.float32 else tl.float32
+def product_dtype(dtype: torch.dtype, head_dim: int):
+    """Operand dtype (a Triton constexpr) of the GDN kernels' float32 products for inputs of
+    ``dtype`` with key dimension ``head_dim`` (see ``HALF_PRODUCTS``)."""
+    return tl.float16 if HALF_PRODUCTS and dtype != torch.float32 and head_dim == 128 else tl.float32
 
 
 # num_stages >= 2: with float16 products Triton 3.6 on the H200 compiled num_stages=1 at
@@ -268,7 +271,7 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     indices, offsets, NC = _chunk_tables(B, T, cu_seqlens, dev)
     gamma = torch.empty(B * T, H, dtype=torch.float32, device=dev)
     tmat = torch.empty(B * T, H, C, dtype=torch.float32, device=dev)
-    kept = torch.float16 if product_dtype(q.dtype) == tl.float16 else torch.float32   # read only by products
+    kept = torch.float16 if product_dtype(q.dtype, K) == tl.float16 else torch.float32   # read only by products
     h = torch.empty(NC, H, K, V, dtype=kept, device=dev) if store_chunk_states else None
     v_new = torch.empty(B * T, H, V, dtype=kept, device=dev) if store_chunk_states else None
     o = torch.empty_like(v)
@@ -284,14 +287,14 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     idx = indices if varlen else dummy
     NT = triton.cdiv(T, C)
     _chunk_prepare_kernel[(NC, H)](k, g, beta, gamma, tmat, cu, idx, T, NT, H=H, K=K, BT=C,
-                                   IS_VARLEN=varlen, UPCAST=interpreting(), DD=product_dtype(q.dtype))
+                                   IS_VARLEN=varlen, UPCAST=interpreting(), DD=product_dtype(q.dtype, K))
     BV = value_block(V, N * H, dev)
     _chunk_state_kernel[(V // BV, N * H)](
         q, k, v, gamma, beta, tmat, o, h if h is not None else dummy, v_new if v_new is not None else dummy,
         initial_state if initial_state is not None else dummy, ht if ht is not None else dummy,
         cu, offsets, scale, T, H=H, K=K, V=V, BT=C, BV=BV, USE_H0=initial_state is not None,
         STORE_HT=ht is not None, STORE_H=store_chunk_states, IS_VARLEN=varlen, UPCAST=interpreting(),
-        DD=product_dtype(q.dtype))
+        DD=product_dtype(q.dtype, K))
     return o, ht, inter
 
 

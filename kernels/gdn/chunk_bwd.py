@@ -348,7 +348,7 @@ def chunk_gated_delta_rule_bwd(q, k, v, beta, scale, initial_state, cu_seqlens, 
     cu = cu_seqlens if varlen else dummy
     idx = indices if varlen else dummy
     NT = triton.cdiv(T, C)
-    DD = product_dtype(q.dtype)
+    DD = product_dtype(q.dtype, K)
     _chunk_wu_kernel[(NC, H)](q, k, inter.gamma, beta, inter.tmat, do, w, dvn, cu, idx, scale, T, NT,
                               H=H, K=K, V=V, BT=C, IS_VARLEN=varlen, UPCAST=interpreting(), DD=DD)
     # BV >= 32: at BV = 16 Triton 3.6 on the H200 compiles _chunk_dh_kernel into an
