@@ -96,18 +96,30 @@ def test_cu_seqlens_many_short(impl):
     assert torch.equal(o[:, s:e], o1)
 
 
-def test_chunk_states_for_backward():
-    """The stored per-chunk states are the state entering each chunk."""
-    q, k, v, g, beta, h0 = inputs(1, 150, 1, 32, "mild", h0=True)
-    o, ht, inter = chunk_gated_delta_rule_fwd(q, k, v, g.float().contiguous(), beta, 32 ** -0.5, h0, True,
+@pytest.mark.parametrize("D", [32, 128])
+def test_chunk_states_for_backward(D):
+    """The stored per-chunk states are the state entering each chunk, kept in the products'
+    operand dtype: float16 for 16-bit inputs with K = 128, float32 otherwise."""
+    q, k, v, g, beta, h0 = inputs(1, 150, 1, D, "mild", h0=True)
+    o, ht, inter = chunk_gated_delta_rule_fwd(q, k, v, g.float().contiguous(), beta, D ** -0.5, h0, True,
                                               store_chunk_states=True)
-    assert inter.h.shape == (3, 1, 32, 32) and inter.v_new.shape == (150, 1, 32)
-    assert inter.h.dtype == inter.v_new.dtype == torch.float16   # 16-bit inputs: kept as float16
-    assert torch.equal(inter.h[0], h0[0].half())
+    assert inter.h.shape == (3, 1, D, D) and inter.v_new.shape == (150, 1, D)
+    kept = torch.float16 if D == 128 else torch.float32
+    assert inter.h.dtype == inter.v_new.dtype == kept
+    assert torch.equal(inter.h[0], h0[0].to(kept))
     _, s128 = naive_recurrent_gated_delta_rule(q[:, :128].float(), k[:, :128].float(), v[:, :128].float(),
                                                g[:, :128], beta[:, :128], initial_state=h0,
                                                output_final_state=True)
     assert relative_rmse(inter.h[2], s128[0]) <= TOL
+
+
+def test_product_dtype():
+    import triton.language as tl
+
+    from kernels.gdn.chunk import product_dtype
+
+    assert product_dtype(torch.bfloat16, 128) == product_dtype(torch.float16, 128) == tl.float16
+    assert product_dtype(torch.bfloat16, 64) == product_dtype(torch.float32, 128) == tl.float32
 
 
 def test_l2norm_in_kernel():

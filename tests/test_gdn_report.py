@@ -71,7 +71,8 @@ def bwd_tidy():
                                  flops=int(b * t * h * 5.7e5), bytes=b * t * h * 1800,
                                  status="unsupported" if impl == "naive" else "ok",
                                  peak_mem_bytes=2**31, peak_mem_timed_bytes=2**30 * b * t * h / 2**19,
-                                 rel_err_dq=0.002 if impl == "chunk" else np.nan, rel_err_dg=0.001))
+                                 rel_err_dq=0.002 if impl == "chunk" else np.nan, rel_err_dg=0.001,
+                                 rel_err=0.0015 if impl == "chunk" else 0.004))
     return pd.DataFrame(rows)
 
 
@@ -87,7 +88,7 @@ def test_backward_figures_tables_macros():
     m = report.macros(df)
     assert m["GdnChunkFwdbwdSpeedupVsFlaBFourTEightK"] == "1.10"
     assert m["GdnChunkFwdbwdPeakGibBFourTEightK"] == "1.00" and m["GdnChunkMsBFourTEightK"] != "n/a"
-    assert m["GdnChunkGradErrMax"] == "0.0020"
+    assert m["GdnChunkGradErrMax"] == "0.0020" and m["GdnChunkOutErrMax"] == "0.0015"
     assert m["GdnFlashQlaBwdSpeedupVsFlaBFourTEightK"] == "1.65"
     assert m["GdnFlashQlaVerdict"] == "forward holds; backward does not hold"
     assert all(k.isalpha() and k.startswith("Gdn") for k in m)
@@ -120,4 +121,5 @@ def test_kernel_table_shares_and_other():
     m = report.macros(report.derive(df))
     assert m["GdnChunkKernelMsBFourTEightK"] == "2.000" and m["GdnFlaKernelMsBFourTEightK"] == "0.500"
     assert m["GdnChunkGradErrMax"] == "n/a" and m["GdnChunkSpeedupVsFlaBOneTOneK"] == "1.11"
+    assert m["GdnChunkOutErrMax"] == "n/a"
     assert report.TABLES["gdn_kernels"](report.derive(tidy())).empty

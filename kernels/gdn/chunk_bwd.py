@@ -37,7 +37,7 @@ backward differentiates that chunk-local computation analytically:
 5. ``_chunk_bwd_gate_kernel``, one program per (chunk, head): dbeta and dgamma
    summed over steps 3 and 4; dg is the reverse in-chunk cumulative sum of dgamma.
 
-With 16-bit inputs every product takes float16 operands (Q K^T and K K^T the
+With 16-bit inputs and K = 128 every product takes float16 operands (Q K^T and K K^T the
 inputs themselves) with float32 accumulation, as in the forward (``HALF_PRODUCTS``). Where a product
 sums terms scaled by decays (W, diag(e^gamma) Q), the chunk's largest decay
 e^gamma_0 is factored out and applied to the float32 result: otherwise terms
@@ -46,14 +46,14 @@ precision (RMSE/RMS 0.0175 at T = 300 in the model-init regime, 0.0000 with the
 factor). Transposed operands are loaded
 transposed through pointer arithmetic; the two computed C x C matrices whose
 transposes are needed (Ms, B) reach step 4 through a scratch in global
-memory (only products read it: float16 with 16-bit inputs), read back transposed, instead of ``tl.trans``: Triton 3.4-3.6 on Hopper miscompiles
+memory (only products read it: float16 with float16 products), read back transposed, instead of ``tl.trans``: Triton 3.4-3.6 on Hopper miscompiles
 ``tl.dot(tl.trans(x), y)`` for a dot result x (flash-linear-attention issue
 640, fixed there the same way). No atomics: every output element is written
 by exactly one program, so gradients are bitwise reproducible.
 
 The forward of the autograd Function keeps its intermediates
 (:class:`kernels.gdn.chunk.ChunkIntermediates`): gamma and T in float32, the
-chunk states and V_new in float16 with 16-bit inputs (every later use is a
+chunk states and V_new in float16 with float16 products (every later use is a
 float16-operand product, or S * dS' upcast), else float32: with p bytes per
 kept element, (C + 1) * 4 + V * p bytes per token and head plus K * V * p per
 chunk and head. The backward adds W (K * 4 bytes per token and head), the

@@ -248,7 +248,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     the forward's summed kernel time at B4 T8192 H16 (``Gdn<Impl>KernelMs...``, from
     the profiled breakdown); FlashQLA's speedups over FLA and the verdict on its
     claim (``GdnFlashQlaVerdict``); the speedup over FLA at B1 T1024 H16; the largest
-    gradient RMSE/RMS of ``chunk`` against float64 (``GdnChunkGradErrMax``)."""
+    output and gradient RMSE/RMS of ``chunk`` against float64 (``GdnChunkOutErrMax``,
+    ``GdnChunkGradErrMax``)."""
     m = {}
     names = {(4, 8192, 16): "BFourTEightK", (1, 32768, 32): "BOneTThirtyTwoK", (8, 4096, 16): "BEightTFourK"}
     for (b, t, h), tag in names.items():
@@ -280,6 +281,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     grads = [c for c in df.columns if c in ("rel_err_dq", "rel_err_dk", "rel_err_dv", "rel_err_dg", "rel_err_dbeta")]
     g = df[(df["impl"] == "chunk") & (df["pass"] != "fwd")][grads]
     m["GdnChunkGradErrMax"] = _fmt(g.max().max() if len(g) and grads else None, ".4f")
+    o = df.loc[df["impl"] == "chunk", "rel_err"] if "rel_err" in df.columns else pd.Series(dtype=float)
+    m["GdnChunkOutErrMax"] = _fmt(o.max() if o.notna().any() else None, ".4f")
     d = _pass(df, "fwd")
     d = d[(d["impl"] == "chunk") & d["speedup_vs_naive"].notna()]
     if len(d):
