@@ -142,6 +142,22 @@ def test_value_block_fills_sms_and_respects_floor(monkeypatch):
     assert _launch.value_block(16, 8, cpu, min_block=32) == 16
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("fn", [chunk_gated_delta_rule, fused_recurrent_gated_delta_rule])
+def test_gpu_gate_error_and_no_wait_for_kernels(fn):
+    """On the GPU g > 0 still raises (the check's result travels by an async copy), and a
+    valid call returns before its kernels have finished."""
+    q, k, v, g, beta, _ = inputs(1, 300, 4, 128, "mild")
+    with pytest.raises(ValueError, match="g is a log decay and must be <= 0; max is 0.5"):
+        fn(q, k, v, torch.where(torch.arange(300, device=g.device)[None, :, None] == 3, 0.5, g), beta)
+    q, k, v, g, beta, _ = inputs(4, 8192, 16, 128, "mild")   # kernels of a millisecond or more
+    fn(q, k, v, g, beta)   # compiled and tuned
+    torch.cuda.synchronize()
+    fn(q, k, v, g, beta)
+    assert not torch.cuda.current_stream().query()
+
+
 @pytest.mark.parametrize("fn", [chunk_gated_delta_rule, fused_recurrent_gated_delta_rule,
                                 naive_recurrent_gated_delta_rule])
 def test_errors(fn):
