@@ -8,7 +8,7 @@ of the WY representation), S = the K x V state entering a chunk. Per chunk
     O     = scale diag(e^gamma) Q S + Aqk V_new,      Aqk = scale (Q K^T * Gamma) lower incl. diagonal
     S'    = e^{gamma_C} S + K^T diag(e^{gamma_C - gamma}) V_new.
 
-Two kernels:
+Three kernels:
 
 1. ``_chunk_prepare_kernel``, one program per (chunk, head), everything that
    does not depend on the state: gamma, and T from A built in 16 x 16 blocks
@@ -18,17 +18,20 @@ Two kernels:
    operands with 16-bit inputs and K = 128 (the output's and final state's errors at
    T = 1000 did not change in the interpreter), full float32 otherwise.
 2. ``_chunk_state_kernel``, one program per (sequence, head, value block),
-   walks the chunks in order with the K x BV state in registers (float32)
-   and fuses the output. W and U are never materialised: V_new is T applied
-   to a residual computed from K, V and S, so the chunk reads only Q, K, V
-   and T. The value axis is split across programs (BV = 64/32/16, about one
-   program per SM) so that small B*H still fills the GPU.
-
-On the H200 at B4 T8192 H16 a split with a third, parallel output kernel
-reading float32 chunk states (as flash-linear-attention does with bfloat16
-states) spent 650 us in that kernel alone (before the float16 products): the
-states are 1 KiB per token and head in float32, so the output stays fused into
-the sequential pass.
+   walks the chunks in order with the K x BV state in registers (float32).
+   W and U are never materialised: V_new is T applied to a residual computed
+   from K, V and S, so the chunk reads only K, V and T. It stores the state
+   entering each chunk and V_new. The value axis is split across programs
+   (BV = 64/32/16, about one program per SM) so that small B*H still fills
+   the GPU.
+3. ``_chunk_output_kernel``, one program per (chunk, head), the output from
+   Q, K, gamma and the stored state and V_new, in parallel over the chunks
+   (``SPLIT_OUTPUT``, flash-linear-attention's split). Without it the
+   sequential pass computes the output itself (``FUSE_OUTPUT``) and stores
+   the states only for the backward pass. On the H200 at B4 T8192 H16 an
+   earlier split that read float32 states spent 650 us in its output kernel,
+   so the output was fused; the states are now float16 with 16-bit inputs
+   (half the bytes) and the sequential pass does half the products without it.
 
 Precision: products with the 16-bit inputs (K K^T, Q K^T) round nothing extra;
 the state kernel's products (K S, T times the residual, Q S, Aqk V_new,
@@ -88,6 +91,11 @@ def product_dtype(dtype: torch.dtype, head_dim: int):
 # shared-memory read (compute-sanitizer), an illegal memory access; num_stages=1 with
 # 4 warps at BV = 16 gave no result within 40 s in the same sweep (not investigated)
 _STATE_CONFIGS = [triton.Config({}, num_warps=4, num_stages=s) for s in (2, 3)]
+_OUTPUT_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (1, 2)]
+#: Compute the output in a parallel kernel per (chunk, head) from the stored chunk
+#: states and V_new instead of inside the sequential pass (flash-linear-attention's
+#: split), which leaves the sequential pass only the recurrence's own products.
+SPLIT_OUTPUT = True
 
 
 @triton.jit
@@ -168,15 +176,16 @@ def _chunk_prepare_kernel(k, g, beta, gamma, tmat, cu_seqlens, chunk_indices, T,
     _store_t_rows(base, rows3, m3, H * BT, X30, X31, X32, D3)
 
 
-@maybe_autotune(_STATE_CONFIGS, key=["K", "V", "BV", "STORE_H", "DD"])
+@maybe_autotune(_STATE_CONFIGS, key=["K", "V", "BV", "STORE_H", "FUSE_OUTPUT", "DD"])
 @triton.jit
 def _chunk_state_kernel(q, k, v, gamma, beta, tmat, o, h, v_new, h0, ht, cu_seqlens, chunk_offsets, scale, T,
                         H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                         BV: tl.constexpr, USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
                         STORE_H: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr,
-                        DD: tl.constexpr = tl.float32):
-    """Sequential pass over the chunks of one (sequence, head, value block): V_new, the output,
-    the next state; with STORE_H also the state entering each chunk and V_new (for the backward)."""
+                        DD: tl.constexpr = tl.float32, FUSE_OUTPUT: tl.constexpr = True):
+    """Sequential pass over the chunks of one (sequence, head, value block): V_new and the
+    next state, with FUSE_OUTPUT the output too; with STORE_H also the state entering each
+    chunk and V_new (for the backward pass and for ``_chunk_output_kernel``)."""
     i_v = tl.program_id(0)
     i_nh = tl.program_id(1)
     i_n = i_nh // H
@@ -207,16 +216,44 @@ def _chunk_state_kernel(q, k, v, gamma, beta, tmat, o, h, v_new, h0, ht, cu_seql
         b_vn = _mm(b_t, b_x, DD, UPCAST)
         if STORE_H:
             _store_rows(v_new + i_h * V, rt, mt, H * V, cv, b_vn)
-        # O = scale diag(e^gamma) Q S + Aqk V_new (off the recurrence's critical path)
-        b_q = _load_rows(q + i_h * K, rt, mt, H * K, ck)
-        d = tl.where((ct[:, None] >= ct[None, :]) & mt[:, None], b_g[:, None] - b_g[None, :], float("-inf"))
-        b_a = _mm(b_q, tl.trans(b_k), DT, UPCAST) * tl.exp(d) * scale
-        b_o = _mm(b_q, S, DD, UPCAST) * (scale * tl.exp(b_g))[:, None] + _mm(b_a, b_vn, DD, UPCAST)
-        _store_rows(o + i_h * V, rt, mt, H * V, cv, b_o)
+        if FUSE_OUTPUT:
+            # O = scale diag(e^gamma) Q S + Aqk V_new (off the recurrence's critical path)
+            b_q = _load_rows(q + i_h * K, rt, mt, H * K, ck)
+            d = tl.where((ct[:, None] >= ct[None, :]) & mt[:, None], b_g[:, None] - b_g[None, :], float("-inf"))
+            b_a = _mm(b_q, tl.trans(b_k), DT, UPCAST) * tl.exp(d) * scale
+            b_o = _mm(b_q, S, DD, UPCAST) * (scale * tl.exp(b_g))[:, None] + _mm(b_a, b_vn, DD, UPCAST)
+            _store_rows(o + i_h * V, rt, mt, H * V, cv, b_o)
         b_kd = b_k * tl.where(mt, tl.exp(g_last - b_g), 0.0)[:, None]
         S = S * tl.exp(g_last) + _mm(tl.trans(b_kd), b_vn, DD, UPCAST)
     if STORE_HT:
         tl.store(ht + i_nh.to(tl.int64) * K * V + ck[:, None] * V + cv[None, :], S)
+
+
+@maybe_autotune(_OUTPUT_CONFIGS, key=["K", "V", "DD"])
+@triton.jit
+def _chunk_output_kernel(q, k, gamma, h, v_new, o, cu_seqlens, chunk_indices, scale, T, NT,
+                         H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                         IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
+    """O = scale diag(e^gamma) Q S + Aqk V_new of one (chunk, head), from the state entering
+    the chunk and V_new that ``_chunk_state_kernel`` stored (STORE_H, FUSE_OUTPUT off)."""
+    i_c = tl.program_id(0)
+    i_h = tl.program_id(1)
+    t0, eos = _chunk_bounds(i_c, cu_seqlens, chunk_indices, T, NT, BT, IS_VARLEN)
+    DT: tl.constexpr = k.dtype.element_ty
+    ck = tl.arange(0, K)
+    cv = tl.arange(0, V)
+    ct = tl.arange(0, BT)
+    rt = t0 + ct
+    mt = rt < eos
+    b_q = _load_rows(q + i_h * K, rt, mt, H * K, ck)
+    b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
+    b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
+    S = tl.load(h + (i_c.to(tl.int64) * H + i_h) * K * V + ck[:, None] * V + cv[None, :])
+    d = tl.where((ct[:, None] >= ct[None, :]) & mt[:, None], b_g[:, None] - b_g[None, :], float("-inf"))
+    b_a = _mm(b_q, tl.trans(b_k), DT, UPCAST) * tl.exp(d) * scale
+    b_vn = _load_rows(v_new + i_h * V, rt, mt, H * V, cv)
+    b_o = _mm(b_q, S, DD, UPCAST) * (scale * tl.exp(b_g))[:, None] + _mm(b_a, b_vn, DD, UPCAST)
+    _store_rows(o + i_h * V, rt, mt, H * V, cv, b_o)
 
 
 @dataclasses.dataclass
@@ -277,8 +314,9 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     gamma = torch.empty(B * T, H, dtype=torch.float32, device=dev)
     tmat = torch.empty(B * T, H, C, dtype=torch.float32, device=dev)
     kept = torch.float16 if product_dtype(q.dtype, K) == tl.float16 else torch.float32   # read only by products
-    h = torch.empty(NC, H, K, V, dtype=kept, device=dev) if store_chunk_states else None
-    v_new = torch.empty(B * T, H, V, dtype=kept, device=dev) if store_chunk_states else None
+    keep = store_chunk_states or SPLIT_OUTPUT
+    h = torch.empty(NC, H, K, V, dtype=kept, device=dev) if keep else None
+    v_new = torch.empty(B * T, H, V, dtype=kept, device=dev) if keep else None
     o = torch.empty_like(v)
     ht = torch.empty(N, H, K, V, dtype=torch.float32, device=dev) if output_final_state else None
     inter = ChunkIntermediates(gamma, tmat, h, v_new, offsets, indices)
@@ -298,14 +336,17 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
         q, k, v, gamma, beta, tmat, o, h if h is not None else dummy, v_new if v_new is not None else dummy,
         initial_state if initial_state is not None else dummy, ht if ht is not None else dummy,
         cu, offsets, scale, T, H=H, K=K, V=V, BT=C, BV=BV, USE_H0=initial_state is not None,
-        STORE_HT=ht is not None, STORE_H=store_chunk_states, IS_VARLEN=varlen, UPCAST=interpreting(),
-        DD=product_dtype(q.dtype, K))
+        STORE_HT=ht is not None, STORE_H=keep, IS_VARLEN=varlen, UPCAST=interpreting(),
+        DD=product_dtype(q.dtype, K), FUSE_OUTPUT=not SPLIT_OUTPUT)
+    if SPLIT_OUTPUT:
+        _chunk_output_kernel[(NC, H)](q, k, gamma, h, v_new, o, cu, idx, scale, T, NT, H=H, K=K, V=V, BT=C,
+                                      IS_VARLEN=varlen, UPCAST=interpreting(), DD=product_dtype(q.dtype, K))
     return o, ht, inter
 
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
                            cu_seqlens=None, use_qk_l2norm_in_kernel=False):
-    """Gated delta rule forward by the chunked algorithm (chunk 64), two Triton kernels.
+    """Gated delta rule forward by the chunked algorithm (chunk 64), three Triton kernels.
 
     Args (flash-linear-attention's names and order):
         q, k: ``[B, T, H, K]`` float16/bfloat16/float32, L2-normalised (or set
