@@ -1,6 +1,6 @@
 """H200 A/B for branch gdn-split-output: the GDN chunk forward with the output fused into the
 sequential pass or split into a parallel kernel (SPLIT_OUTPUT), against FLA in the same process:
-float64 check, median ms, kernel breakdown, peak memory. Run: python3 tools/ab_gdn_split.py"""
+float64 check, median ms, kernel breakdown, peak memory. Run: python3 tools/ab_gdn_split.py [--fla]"""
 import os, sys
 import torch, triton
 sys.path.insert(0, os.getcwd())
@@ -9,9 +9,10 @@ from kernels.gdn import study as gs
 import kernels.gdn.chunk as ch
 dev = torch.device("cuda")
 for pas, shape in (("fwd", dict(batch=4, seqlen=8192, heads=16)), ("fwd", dict(batch=1, seqlen=32768, heads=32)),
-                   ("fwdbwd", dict(batch=4, seqlen=8192, heads=16)), ("fwdbwd", dict(batch=1, seqlen=32768, heads=32))):
+                   ("fwdbwd", dict(batch=4, seqlen=8192, heads=16))):
     case = {"pass": pas, "dtype": "bfloat16", "head_dim": 128, "num_seqs": shape["batch"], "varlen": False, **shape}
-    for name, impl, split in (("fused", "chunk", False), ("split", "chunk", True), ("fla", "fla_chunk", None)):
+    for name, impl, split in (("fused", "chunk", False), ("split", "chunk", True)) + (
+            (("fla", "fla_chunk", None),) if "--fla" in sys.argv else ()):
         try:
             if split is not None:
                 ch.SPLIT_OUTPUT = split

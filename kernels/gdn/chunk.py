@@ -65,7 +65,7 @@ import triton
 import triton.language as tl
 
 from kernels.gdn._launch import value_block
-from kernels.gdn._triton import (_chunk_bounds, _inv_unit_lower16, _kkt_block, _load_rows, _mm,
+from kernels.gdn._triton import (_chunk_bounds, _inv_unit_lower16, _kkt_block, _load_rows, _load_t, _mm,
                                  _seq_bounds, _solve_mm, _store_rows)
 from kernels.launch import interpreting, maybe_autotune
 from kernels.gdn.validate import check_inputs, gate_check, l2norm
@@ -107,12 +107,29 @@ def _store_t_rows(ptr, rows, mask, stride, X0, X1, X2, X3):
     _store_rows(ptr, rows, mask, stride, r16 + 48, X3)
 
 
-@maybe_autotune(_PREP_CONFIGS, key=["K", "DD"])
 @triton.jit
-def _chunk_prepare_kernel(k, g, beta, gamma, tmat, cu_seqlens, chunk_indices, T, NT,
-                          H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
-                          IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
-    """gamma and T = (I + A)^-1 of one (chunk, head); row r of T at ``tmat[token r, head, :]``."""
+def _wy_rows(X0, X1, X2, X3, y0, y1, y2, y3, s0, s1, s2, s3, NB: tl.constexpr, DD: tl.constexpr,
+             UPCAST: tl.constexpr):
+    """One 16-row block of T diag(s) Y: sum over j < NB of X_j (diag(s_j) y_j), X_j the
+    16 x 16 blocks of that row of T and y_j the 16-row blocks of Y (float32)."""
+    acc = _mm(X0, y0 * s0[:, None], DD, UPCAST)
+    if NB > 1:
+        acc += _mm(X1, y1 * s1[:, None], DD, UPCAST)
+    if NB > 2:
+        acc += _mm(X2, y2 * s2[:, None], DD, UPCAST)
+    if NB > 3:
+        acc += _mm(X3, y3 * s3[:, None], DD, UPCAST)
+    return acc
+
+
+@maybe_autotune(_PREP_CONFIGS, key=["K", "V", "STORE_T", "DD"])
+@triton.jit
+def _chunk_prepare_kernel(k, v, g, beta, gamma, tmat, w, u, cu_seqlens, chunk_indices, T, NT,
+                          H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                          STORE_T: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr,
+                          DD: tl.constexpr):
+    """gamma, W = T diag(beta e^gamma) K and U = T diag(beta) V of one (chunk, head), with
+    STORE_T also T = (I + A)^-1 (row r of T at ``tmat[token r, head, :]``)."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
     t0, eos = _chunk_bounds(i_c, cu_seqlens, chunk_indices, T, NT, BT, IS_VARLEN)
@@ -167,23 +184,48 @@ def _chunk_prepare_kernel(k, g, beta, gamma, tmat, cu_seqlens, chunk_indices, T,
     X31 = -_solve_mm(D3, _solve_mm(A31, D1, DD, UPCAST) + _solve_mm(A32, X21, DD, UPCAST), DD, UPCAST)
     X30 = -_solve_mm(D3, _solve_mm(A30, D0, DD, UPCAST) + _solve_mm(A31, X10, DD, UPCAST)
                      + _solve_mm(A32, X20, DD, UPCAST), DD, UPCAST)
-    zero = tl.zeros([16, 16], dtype=tl.float32)
-    base = tmat + i_h * BT
-    _store_t_rows(base, rows0, m0, H * BT, D0, zero, zero, zero)
-    _store_t_rows(base, rows1, m1, H * BT, X10, D1, zero, zero)
-    _store_t_rows(base, rows2, m2, H * BT, X20, X21, D2, zero)
-    _store_t_rows(base, rows3, m3, H * BT, X30, X31, X32, D3)
+    if STORE_T:
+        zero = tl.zeros([16, 16], dtype=tl.float32)
+        base = tmat + i_h * BT
+        _store_t_rows(base, rows0, m0, H * BT, D0, zero, zero, zero)
+        _store_t_rows(base, rows1, m1, H * BT, X10, D1, zero, zero)
+        _store_t_rows(base, rows2, m2, H * BT, X20, X21, D2, zero)
+        _store_t_rows(base, rows3, m3, H * BT, X30, X31, X32, D3)
+    # W and U by 16-row blocks of T (lower block triangular)
+    _store_rows(w + i_h * K, rows0, m0, H * K, ck, _wy_rows(D0, D0, D0, D0, k0, k0, k0, k0, b0 * tl.exp(c0),
+                                                           b0, b0, b0, 1, DD, UPCAST))
+    _store_rows(w + i_h * K, rows1, m1, H * K, ck, _wy_rows(X10, D1, D1, D1, k0, k1, k1, k1, b0 * tl.exp(c0),
+                                                           b1 * tl.exp(c1), b1, b1, 2, DD, UPCAST))
+    _store_rows(w + i_h * K, rows2, m2, H * K, ck, _wy_rows(X20, X21, D2, D2, k0, k1, k2, k2, b0 * tl.exp(c0),
+                                                           b1 * tl.exp(c1), b2 * tl.exp(c2), b2, 3, DD, UPCAST))
+    _store_rows(w + i_h * K, rows3, m3, H * K, ck, _wy_rows(X30, X31, X32, D3, k0, k1, k2, k3, b0 * tl.exp(c0),
+                                                           b1 * tl.exp(c1), b2 * tl.exp(c2), b3 * tl.exp(c3), 4,
+                                                           DD, UPCAST))
+    cv = tl.arange(0, V)
+    v_base = v + i_h * V
+    v0 = _load_rows(v_base, rows0, m0, H * V, cv)
+    v1 = _load_rows(v_base, rows1, m1, H * V, cv)
+    v2 = _load_rows(v_base, rows2, m2, H * V, cv)
+    v3 = _load_rows(v_base, rows3, m3, H * V, cv)
+    _store_rows(u + i_h * V, rows0, m0, H * V, cv, _wy_rows(D0, D0, D0, D0, v0, v0, v0, v0, b0, b0, b0, b0, 1,
+                                                           DD, UPCAST))
+    _store_rows(u + i_h * V, rows1, m1, H * V, cv, _wy_rows(X10, D1, D1, D1, v0, v1, v1, v1, b0, b1, b1, b1, 2,
+                                                           DD, UPCAST))
+    _store_rows(u + i_h * V, rows2, m2, H * V, cv, _wy_rows(X20, X21, D2, D2, v0, v1, v2, v2, b0, b1, b2, b2, 3,
+                                                           DD, UPCAST))
+    _store_rows(u + i_h * V, rows3, m3, H * V, cv, _wy_rows(X30, X31, X32, D3, v0, v1, v2, v3, b0, b1, b2, b3, 4,
+                                                           DD, UPCAST))
 
 
 @maybe_autotune(_STATE_CONFIGS, key=["K", "V", "BV", "STORE_H", "FUSE_OUTPUT", "DD"])
 @triton.jit
-def _chunk_state_kernel(q, k, v, gamma, beta, tmat, o, h, v_new, h0, ht, cu_seqlens, chunk_offsets, scale, T,
+def _chunk_state_kernel(q, k, w, u, gamma, o, h, v_new, h0, ht, cu_seqlens, chunk_offsets, scale, T,
                         H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                         BV: tl.constexpr, USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
                         STORE_H: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr,
                         FUSE_OUTPUT: tl.constexpr):
-    """Sequential pass over the chunks of one (sequence, head, value block): V_new and the
-    next state, with FUSE_OUTPUT the output too; with STORE_H also the state entering each
+    """Sequential pass over the chunks of one (sequence, head, value block): V_new = U - W S and
+    the next state, with FUSE_OUTPUT the output too; with STORE_H also the state entering each
     chunk and V_new (for the backward pass and for ``_chunk_output_kernel``)."""
     i_v = tl.program_id(0)
     i_nh = tl.program_id(1)
@@ -205,25 +247,25 @@ def _chunk_state_kernel(q, k, v, gamma, beta, tmat, o, h, v_new, h0, ht, cu_seql
         if STORE_H:
             tl.store(h + ((c_off + i_t) * H + i_h) * K * V + ck[:, None] * V + cv[None, :],
                      S.to(h.dtype.element_ty))
-        b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
-        b_v = _load_rows(v + i_h * V, rt, mt, H * V, cv).to(tl.float32)
-        b_t = _load_rows(tmat + i_h * BT, rt, mt, H * BT, ct)
+        b_w = _load_rows(w + i_h * K, rt, mt, H * K, ck)
+        b_u = _load_rows(u + i_h * V, rt, mt, H * V, cv).to(tl.float32)
         b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
-        b_b = tl.load(beta + rt * H + i_h, mask=mt, other=0.0).to(tl.float32)
         g_last = tl.load(gamma + last * H + i_h)
-        b_x = (b_v - tl.exp(b_g)[:, None] * _mm(b_k, S, DD, UPCAST)) * b_b[:, None]
-        b_vn = _mm(b_t, b_x, DD, UPCAST)
+        b_vn = b_u - _mm(b_w, S, DD, UPCAST)
         if STORE_H:
             _store_rows(v_new + i_h * V, rt, mt, H * V, cv, b_vn)
         if FUSE_OUTPUT:
             # O = scale diag(e^gamma) Q S + Aqk V_new (off the recurrence's critical path)
             b_q = _load_rows(q + i_h * K, rt, mt, H * K, ck)
+            b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
             d = tl.where((ct[:, None] >= ct[None, :]) & mt[:, None], b_g[:, None] - b_g[None, :], float("-inf"))
             b_a = _mm(b_q, tl.trans(b_k), DT, UPCAST) * tl.exp(d) * scale
             b_o = _mm(b_q, S, DD, UPCAST) * (scale * tl.exp(b_g))[:, None] + _mm(b_a, b_vn, DD, UPCAST)
             _store_rows(o + i_h * V, rt, mt, H * V, cv, b_o)
-        b_kd = b_k * tl.where(mt, tl.exp(g_last - b_g), 0.0)[:, None]
-        S = S * tl.exp(g_last) + _mm(tl.trans(b_kd), b_vn, DD, UPCAST)
+        # S' = e^{gamma_C} S + K^T (diag(e^{gamma_C - gamma}) V_new), K^T loaded transposed
+        b_kt = _load_t(k + i_h * K, rt, mt, H * K, ck)
+        b_vd = b_vn * tl.where(mt, tl.exp(g_last - b_g), 0.0)[:, None]
+        S = S * tl.exp(g_last) + _mm(b_kt, b_vd, DD, UPCAST)
     if STORE_HT:
         tl.store(ht + i_nh.to(tl.int64) * K * V + ck[:, None] * V + cv[None, :], S)
 
@@ -311,9 +353,11 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     dev, C = q.device, CHUNK_SIZE
     indices, offsets, NC = _chunk_tables(B, T, cu_seqlens, dev)
     gamma = torch.empty(B * T, H, dtype=torch.float32, device=dev)
-    tmat = torch.empty(B * T, H, C, dtype=torch.float32, device=dev)
     DD = product_dtype(q.dtype, K)
     kept = torch.float16 if DD == tl.float16 else torch.float32   # read only by products
+    tmat = torch.empty(B * T, H, C, dtype=torch.float32, device=dev) if store_chunk_states else None
+    w = torch.empty(B * T, H, K, dtype=kept, device=dev)
+    u = torch.empty(B * T, H, V, dtype=kept, device=dev)
     keep = store_chunk_states or SPLIT_OUTPUT
     h = torch.empty(NC, H, K, V, dtype=kept, device=dev) if keep else None
     v_new = torch.empty(B * T, H, V, dtype=kept, device=dev) if keep else None
@@ -329,11 +373,12 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     cu = cu_seqlens if varlen else dummy
     idx = indices if varlen else dummy
     NT = triton.cdiv(T, C)
-    _chunk_prepare_kernel[(NC, H)](k, g, beta, gamma, tmat, cu, idx, T, NT, H=H, K=K, BT=C,
-                                   IS_VARLEN=varlen, UPCAST=interpreting(), DD=DD)
+    _chunk_prepare_kernel[(NC, H)](k, v, g, beta, gamma, tmat if tmat is not None else dummy, w, u, cu, idx,
+                                   T, NT, H=H, K=K, V=V, BT=C, STORE_T=tmat is not None, IS_VARLEN=varlen,
+                                   UPCAST=interpreting(), DD=DD)
     BV = value_block(V, N * H, dev)
     _chunk_state_kernel[(V // BV, N * H)](
-        q, k, v, gamma, beta, tmat, o, h if h is not None else dummy, v_new if v_new is not None else dummy,
+        q, k, w, u, gamma, o, h if h is not None else dummy, v_new if v_new is not None else dummy,
         initial_state if initial_state is not None else dummy, ht if ht is not None else dummy,
         cu, offsets, scale, T, H=H, K=K, V=V, BT=C, BV=BV, USE_H0=initial_state is not None,
         STORE_HT=ht is not None, STORE_H=keep, IS_VARLEN=varlen, UPCAST=interpreting(),
