@@ -113,23 +113,6 @@ def test_chunk_states_for_backward(D):
     assert relative_rmse(inter.h[2], s128[0]) <= TOL
 
 
-@pytest.mark.parametrize("D,cu", [(128, None), (32, [0, 5, 70, 150])])
-def test_split_output_equals_fused(D, cu, monkeypatch):
-    """The output computed by the parallel output kernel from the stored states equals the
-    one fused into the sequential pass (same operands, same products)."""
-    from kernels.gdn import chunk
-
-    N = 1 if cu is None else len(cu) - 1
-    q, k, v, g, beta, h0 = inputs(1, 150, 2, D, "init", h0=True, N=N)
-    cu = None if cu is None else torch.tensor(cu, dtype=torch.int32, device=q.device)
-    outs = []
-    for split in (True, False):
-        monkeypatch.setattr(chunk, "SPLIT_OUTPUT", split)
-        outs.append(chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True,
-                                           cu_seqlens=cu))
-    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
-
-
 def test_product_dtype():
     import triton.language as tl
 

@@ -11,31 +11,36 @@ of the WY representation), S = the K x V state entering a chunk. Per chunk
 Three kernels:
 
 1. ``_chunk_prepare_kernel``, one program per (chunk, head), everything that
-   does not depend on the state: gamma, and T from A built in 16 x 16 blocks
+   does not depend on the state: gamma; T from A built in 16 x 16 blocks
    (the four diagonal blocks inverted by the product form of
    :func:`kernels.gdn._triton._inv_unit_lower16`, the rest by block
-   products), both stored in float32; the solve's products take float16
-   operands with 16-bit inputs and K = 128 (the output's and final state's errors at
-   T = 1000 did not change in the interpreter), full float32 otherwise.
+   products); and from T's blocks W = T diag(beta e^gamma) K and
+   U = T diag(beta) V, stored in the products' operand dtype. T itself is
+   stored (float32) only for the backward pass. The solve's products take
+   float16 operands with 16-bit inputs and K = 128 (the output's and final
+   state's errors at T = 1000 did not change in the interpreter), full
+   float32 otherwise.
 2. ``_chunk_state_kernel``, one program per (sequence, head, value block),
-   walks the chunks in order with the K x BV state in registers (float32).
-   W and U are never materialised: V_new is T applied to a residual computed
-   from K, V and S, so the chunk reads only K, V and T. It stores the state
-   entering each chunk and V_new. The value axis is split across programs
-   (BV = 64/32/16, about one program per SM) so that small B*H still fills
-   the GPU.
-3. ``_chunk_output_kernel``, one program per (chunk, head), the output from
-   Q, K, gamma and the stored state and V_new, in parallel over the chunks
-   (``SPLIT_OUTPUT``, flash-linear-attention's split). Without it the
-   sequential pass computes the output itself (``FUSE_OUTPUT``) and stores
-   the states only for the backward pass. On the H200 at B4 T8192 H16 an
-   earlier split that read float32 states spent 650 us in its output kernel,
-   so the output was fused; the states are now float16 with 16-bit inputs
-   (half the bytes) and the sequential pass does half the products without it.
+   walks the chunks in order with the K x BV state in registers (float32):
+   V_new = U - W S, then S' = e^{gamma_C} S + K^T (e^{gamma_C - gamma} V_new),
+   two products per chunk on the recurrence's path, with K^T loaded
+   transposed rather than transposed in registers (flash-linear-attention's
+   form of the pass). It stores the state entering each chunk and V_new. The
+   value axis is split across programs (BV = 64/32/16, about one program per
+   SM) so that small B*H still fills the GPU.
+3. ``_chunk_output_kernel``, one program per (chunk, head), in parallel over
+   the chunks: O from Q, K, gamma and the stored state and V_new.
+
+Measured on the H200 (B4 T8192 H16, bf16, forward, same process): with the
+output fused into the sequential pass and V_new computed there as T times a
+residual (three products per chunk on the recurrence's path, T read in
+float32), that pass took 757 us of a 0.92 ms forward; split out, the pass
+alone still took 581 us; with W and U formed in the prepare kernel it took
+235 us (prepare 277 us, output 265 us, 0.81 ms in all).
 
 Precision: products with the 16-bit inputs (K K^T, Q K^T) round nothing extra;
-the state kernel's products (K S, T times the residual, Q S, Aqk V_new,
-K^T V_new) take float16 operands with float32 accumulation
+the products of W, U, the state pass and the output (T's blocks times K and V,
+W S, K^T V_new, Q S, Aqk V_new) take float16 operands with float32 accumulation
 (:func:`product_dtype`: for 16-bit inputs and K = 128): float16 keeps TF32's 11-bit significand at twice the
 tensor-core rate. In the interpreter at T = 1000 (K = 64) the output's
 RMSE/RMS against float64 stayed 0.0033 in every gate regime and the final
@@ -91,10 +96,6 @@ def product_dtype(dtype: torch.dtype, head_dim: int):
 # 4 warps at BV = 16 gave no result within 40 s in the same sweep (not investigated)
 _STATE_CONFIGS = [triton.Config({}, num_warps=4, num_stages=s) for s in (2, 3)]
 _OUTPUT_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (1, 2)]
-#: Compute the output in a parallel kernel per (chunk, head) from the stored chunk
-#: states and V_new instead of inside the sequential pass (flash-linear-attention's
-#: split), which leaves the sequential pass only the recurrence's own products.
-SPLIT_OUTPUT = True
 
 
 @triton.jit
@@ -122,8 +123,10 @@ def _wy_rows(X0, X1, X2, X3, y0, y1, y2, y3, s0, s1, s2, s3, NB: tl.constexpr, D
     return acc
 
 
+# T not specialised: Triton 3.6 on the H200 compiled the T = 1 specialisation of this kernel
+# with 4 or 8 warps into an illegal memory access (2 warps and T = 300 ran correctly)
 @maybe_autotune(_PREP_CONFIGS, key=["K", "V", "STORE_T", "DD"])
-@triton.jit
+@triton.jit(do_not_specialize=["T"])
 def _chunk_prepare_kernel(k, v, g, beta, gamma, tmat, w, u, cu_seqlens, chunk_indices, T, NT,
                           H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                           STORE_T: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr,
@@ -217,22 +220,19 @@ def _chunk_prepare_kernel(k, v, g, beta, gamma, tmat, w, u, cu_seqlens, chunk_in
                                                            DD, UPCAST))
 
 
-@maybe_autotune(_STATE_CONFIGS, key=["K", "V", "BV", "STORE_H", "FUSE_OUTPUT", "DD"])
+@maybe_autotune(_STATE_CONFIGS, key=["K", "V", "BV", "DD"])
 @triton.jit
-def _chunk_state_kernel(q, k, w, u, gamma, o, h, v_new, h0, ht, cu_seqlens, chunk_offsets, scale, T,
+def _chunk_state_kernel(k, w, u, gamma, h, v_new, h0, ht, cu_seqlens, chunk_offsets, T,
                         H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                         BV: tl.constexpr, USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
-                        STORE_H: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr,
-                        FUSE_OUTPUT: tl.constexpr):
-    """Sequential pass over the chunks of one (sequence, head, value block): V_new = U - W S and
-    the next state, with FUSE_OUTPUT the output too; with STORE_H also the state entering each
-    chunk and V_new (for the backward pass and for ``_chunk_output_kernel``)."""
+                        IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
+    """Sequential pass over the chunks of one (sequence, head, value block): stores the state
+    entering each chunk and V_new = U - W S, and carries S' = e^{gamma_C} S + K^T diag(e^{gamma_C - gamma}) V_new."""
     i_v = tl.program_id(0)
     i_nh = tl.program_id(1)
     i_n = i_nh // H
     i_h = i_nh % H
     bos, eos, c_off = _seq_bounds(i_n, cu_seqlens, chunk_offsets, T, BT, IS_VARLEN)
-    DT: tl.constexpr = k.dtype.element_ty
     ck = tl.arange(0, K)
     cv = i_v * BV + tl.arange(0, BV)
     ct = tl.arange(0, BT)
@@ -244,25 +244,14 @@ def _chunk_state_kernel(q, k, w, u, gamma, o, h, v_new, h0, ht, cu_seqlens, chun
         rt = bos + i_t * BT + ct
         mt = rt < eos
         last = tl.minimum(bos + i_t * BT + BT, eos) - 1
-        if STORE_H:
-            tl.store(h + ((c_off + i_t) * H + i_h) * K * V + ck[:, None] * V + cv[None, :],
-                     S.to(h.dtype.element_ty))
+        tl.store(h + ((c_off + i_t) * H + i_h) * K * V + ck[:, None] * V + cv[None, :], S.to(h.dtype.element_ty))
         b_w = _load_rows(w + i_h * K, rt, mt, H * K, ck)
         b_u = _load_rows(u + i_h * V, rt, mt, H * V, cv).to(tl.float32)
         b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
         g_last = tl.load(gamma + last * H + i_h)
         b_vn = b_u - _mm(b_w, S, DD, UPCAST)
-        if STORE_H:
-            _store_rows(v_new + i_h * V, rt, mt, H * V, cv, b_vn)
-        if FUSE_OUTPUT:
-            # O = scale diag(e^gamma) Q S + Aqk V_new (off the recurrence's critical path)
-            b_q = _load_rows(q + i_h * K, rt, mt, H * K, ck)
-            b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
-            d = tl.where((ct[:, None] >= ct[None, :]) & mt[:, None], b_g[:, None] - b_g[None, :], float("-inf"))
-            b_a = _mm(b_q, tl.trans(b_k), DT, UPCAST) * tl.exp(d) * scale
-            b_o = _mm(b_q, S, DD, UPCAST) * (scale * tl.exp(b_g))[:, None] + _mm(b_a, b_vn, DD, UPCAST)
-            _store_rows(o + i_h * V, rt, mt, H * V, cv, b_o)
-        # S' = e^{gamma_C} S + K^T (diag(e^{gamma_C - gamma}) V_new), K^T loaded transposed
+        _store_rows(v_new + i_h * V, rt, mt, H * V, cv, b_vn)
+        # the decay goes on V_new and K^T is loaded transposed: no transpose in registers
         b_kt = _load_t(k + i_h * K, rt, mt, H * K, ck)
         b_vd = b_vn * tl.where(mt, tl.exp(g_last - b_g), 0.0)[:, None]
         S = S * tl.exp(g_last) + _mm(b_kt, b_vd, DD, UPCAST)
@@ -276,7 +265,7 @@ def _chunk_output_kernel(q, k, gamma, h, v_new, o, cu_seqlens, chunk_indices, sc
                          H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                          IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
     """O = scale diag(e^gamma) Q S + Aqk V_new of one (chunk, head), from the state entering
-    the chunk and V_new that ``_chunk_state_kernel`` stored (STORE_H, FUSE_OUTPUT off)."""
+    the chunk and V_new that ``_chunk_state_kernel`` stored."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
     t0, eos = _chunk_bounds(i_c, cu_seqlens, chunk_indices, T, NT, BT, IS_VARLEN)
@@ -303,9 +292,10 @@ class ChunkIntermediates:
 
     Attributes:
         gamma: ``[B*T, H]`` float32, in-chunk cumulative sum of g.
-        tmat: ``[B*T, H, C]`` float32, row r of T = (I + A)^-1 of r's chunk.
-        h: ``[num_chunks, H, K, V]`` state entering each chunk, or None.
-        v_new: ``[B*T, H, V]`` V_new, or None. Both float16 when the products take
+        tmat: ``[B*T, H, C]`` float32, row r of T = (I + A)^-1 of r's chunk, or None
+            unless ``store_chunk_states``.
+        h: ``[num_chunks, H, K, V]`` state entering each chunk.
+        v_new: ``[B*T, H, V]`` V_new. Both float16 when the products take
             float16 operands (:func:`product_dtype`), else float32.
         chunk_offsets: ``[N + 1]`` int32 first chunk of each sequence in ``h``.
         chunk_indices: ``[num_chunks, 2]`` int32 (sequence, chunk within it) of
@@ -313,7 +303,7 @@ class ChunkIntermediates:
     """
 
     gamma: torch.Tensor
-    tmat: torch.Tensor
+    tmat: torch.Tensor | None
     h: torch.Tensor
     v_new: torch.Tensor
     chunk_offsets: torch.Tensor
@@ -342,8 +332,8 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     """Chunked forward on validated, contiguous inputs; also returns the intermediates.
 
     Args: as :func:`chunk_gated_delta_rule` (g already float32, q/k normalised,
-        ``scale`` a float), plus ``store_chunk_states`` to also write the state
-        entering every chunk and V_new (what the backward pass reads).
+        ``scale`` a float), plus ``store_chunk_states`` to also write T, which the
+        backward pass reads with the chunk states and V_new.
     Returns:
         ``(o [B, T, H, V], final_state [N, H, K, V] float32 or None, ChunkIntermediates)``.
     """
@@ -358,9 +348,8 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     tmat = torch.empty(B * T, H, C, dtype=torch.float32, device=dev) if store_chunk_states else None
     w = torch.empty(B * T, H, K, dtype=kept, device=dev)
     u = torch.empty(B * T, H, V, dtype=kept, device=dev)
-    keep = store_chunk_states or SPLIT_OUTPUT
-    h = torch.empty(NC, H, K, V, dtype=kept, device=dev) if keep else None
-    v_new = torch.empty(B * T, H, V, dtype=kept, device=dev) if keep else None
+    h = torch.empty(NC, H, K, V, dtype=kept, device=dev)
+    v_new = torch.empty(B * T, H, V, dtype=kept, device=dev)
     o = torch.empty_like(v)
     ht = torch.empty(N, H, K, V, dtype=torch.float32, device=dev) if output_final_state else None
     inter = ChunkIntermediates(gamma, tmat, h, v_new, offsets, indices)
@@ -378,14 +367,11 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
                                    UPCAST=interpreting(), DD=DD)
     BV = value_block(V, N * H, dev)
     _chunk_state_kernel[(V // BV, N * H)](
-        q, k, w, u, gamma, o, h if h is not None else dummy, v_new if v_new is not None else dummy,
-        initial_state if initial_state is not None else dummy, ht if ht is not None else dummy,
-        cu, offsets, scale, T, H=H, K=K, V=V, BT=C, BV=BV, USE_H0=initial_state is not None,
-        STORE_HT=ht is not None, STORE_H=keep, IS_VARLEN=varlen, UPCAST=interpreting(),
-        DD=DD, FUSE_OUTPUT=not SPLIT_OUTPUT)
-    if SPLIT_OUTPUT:
-        _chunk_output_kernel[(NC, H)](q, k, gamma, h, v_new, o, cu, idx, scale, T, NT, H=H, K=K, V=V, BT=C,
-                                      IS_VARLEN=varlen, UPCAST=interpreting(), DD=DD)
+        k, w, u, gamma, h, v_new, initial_state if initial_state is not None else dummy,
+        ht if ht is not None else dummy, cu, offsets, T, H=H, K=K, V=V, BT=C, BV=BV,
+        USE_H0=initial_state is not None, STORE_HT=ht is not None, IS_VARLEN=varlen, UPCAST=interpreting(), DD=DD)
+    _chunk_output_kernel[(NC, H)](q, k, gamma, h, v_new, o, cu, idx, scale, T, NT, H=H, K=K, V=V, BT=C,
+                                  IS_VARLEN=varlen, UPCAST=interpreting(), DD=DD)
     return o, ht, inter
 
 
