@@ -221,7 +221,7 @@ def _chunk_prepare_kernel(k, v, g, beta, gamma, tmat, w, u, cu_seqlens, chunk_in
 
 
 @maybe_autotune(_STATE_CONFIGS, key=["K", "V", "BV", "DD"])
-@triton.jit
+@triton.jit(do_not_specialize=["T"])
 def _chunk_state_kernel(k, w, u, gamma, h, v_new, h0, ht, cu_seqlens, chunk_offsets, T,
                         H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                         BV: tl.constexpr, USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
