@@ -123,8 +123,7 @@ def _wy_rows(X0, X1, X2, X3, y0, y1, y2, y3, s0, s1, s2, s3, NB: tl.constexpr, D
     return acc
 
 
-# T not specialised: Triton 3.6 on the H200 compiled the T = 1 specialisation of this kernel
-# with 4 or 8 warps into an illegal memory access (2 warps and T = 300 ran correctly)
+# T is not specialised (Triton compiles T = 1 separately otherwise), as in the state kernel
 @maybe_autotune(_PREP_CONFIGS, key=["K", "V", "STORE_T", "DD"])
 @triton.jit(do_not_specialize=["T"])
 def _chunk_prepare_kernel(k, v, g, beta, gamma, tmat, w, u, cu_seqlens, chunk_indices, T, NT,
@@ -220,6 +219,8 @@ def _chunk_prepare_kernel(k, v, g, beta, gamma, tmat, w, u, cu_seqlens, chunk_in
                                                            DD, UPCAST))
 
 
+# T is not specialised: Triton 3.6 on the H200 compiled the T = 1 specialisation into an
+# out-of-bounds shared-memory read in a product (compute-sanitizer), an illegal memory access
 @maybe_autotune(_STATE_CONFIGS, key=["K", "V", "BV", "DD"])
 @triton.jit(do_not_specialize=["T"])
 def _chunk_state_kernel(k, w, u, gamma, h, v_new, h0, ht, cu_seqlens, chunk_offsets, T,
