@@ -382,7 +382,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     Raises:
         TypeError/ValueError from :func:`kernels.gdn.validate.check_inputs`
         (shapes, dtypes, devices, cu_seqlens, head dims), ValueError for g > 0
-        (:func:`kernels.gdn.validate.gate_check`, raised after the kernels ran).
+        (:func:`kernels.gdn.validate.gate_check`, raised after the kernels were enqueued).
     Method: Yang, Kautz, Hatamizadeh, "Gated Delta Networks", ICLR 2025 (WY
     representation with the UT transform), as in flash-linear-attention.
     """
