@@ -79,6 +79,14 @@ def test_chunk_odd_lengths(T):
     check(chunk_gated_delta_rule, *inputs(2, T, 1, 32, "init", h0=T != 64))
 
 
+@pytest.mark.parametrize("regime", ["zero", "mild", "init", "strong"])
+def test_chunk_float16_products_packed(regime):
+    """K = 128 with bfloat16 inputs takes the float16-product path (W, U, the chunk states
+    and V_new stored in float16): every gate regime, packed sequences with an initial state."""
+    cu = torch.tensor([0, 1, 9, 70, 150], dtype=torch.int32, device=DEV)
+    check(chunk_gated_delta_rule, *inputs(1, 150, 1, 128, regime, h0=True, N=4), cu)
+
+
 def test_head_dim_64_both_kernels():
     for fn in KERNELS.values():
         check(fn, *inputs(1, 70, 1, 64, "mild", h0=True))

@@ -46,10 +46,14 @@ tensor-core rate. In the interpreter at T = 1000 (K = 64) the output's
 RMSE/RMS against float64 stayed 0.0033 in every gate regime and the final
 state's rose from 0.0000 to 0.0004; bfloat16 operands raised the output's to
 0.009-0.011. Every operand is of the order of v (keys are unit vectors) or
-carries a decay <= 1, so float16's range (65504) bounds |v|; nothing rounded
-is stored on the recurrence's path. The chunk states and V_new kept for the
-backward pass are stored in the products' operand dtype (float16 or float32),
-never in bfloat16: rounded to bfloat16 before the output products, they raised
+carries a decay <= 1, so float16's range (65504) bounds |v|. W and U, the chunk
+states and V_new are stored in the products' operand dtype (float16 or float32),
+so storing them rounds W, the states and V_new no further than the products that
+read them do; U is rounded once to float16 where the former state kernel
+rounded the residual that T multiplied instead (in the interpreter at K = 128,
+T up to 300, every gate regime and packed sequences, the output's RMSE/RMS
+stayed 0.0033 and the final state's at most 0.0004). Never in
+bfloat16: the chunk states and V_new rounded to bfloat16 before the output products raised
 the output's RMSE/RMS against the float64 reference from 0.0033 to 0.0062 at
 T = 1000 in every gate regime (interpreter), over the 0.005 target. On the
 H200 at the study's shapes the output's RMSE/RMS is 0.0017 with float16
@@ -109,7 +113,7 @@ def _store_t_rows(ptr, rows, mask, stride, X0, X1, X2, X3):
 
 
 @maybe_autotune(_PREP_CONFIGS, key=["K", "V", "STORE_T", "DD"])
-@triton.jit(do_not_specialize=["T"])
+@triton.jit(do_not_specialize=["T", "NT"])
 def _chunk_prepare_kernel(k, v, g, beta, gamma, tmat, w, u, cu_seqlens, chunk_indices, T, NT,
                           H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                           STORE_T: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr,
@@ -204,6 +208,10 @@ def _chunk_prepare_kernel(k, v, g, beta, gamma, tmat, w, u, cu_seqlens, chunk_in
                 + _mm(X32, vb2, DD, UPCAST) + _mm(D3, vb3, DD, UPCAST))
 
 
+# Neither T nor NT is specialised in any GDN chunk kernel (Triton makes an integer argument
+# equal to 1 a constant): Triton 3.6 on the H200 compiled this kernel's T = 1 specialisation
+# into an out-of-bounds shared-memory read in a product (compute-sanitizer), an illegal
+# memory access; without it T = 1 ran clean.
 @maybe_autotune(_STATE_CONFIGS, key=["K", "V", "BV", "DD"])
 @triton.jit(do_not_specialize=["T"])
 def _chunk_state_kernel(k, w, u, gamma, h, v_new, h0, ht, cu_seqlens, chunk_offsets, T,
@@ -244,7 +252,7 @@ def _chunk_state_kernel(k, w, u, gamma, h, v_new, h0, ht, cu_seqlens, chunk_offs
 
 
 @maybe_autotune(_OUTPUT_CONFIGS, key=["K", "V", "DD"])
-@triton.jit(do_not_specialize=["T"])
+@triton.jit(do_not_specialize=["T", "NT"])
 def _chunk_output_kernel(q, k, gamma, h, v_new, o, cu_seqlens, chunk_indices, scale, T, NT,
                          H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                          IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
@@ -318,6 +326,10 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     Args: as :func:`chunk_gated_delta_rule` (g already float32, q/k normalised,
         ``scale`` a float), plus ``store_chunk_states`` to also write T, which the
         backward pass reads with the chunk states and V_new.
+        Memory: besides o, W and U (K + V elements per token and head), V_new (V)
+        and the state entering every chunk (K * V per chunk and head), in the
+        products' operand dtype, and with ``store_chunk_states`` T (64 float32
+        per token and head); all but o are freed when the caller drops them.
     Returns:
         ``(o [B, T, H, V], final_state [N, H, K, V] float32 or None, ChunkIntermediates)``.
     """

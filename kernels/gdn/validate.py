@@ -93,9 +93,10 @@ def gate_check(g):
     bad = (g > 0).any()
     if bad.is_cuda:
         flag = torch.empty((), dtype=torch.bool, pin_memory=True)
-        flag.copy_(bad, non_blocking=True)
-        copied = torch.cuda.Event()
-        copied.record()
+        with torch.cuda.device(bad.device):   # the copy and its event on g's device's stream
+            flag.copy_(bad, non_blocking=True)
+            copied = torch.cuda.Event()
+            copied.record()
     else:
         flag, copied = bad, None
 
