@@ -53,7 +53,7 @@ def test_bwd_gate_regimes(regime):
     check_grads(*inputs(1, 75, 1, 32, regime, h0=True))
 
 
-@pytest.mark.parametrize("T", [63, 65])
+@pytest.mark.parametrize("T", [1, 63, 65])
 def test_bwd_odd_lengths(T):
     check_grads(*inputs(2, T, 1, 32, "init", h0=True))
 
@@ -135,7 +135,7 @@ def test_reference_gradcheck(fn):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("regime", ["zero", "mild", "init", "strong"])
-@pytest.mark.parametrize("T", [63, 65, 300, 1000])
+@pytest.mark.parametrize("T", [1, 63, 65, 300, 1000])
 def test_gpu_bwd_regimes_lengths(regime, T):
     check_grads(*inputs(2, T, 4, 128, regime, h0=True))
 

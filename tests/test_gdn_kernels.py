@@ -79,6 +79,14 @@ def test_chunk_odd_lengths(T):
     check(chunk_gated_delta_rule, *inputs(2, T, 1, 32, "init", h0=T != 64))
 
 
+@pytest.mark.parametrize("regime", ["zero", "mild", "init", "strong"])
+def test_chunk_float16_products_packed(regime):
+    """K = 128 with bfloat16 inputs takes the float16-product path (W, U, the chunk states
+    and V_new stored in float16): every gate regime, packed sequences with an initial state."""
+    cu = torch.tensor([0, 1, 9, 70, 150], dtype=torch.int32, device=DEV)
+    check(chunk_gated_delta_rule, *inputs(1, 150, 1, 128, regime, h0=True, N=4), cu)
+
+
 def test_head_dim_64_both_kernels():
     for fn in KERNELS.values():
         check(fn, *inputs(1, 70, 1, 64, "mild", h0=True))
@@ -140,6 +148,22 @@ def test_value_block_fills_sms_and_respects_floor(monkeypatch):
     assert _launch.value_block(128, 8, cpu, min_block=32) == 32
     assert _launch.value_block(128, 512, cpu) == 64
     assert _launch.value_block(16, 8, cpu, min_block=32) == 16
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("fn", [chunk_gated_delta_rule, fused_recurrent_gated_delta_rule])
+def test_gpu_gate_error_and_no_wait_for_kernels(fn):
+    """On the GPU g > 0 still raises (the check's result travels by an async copy), and a
+    valid call returns before its kernels have finished."""
+    q, k, v, g, beta, _ = inputs(1, 300, 4, 128, "mild")
+    with pytest.raises(ValueError, match="g is a log decay and must be <= 0; max is 0.5"):
+        fn(q, k, v, torch.where(torch.arange(300, device=g.device)[None, :, None] == 3, 0.5, g), beta)
+    q, k, v, g, beta, _ = inputs(4, 8192, 16, 128, "mild")   # kernels of a millisecond or more
+    fn(q, k, v, g, beta)   # compiled and tuned
+    torch.cuda.synchronize()
+    fn(q, k, v, g, beta)
+    assert not torch.cuda.current_stream().query()
 
 
 @pytest.mark.parametrize("fn", [chunk_gated_delta_rule, fused_recurrent_gated_delta_rule,

@@ -8,40 +8,52 @@ of the WY representation), S = the K x V state entering a chunk. Per chunk
     O     = scale diag(e^gamma) Q S + Aqk V_new,      Aqk = scale (Q K^T * Gamma) lower incl. diagonal
     S'    = e^{gamma_C} S + K^T diag(e^{gamma_C - gamma}) V_new.
 
-Two kernels:
+Three kernels:
 
 1. ``_chunk_prepare_kernel``, one program per (chunk, head), everything that
-   does not depend on the state: gamma, and T from A built in 16 x 16 blocks
+   does not depend on the state: gamma; T from A built in 16 x 16 blocks
    (the four diagonal blocks inverted by the product form of
    :func:`kernels.gdn._triton._inv_unit_lower16`, the rest by block
-   products), both stored in float32; the solve's products take float16
-   operands with 16-bit inputs and K = 128 (the output's and final state's errors at
-   T = 1000 did not change in the interpreter), full float32 otherwise.
+   products); and from T's blocks W = T diag(beta e^gamma) K and
+   U = T diag(beta) V, stored in the products' operand dtype. T itself is
+   stored (float32) only for the backward pass. The solve's products take
+   float16 operands with 16-bit inputs and K = 128 (the output's and final
+   state's errors at T = 1000 did not change in the interpreter), full
+   float32 otherwise.
 2. ``_chunk_state_kernel``, one program per (sequence, head, value block),
-   walks the chunks in order with the K x BV state in registers (float32)
-   and fuses the output. W and U are never materialised: V_new is T applied
-   to a residual computed from K, V and S, so the chunk reads only Q, K, V
-   and T. The value axis is split across programs (BV = 64/32/16, about one
-   program per SM) so that small B*H still fills the GPU.
+   walks the chunks in order with the K x BV state in registers (float32):
+   V_new = U - W S, then S' = e^{gamma_C} S + K^T (e^{gamma_C - gamma} V_new),
+   two products per chunk on the recurrence's path, with K^T loaded
+   transposed rather than transposed in registers (flash-linear-attention's
+   form of the pass). It stores the state entering each chunk and V_new. The
+   value axis is split across programs (BV = 64/32/16, about one program per
+   SM) so that small B*H still fills the GPU.
+3. ``_chunk_output_kernel``, one program per (chunk, head), in parallel over
+   the chunks: O from Q, K, gamma and the stored state and V_new.
 
-On the H200 at B4 T8192 H16 a split with a third, parallel output kernel
-reading float32 chunk states (as flash-linear-attention does with bfloat16
-states) spent 650 us in that kernel alone (before the float16 products): the
-states are 1 KiB per token and head in float32, so the output stays fused into
-the sequential pass.
+Measured on the H200 (B4 T8192 H16, bf16, forward, same process): with the
+output fused into the sequential pass and V_new computed there as T times a
+residual (three products per chunk on the recurrence's path, T read in
+float32), that pass took 757 us of a 0.92 ms forward; split out, the pass
+alone still took 581 us; with W and U formed in the prepare kernel it took
+235 us (prepare 277 us, output 265 us, 0.81 ms in all).
 
 Precision: products with the 16-bit inputs (K K^T, Q K^T) round nothing extra;
-the state kernel's products (K S, T times the residual, Q S, Aqk V_new,
-K^T V_new) take float16 operands with float32 accumulation
+the products of W, U, the state pass and the output (T's blocks times K and V,
+W S, K^T V_new, Q S, Aqk V_new) take float16 operands with float32 accumulation
 (:func:`product_dtype`: for 16-bit inputs and K = 128): float16 keeps TF32's 11-bit significand at twice the
 tensor-core rate. In the interpreter at T = 1000 (K = 64) the output's
 RMSE/RMS against float64 stayed 0.0033 in every gate regime and the final
 state's rose from 0.0000 to 0.0004; bfloat16 operands raised the output's to
 0.009-0.011. Every operand is of the order of v (keys are unit vectors) or
-carries a decay <= 1, so float16's range (65504) bounds |v|; nothing rounded
-is stored on the recurrence's path. The chunk states and V_new kept for the
-backward pass are stored in the products' operand dtype (float16 or float32),
-never in bfloat16: rounded to bfloat16 before the output products, they raised
+carries a decay <= 1, so float16's range (65504) bounds |v|. W and U, the chunk
+states and V_new are stored in the products' operand dtype (float16 or float32),
+so storing them rounds W, the states and V_new no further than the products that
+read them do; U is rounded once to float16 where the former state kernel
+rounded the residual that T multiplied instead (in the interpreter at K = 128,
+T up to 300, every gate regime and packed sequences, the output's RMSE/RMS
+stayed 0.0033 and the final state's at most 0.0004). Never in
+bfloat16: the chunk states and V_new rounded to bfloat16 before the output products raised
 the output's RMSE/RMS against the float64 reference from 0.0033 to 0.0062 at
 T = 1000 in every gate regime (interpreter), over the 0.005 target. On the
 H200 at the study's shapes the output's RMSE/RMS is 0.0017 with float16
@@ -62,7 +74,7 @@ import triton
 import triton.language as tl
 
 from kernels.gdn._launch import value_block
-from kernels.gdn._triton import (_chunk_bounds, _inv_unit_lower16, _kkt_block, _load_rows, _mm,
+from kernels.gdn._triton import (_chunk_bounds, _inv_unit_lower16, _kkt_block, _load_rows, _load_t, _mm,
                                  _seq_bounds, _solve_mm, _store_rows)
 from kernels.launch import interpreting, maybe_autotune
 from kernels.gdn.validate import check_inputs, gate_check, l2norm
@@ -89,6 +101,7 @@ def product_dtype(dtype: torch.dtype, head_dim: int):
 # shared-memory read (compute-sanitizer), an illegal memory access; num_stages=1 with
 # 4 warps at BV = 16 gave no result within 40 s in the same sweep (not investigated)
 _STATE_CONFIGS = [triton.Config({}, num_warps=4, num_stages=s) for s in (2, 3)]
+_OUTPUT_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (1, 2)]
 
 
 @triton.jit
@@ -101,12 +114,14 @@ def _store_t_rows(ptr, rows, mask, stride, X0, X1, X2, X3):
     _store_rows(ptr, rows, mask, stride, r16 + 48, X3)
 
 
-@maybe_autotune(_PREP_CONFIGS, key=["K", "DD"])
-@triton.jit
-def _chunk_prepare_kernel(k, g, beta, gamma, tmat, cu_seqlens, chunk_indices, T, NT,
-                          H: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
-                          IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
-    """gamma and T = (I + A)^-1 of one (chunk, head); row r of T at ``tmat[token r, head, :]``."""
+@maybe_autotune(_PREP_CONFIGS, key=["K", "V", "STORE_T", "DD"])
+@triton.jit(do_not_specialize=["T", "NT"])
+def _chunk_prepare_kernel(k, v, g, beta, gamma, tmat, w, u, cu_seqlens, chunk_indices, T, NT,
+                          H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                          STORE_T: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr,
+                          DD: tl.constexpr):
+    """gamma, W = T diag(beta e^gamma) K and U = T diag(beta) V of one (chunk, head), with
+    STORE_T also T = (I + A)^-1 (row r of T at ``tmat[token r, head, :]``)."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
     t0, eos = _chunk_bounds(i_c, cu_seqlens, chunk_indices, T, NT, BT, IS_VARLEN)
@@ -161,28 +176,57 @@ def _chunk_prepare_kernel(k, g, beta, gamma, tmat, cu_seqlens, chunk_indices, T,
     X31 = -_solve_mm(D3, _solve_mm(A31, D1, DD, UPCAST) + _solve_mm(A32, X21, DD, UPCAST), DD, UPCAST)
     X30 = -_solve_mm(D3, _solve_mm(A30, D0, DD, UPCAST) + _solve_mm(A31, X10, DD, UPCAST)
                      + _solve_mm(A32, X20, DD, UPCAST), DD, UPCAST)
-    zero = tl.zeros([16, 16], dtype=tl.float32)
-    base = tmat + i_h * BT
-    _store_t_rows(base, rows0, m0, H * BT, D0, zero, zero, zero)
-    _store_t_rows(base, rows1, m1, H * BT, X10, D1, zero, zero)
-    _store_t_rows(base, rows2, m2, H * BT, X20, X21, D2, zero)
-    _store_t_rows(base, rows3, m3, H * BT, X30, X31, X32, D3)
+    if STORE_T:
+        zero = tl.zeros([16, 16], dtype=tl.float32)
+        base = tmat + i_h * BT
+        _store_t_rows(base, rows0, m0, H * BT, D0, zero, zero, zero)
+        _store_t_rows(base, rows1, m1, H * BT, X10, D1, zero, zero)
+        _store_t_rows(base, rows2, m2, H * BT, X20, X21, D2, zero)
+        _store_t_rows(base, rows3, m3, H * BT, X30, X31, X32, D3)
+    # W = T diag(beta e^gamma) K and U = T diag(beta) V by 16-row blocks (T is block lower triangular)
+    kb0 = k0 * (b0 * tl.exp(c0))[:, None]
+    kb1 = k1 * (b1 * tl.exp(c1))[:, None]
+    kb2 = k2 * (b2 * tl.exp(c2))[:, None]
+    kb3 = k3 * (b3 * tl.exp(c3))[:, None]
+    w_base = w + i_h * K
+    _store_rows(w_base, rows0, m0, H * K, ck, _mm(D0, kb0, DD, UPCAST))
+    _store_rows(w_base, rows1, m1, H * K, ck, _mm(X10, kb0, DD, UPCAST) + _mm(D1, kb1, DD, UPCAST))
+    _store_rows(w_base, rows2, m2, H * K, ck, _mm(X20, kb0, DD, UPCAST) + _mm(X21, kb1, DD, UPCAST)
+                + _mm(D2, kb2, DD, UPCAST))
+    _store_rows(w_base, rows3, m3, H * K, ck, _mm(X30, kb0, DD, UPCAST) + _mm(X31, kb1, DD, UPCAST)
+                + _mm(X32, kb2, DD, UPCAST) + _mm(D3, kb3, DD, UPCAST))
+    cv = tl.arange(0, V)
+    v_base = v + i_h * V
+    vb0 = _load_rows(v_base, rows0, m0, H * V, cv) * b0[:, None]
+    vb1 = _load_rows(v_base, rows1, m1, H * V, cv) * b1[:, None]
+    vb2 = _load_rows(v_base, rows2, m2, H * V, cv) * b2[:, None]
+    vb3 = _load_rows(v_base, rows3, m3, H * V, cv) * b3[:, None]
+    u_base = u + i_h * V
+    _store_rows(u_base, rows0, m0, H * V, cv, _mm(D0, vb0, DD, UPCAST))
+    _store_rows(u_base, rows1, m1, H * V, cv, _mm(X10, vb0, DD, UPCAST) + _mm(D1, vb1, DD, UPCAST))
+    _store_rows(u_base, rows2, m2, H * V, cv, _mm(X20, vb0, DD, UPCAST) + _mm(X21, vb1, DD, UPCAST)
+                + _mm(D2, vb2, DD, UPCAST))
+    _store_rows(u_base, rows3, m3, H * V, cv, _mm(X30, vb0, DD, UPCAST) + _mm(X31, vb1, DD, UPCAST)
+                + _mm(X32, vb2, DD, UPCAST) + _mm(D3, vb3, DD, UPCAST))
 
 
-@maybe_autotune(_STATE_CONFIGS, key=["K", "V", "BV", "STORE_H", "DD"])
-@triton.jit
-def _chunk_state_kernel(q, k, v, gamma, beta, tmat, o, h, v_new, h0, ht, cu_seqlens, chunk_offsets, scale, T,
+# Neither T nor NT is specialised in any GDN chunk kernel (Triton makes an integer argument
+# equal to 1 a constant): Triton 3.6 on the H200 compiled this kernel's T = 1 specialisation
+# into an out-of-bounds shared-memory read in a product (compute-sanitizer), an illegal
+# memory access; without it T = 1 ran clean.
+@maybe_autotune(_STATE_CONFIGS, key=["K", "V", "BV", "DD"])
+@triton.jit(do_not_specialize=["T"])
+def _chunk_state_kernel(k, w, u, gamma, h, v_new, h0, ht, cu_seqlens, chunk_offsets, T,
                         H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                         BV: tl.constexpr, USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
-                        STORE_H: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
-    """Sequential pass over the chunks of one (sequence, head, value block): V_new, the output,
-    the next state; with STORE_H also the state entering each chunk and V_new (for the backward)."""
+                        IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
+    """Sequential pass over the chunks of one (sequence, head, value block): stores the state
+    entering each chunk and V_new = U - W S, and carries S' = e^{gamma_C} S + K^T diag(e^{gamma_C - gamma}) V_new."""
     i_v = tl.program_id(0)
     i_nh = tl.program_id(1)
     i_n = i_nh // H
     i_h = i_nh % H
     bos, eos, c_off = _seq_bounds(i_n, cu_seqlens, chunk_offsets, T, BT, IS_VARLEN)
-    DT: tl.constexpr = k.dtype.element_ty
     ck = tl.arange(0, K)
     cv = i_v * BV + tl.arange(0, BV)
     ct = tl.arange(0, BT)
@@ -194,29 +238,46 @@ def _chunk_state_kernel(q, k, v, gamma, beta, tmat, o, h, v_new, h0, ht, cu_seql
         rt = bos + i_t * BT + ct
         mt = rt < eos
         last = tl.minimum(bos + i_t * BT + BT, eos) - 1
-        if STORE_H:
-            tl.store(h + ((c_off + i_t) * H + i_h) * K * V + ck[:, None] * V + cv[None, :],
-                     S.to(h.dtype.element_ty))
-        b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
-        b_v = _load_rows(v + i_h * V, rt, mt, H * V, cv).to(tl.float32)
-        b_t = _load_rows(tmat + i_h * BT, rt, mt, H * BT, ct)
+        tl.store(h + ((c_off + i_t) * H + i_h) * K * V + ck[:, None] * V + cv[None, :], S.to(h.dtype.element_ty))
+        b_w = _load_rows(w + i_h * K, rt, mt, H * K, ck)
+        b_u = _load_rows(u + i_h * V, rt, mt, H * V, cv).to(tl.float32)
         b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
-        b_b = tl.load(beta + rt * H + i_h, mask=mt, other=0.0).to(tl.float32)
         g_last = tl.load(gamma + last * H + i_h)
-        b_x = (b_v - tl.exp(b_g)[:, None] * _mm(b_k, S, DD, UPCAST)) * b_b[:, None]
-        b_vn = _mm(b_t, b_x, DD, UPCAST)
-        if STORE_H:
-            _store_rows(v_new + i_h * V, rt, mt, H * V, cv, b_vn)
-        # O = scale diag(e^gamma) Q S + Aqk V_new (off the recurrence's critical path)
-        b_q = _load_rows(q + i_h * K, rt, mt, H * K, ck)
-        d = tl.where((ct[:, None] >= ct[None, :]) & mt[:, None], b_g[:, None] - b_g[None, :], float("-inf"))
-        b_a = _mm(b_q, tl.trans(b_k), DT, UPCAST) * tl.exp(d) * scale
-        b_o = _mm(b_q, S, DD, UPCAST) * (scale * tl.exp(b_g))[:, None] + _mm(b_a, b_vn, DD, UPCAST)
-        _store_rows(o + i_h * V, rt, mt, H * V, cv, b_o)
-        b_kd = b_k * tl.where(mt, tl.exp(g_last - b_g), 0.0)[:, None]
-        S = S * tl.exp(g_last) + _mm(tl.trans(b_kd), b_vn, DD, UPCAST)
+        b_vn = b_u - _mm(b_w, S, DD, UPCAST)
+        _store_rows(v_new + i_h * V, rt, mt, H * V, cv, b_vn)
+        # the decay goes on V_new and K^T is loaded transposed: no transpose in registers
+        b_kt = _load_t(k + i_h * K, rt, mt, H * K, ck)
+        b_vd = b_vn * tl.where(mt, tl.exp(g_last - b_g), 0.0)[:, None]
+        S = S * tl.exp(g_last) + _mm(b_kt, b_vd, DD, UPCAST)
     if STORE_HT:
         tl.store(ht + i_nh.to(tl.int64) * K * V + ck[:, None] * V + cv[None, :], S)
+
+
+@maybe_autotune(_OUTPUT_CONFIGS, key=["K", "V", "DD"])
+@triton.jit(do_not_specialize=["T", "NT"])
+def _chunk_output_kernel(q, k, gamma, h, v_new, o, cu_seqlens, chunk_indices, scale, T, NT,
+                         H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                         IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
+    """O = scale diag(e^gamma) Q S + Aqk V_new of one (chunk, head), from the state entering
+    the chunk and V_new that ``_chunk_state_kernel`` stored."""
+    i_c = tl.program_id(0)
+    i_h = tl.program_id(1)
+    t0, eos = _chunk_bounds(i_c, cu_seqlens, chunk_indices, T, NT, BT, IS_VARLEN)
+    DT: tl.constexpr = k.dtype.element_ty
+    ck = tl.arange(0, K)
+    cv = tl.arange(0, V)
+    ct = tl.arange(0, BT)
+    rt = t0 + ct
+    mt = rt < eos
+    b_q = _load_rows(q + i_h * K, rt, mt, H * K, ck)
+    b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
+    b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
+    S = tl.load(h + (i_c.to(tl.int64) * H + i_h) * K * V + ck[:, None] * V + cv[None, :])
+    d = tl.where((ct[:, None] >= ct[None, :]) & mt[:, None], b_g[:, None] - b_g[None, :], float("-inf"))
+    b_a = _mm(b_q, tl.trans(b_k), DT, UPCAST) * tl.exp(d) * scale
+    b_vn = _load_rows(v_new + i_h * V, rt, mt, H * V, cv)
+    b_o = _mm(b_q, S, DD, UPCAST) * (scale * tl.exp(b_g))[:, None] + _mm(b_a, b_vn, DD, UPCAST)
+    _store_rows(o + i_h * V, rt, mt, H * V, cv, b_o)
 
 
 @dataclasses.dataclass
@@ -225,9 +286,10 @@ class ChunkIntermediates:
 
     Attributes:
         gamma: ``[B*T, H]`` float32, in-chunk cumulative sum of g.
-        tmat: ``[B*T, H, C]`` float32, row r of T = (I + A)^-1 of r's chunk.
-        h: ``[num_chunks, H, K, V]`` state entering each chunk, or None.
-        v_new: ``[B*T, H, V]`` V_new, or None. Both float16 when the products take
+        tmat: ``[B*T, H, C]`` float32, row r of T = (I + A)^-1 of r's chunk, or None
+            unless ``store_chunk_states``.
+        h: ``[num_chunks, H, K, V]`` state entering each chunk.
+        v_new: ``[B*T, H, V]`` V_new. Both float16 when the products take
             float16 operands (:func:`product_dtype`), else float32.
         chunk_offsets: ``[N + 1]`` int32 first chunk of each sequence in ``h``.
         chunk_indices: ``[num_chunks, 2]`` int32 (sequence, chunk within it) of
@@ -235,7 +297,7 @@ class ChunkIntermediates:
     """
 
     gamma: torch.Tensor
-    tmat: torch.Tensor
+    tmat: torch.Tensor | None
     h: torch.Tensor
     v_new: torch.Tensor
     chunk_offsets: torch.Tensor
@@ -264,8 +326,12 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     """Chunked forward on validated, contiguous inputs; also returns the intermediates.
 
     Args: as :func:`chunk_gated_delta_rule` (g already float32, q/k normalised,
-        ``scale`` a float), plus ``store_chunk_states`` to also write the state
-        entering every chunk and V_new (what the backward pass reads).
+        ``scale`` a float), plus ``store_chunk_states`` to also write T, which the
+        backward pass reads with the chunk states and V_new.
+        Memory: besides o, W and U (K + V elements per token and head), V_new (V)
+        and the state entering every chunk (K * V per chunk and head), in the
+        products' operand dtype, and with ``store_chunk_states`` T (64 float32
+        per token and head); all but o are freed when the caller drops them.
     Returns:
         ``(o [B, T, H, V], final_state [N, H, K, V] float32 or None, ChunkIntermediates)``.
     """
@@ -275,11 +341,13 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     dev, C = q.device, CHUNK_SIZE
     indices, offsets, NC = _chunk_tables(B, T, cu_seqlens, dev)
     gamma = torch.empty(B * T, H, dtype=torch.float32, device=dev)
-    tmat = torch.empty(B * T, H, C, dtype=torch.float32, device=dev)
     DD = product_dtype(q.dtype, K)
     kept = torch.float16 if DD == tl.float16 else torch.float32   # read only by products
-    h = torch.empty(NC, H, K, V, dtype=kept, device=dev) if store_chunk_states else None
-    v_new = torch.empty(B * T, H, V, dtype=kept, device=dev) if store_chunk_states else None
+    tmat = torch.empty(B * T, H, C, dtype=torch.float32, device=dev) if store_chunk_states else None
+    w = torch.empty(B * T, H, K, dtype=kept, device=dev)
+    u = torch.empty(B * T, H, V, dtype=kept, device=dev)
+    h = torch.empty(NC, H, K, V, dtype=kept, device=dev)
+    v_new = torch.empty(B * T, H, V, dtype=kept, device=dev)
     o = torch.empty_like(v)
     ht = torch.empty(N, H, K, V, dtype=torch.float32, device=dev) if output_final_state else None
     inter = ChunkIntermediates(gamma, tmat, h, v_new, offsets, indices)
@@ -292,21 +360,22 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     cu = cu_seqlens if varlen else dummy
     idx = indices if varlen else dummy
     NT = triton.cdiv(T, C)
-    _chunk_prepare_kernel[(NC, H)](k, g, beta, gamma, tmat, cu, idx, T, NT, H=H, K=K, BT=C,
-                                   IS_VARLEN=varlen, UPCAST=interpreting(), DD=DD)
+    _chunk_prepare_kernel[(NC, H)](k, v, g, beta, gamma, tmat if tmat is not None else dummy, w, u, cu, idx,
+                                   T, NT, H=H, K=K, V=V, BT=C, STORE_T=tmat is not None, IS_VARLEN=varlen,
+                                   UPCAST=interpreting(), DD=DD)
     BV = value_block(V, N * H, dev)
     _chunk_state_kernel[(V // BV, N * H)](
-        q, k, v, gamma, beta, tmat, o, h if h is not None else dummy, v_new if v_new is not None else dummy,
-        initial_state if initial_state is not None else dummy, ht if ht is not None else dummy,
-        cu, offsets, scale, T, H=H, K=K, V=V, BT=C, BV=BV, USE_H0=initial_state is not None,
-        STORE_HT=ht is not None, STORE_H=store_chunk_states, IS_VARLEN=varlen, UPCAST=interpreting(),
-        DD=DD)
+        k, w, u, gamma, h, v_new, initial_state if initial_state is not None else dummy,
+        ht if ht is not None else dummy, cu, offsets, T, H=H, K=K, V=V, BT=C, BV=BV,
+        USE_H0=initial_state is not None, STORE_HT=ht is not None, IS_VARLEN=varlen, UPCAST=interpreting(), DD=DD)
+    _chunk_output_kernel[(NC, H)](q, k, gamma, h, v_new, o, cu, idx, scale, T, NT, H=H, K=K, V=V, BT=C,
+                                  IS_VARLEN=varlen, UPCAST=interpreting(), DD=DD)
     return o, ht, inter
 
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
                            cu_seqlens=None, use_qk_l2norm_in_kernel=False):
-    """Gated delta rule forward by the chunked algorithm (chunk 64), two Triton kernels.
+    """Gated delta rule forward by the chunked algorithm (chunk 64), three Triton kernels.
 
     Args (flash-linear-attention's names and order):
         q, k: ``[B, T, H, K]`` float16/bfloat16/float32, L2-normalised (or set
@@ -327,7 +396,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     Raises:
         TypeError/ValueError from :func:`kernels.gdn.validate.check_inputs`
         (shapes, dtypes, devices, cu_seqlens, head dims), ValueError for g > 0
-        (:func:`kernels.gdn.validate.gate_check`, raised after the kernels ran).
+        (:func:`kernels.gdn.validate.gate_check`, raised after the kernels were enqueued).
     Method: Yang, Kautz, Hatamizadeh, "Gated Delta Networks", ICLR 2025 (WY
     representation with the UT transform), as in flash-linear-attention.
     """

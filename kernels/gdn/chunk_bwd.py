@@ -80,7 +80,7 @@ _DQK_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for
 
 
 @maybe_autotune(_WU_CONFIGS, key=["K", "V", "DD"])
-@triton.jit
+@triton.jit(do_not_specialize=["T", "NT"])
 def _chunk_wu_kernel(q, k, gamma, beta, tmat, do, w, dvn, cu_seqlens, chunk_indices, scale, T, NT,
                      H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                      IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
@@ -111,7 +111,7 @@ def _chunk_wu_kernel(q, k, gamma, beta, tmat, do, w, dvn, cu_seqlens, chunk_indi
 
 
 @maybe_autotune(_DH_CONFIGS, key=["K", "V", "BV", "DD"], restore_value=["dvn"])   # dV_new += ...
-@triton.jit
+@triton.jit(do_not_specialize=["T"])
 def _chunk_dh_kernel(q, k, gamma, w, do, dht, dh0, dh, dvn, cu_seqlens, chunk_offsets, scale, T,
                      H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
                      USE_DHT: tl.constexpr, STORE_DH0: tl.constexpr, IS_VARLEN: tl.constexpr,
@@ -152,7 +152,7 @@ def _chunk_dh_kernel(q, k, gamma, w, do, dht, dh0, dh, dvn, cu_seqlens, chunk_of
 
 
 @maybe_autotune(_WY_CONFIGS, key=["K", "V", "BV", "DD"])
-@triton.jit
+@triton.jit(do_not_specialize=["T", "NT"])
 def _chunk_bwd_wy_kernel(q, k, v, gamma, beta, tmat, v_new, dvn, do, dv, db_part, dgam_part, scratch,
                          cu_seqlens, chunk_indices, scale, T, NT,
                          H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
@@ -211,7 +211,7 @@ def _chunk_bwd_wy_kernel(q, k, v, gamma, beta, tmat, v_new, dvn, do, dv, db_part
 
 
 @maybe_autotune(_DQK_CONFIGS, key=["K", "V", "BK", "BV", "DD"])
-@triton.jit
+@triton.jit(do_not_specialize=["T", "NT"])
 def _chunk_bwd_dqk_kernel(q, k, gamma, beta, tmat, h, v_new, dh, dvn, do, scratch, dq, dk, db_part, dgam_part,
                           cu_seqlens, chunk_indices, scale, T, NT,
                           H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
@@ -285,7 +285,7 @@ def _chunk_bwd_dqk_kernel(q, k, gamma, beta, tmat, h, v_new, dh, dvn, do, scratc
     tl.store(dgam_part + (rt * H + i_h) * (K // BK) + i_k, b_dgam, mask=mt)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["T", "NT"])
 def _chunk_bwd_gate_kernel(db3, dgam3, db4, dgam4, dg, dbeta, cu_seqlens, chunk_indices, T, NT,
                            H: tl.constexpr, BT: tl.constexpr, NK: tl.constexpr, IS_VARLEN: tl.constexpr):
     """Step 5 of one (chunk, head): dbeta and dgamma summed over steps 3 and 4 (all key blocks);
@@ -319,7 +319,11 @@ def chunk_gated_delta_rule_bwd(q, k, v, beta, scale, initial_state, cu_seqlens, 
         ``(dq, dk, dv, dg, dbeta, dh0)``: dq, dk in q's dtype, dv in v's,
         dg and dbeta float32 ``[B, T, H]``, dh0 float32 ``[N, H, K, V]`` or
         None without an initial state.
+    Raises:
+        ValueError: ``inter`` lacks T (a forward run without ``store_chunk_states``).
     """
+    if inter.tmat is None:
+        raise ValueError("inter has no T: run chunk_gated_delta_rule_fwd with store_chunk_states=True")
     B, T, H, K = q.shape
     V = v.shape[-1]
     N = B if cu_seqlens is None else cu_seqlens.numel() - 1

@@ -77,7 +77,7 @@ def fused_recurrent_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state
         state or None.
     Raises:
         TypeError/ValueError from :func:`kernels.gdn.validate.check_inputs`;
-        ValueError for g > 0 (:func:`kernels.gdn.validate.gate_check`, after the kernel ran).
+        ValueError for g > 0 (:func:`kernels.gdn.validate.gate_check`, after the kernel was enqueued).
     """
     B, T, H, K, V, N = check_inputs(q, k, v, g, beta, initial_state, cu_seqlens, check_gate=False)
     gate_ok = gate_check(g)   # finished after the launch: the GPU need not wait for the host's check

@@ -78,16 +78,32 @@ def check_inputs(q, k, v, g, beta, initial_state=None, cu_seqlens=None, check_ga
 def gate_check(g):
     """Start the check that g (a log decay) is <= 0 and return the call that finishes it.
 
-    The comparison is enqueued on g's device at once; the returned function
-    reads its result back (one host synchronisation) and raises
-    ``ValueError`` naming the largest g if any is positive. A kernel wrapper
-    calls it after enqueuing its kernels, so the GPU runs them while the host
-    waits instead of idling until the host has checked g and launched them.
+    The comparison is enqueued on g's device at once and, on a GPU, its one-byte
+    result is copied to pinned host memory right behind it, with an event after
+    the copy. The returned function waits for that event only (not for the
+    kernels the wrapper enqueued since) and raises ``ValueError`` naming the
+    largest g if any is positive. A kernel wrapper calls it after enqueuing its
+    kernels: they run while the host checks g, and the host returns before they
+    finish, so back-to-back calls keep the GPU busy (a plain read-back after the
+    launches would wait for the kernels and leave the GPU idle during the next
+    call's host work).
     """
-    bad = (g > 0).any() if g.numel() else None
+    if not g.numel():
+        return lambda: None
+    bad = (g > 0).any()
+    if bad.is_cuda:
+        flag = torch.empty((), dtype=torch.bool, pin_memory=True)
+        with torch.cuda.device(bad.device):   # the copy and its event on g's device's stream
+            flag.copy_(bad, non_blocking=True)
+            copied = torch.cuda.Event()
+            copied.record()
+    else:
+        flag, copied = bad, None
 
     def finish():
-        if bad is not None and bool(bad):
+        if copied is not None:
+            copied.synchronize()
+        if bool(flag):
             raise ValueError(f"g is a log decay and must be <= 0; max is {g.max().item():.3g}")
 
     return finish
