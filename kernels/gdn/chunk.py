@@ -84,8 +84,9 @@ def product_dtype(dtype: torch.dtype, head_dim: int):
 
 
 # 4 warps, num_stages >= 2: with float16 products Triton 3.6 on the H200 compiled 8 warps
-# (at BV <= 32, with num_stages=1; at BV = 16 and T = 1, with any) into an out-of-bounds
-# shared-memory read (compute-sanitizer), an illegal memory access
+# (at BV <= 32 with num_stages=1; at BV = 16 and T = 1 with any) into an out-of-bounds
+# shared-memory read (compute-sanitizer), an illegal memory access; num_stages=1 with
+# 4 warps at BV = 16 gave no result within 40 s in the same sweep (not investigated)
 _STATE_CONFIGS = [triton.Config({}, num_warps=4, num_stages=s) for s in (2, 3)]
 
 
