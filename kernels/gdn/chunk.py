@@ -33,7 +33,7 @@ the sequential pass.
 Precision: products with the 16-bit inputs (K K^T, Q K^T) round nothing extra;
 the state kernel's products (K S, T times the residual, Q S, Aqk V_new,
 K^T V_new) take float16 operands with float32 accumulation
-(``HALF_PRODUCTS``, for 16-bit inputs and K = 128): float16 keeps TF32's 11-bit significand at twice the
+(:func:`product_dtype`: for 16-bit inputs and K = 128): float16 keeps TF32's 11-bit significand at twice the
 tensor-core rate. In the interpreter at T = 1000 (K = 64) the output's
 RMSE/RMS against float64 stayed 0.0033 in every gate regime and the final
 state's rose from 0.0000 to 0.0004; bfloat16 operands raised the output's to
@@ -69,18 +69,17 @@ from kernels.gdn.validate import check_inputs, gate_check, l2norm
 
 CHUNK_SIZE = 64
 _PREP_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (2, 4, 8)]
-#: With 16-bit inputs and K = 128 the products that the kernels would feed float32
-#: operands take float16 ones (TF32's significand at twice its tensor-core rate); with
-#: float32 inputs they stay float32 (TF32 on the GPU, exact in the interpreter), and
-#: with K = 64 too: there Triton 3.6 on the H200 compiled the float16 kernels into an
-#: illegal memory access (packed sequences, K = V = 64).
-HALF_PRODUCTS = True
-
-
 def product_dtype(dtype: torch.dtype, head_dim: int):
     """Operand dtype (a Triton constexpr) of the GDN kernels' float32 products for inputs of
-    ``dtype`` with key dimension ``head_dim`` (see ``HALF_PRODUCTS``)."""
-    return tl.float16 if HALF_PRODUCTS and dtype != torch.float32 and head_dim == 128 else tl.float32
+    ``dtype`` with key dimension ``head_dim``.
+
+    With 16-bit inputs and K = 128 the products that the kernels would feed float32
+    operands take float16 ones (TF32's significand at twice its tensor-core rate); with
+    float32 inputs they stay float32 (TF32 on the GPU, exact in the interpreter), and
+    with K = 64 too: there Triton 3.6 on the H200 compiled the float16 kernels into an
+    illegal memory access (packed sequences, K = V = 64).
+    """
+    return tl.float16 if dtype != torch.float32 and head_dim == 128 else tl.float32
 
 
 # 4 warps, num_stages >= 2: with float16 products Triton 3.6 on the H200 compiled 8 warps
@@ -173,8 +172,7 @@ def _chunk_prepare_kernel(k, g, beta, gamma, tmat, cu_seqlens, chunk_indices, T,
 def _chunk_state_kernel(q, k, v, gamma, beta, tmat, o, h, v_new, h0, ht, cu_seqlens, chunk_offsets, scale, T,
                         H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                         BV: tl.constexpr, USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
-                        STORE_H: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr,
-                        DD: tl.constexpr = tl.float32):
+                        STORE_H: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
     """Sequential pass over the chunks of one (sequence, head, value block): V_new, the output,
     the next state; with STORE_H also the state entering each chunk and V_new (for the backward)."""
     i_v = tl.program_id(0)
@@ -276,7 +274,8 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     indices, offsets, NC = _chunk_tables(B, T, cu_seqlens, dev)
     gamma = torch.empty(B * T, H, dtype=torch.float32, device=dev)
     tmat = torch.empty(B * T, H, C, dtype=torch.float32, device=dev)
-    kept = torch.float16 if product_dtype(q.dtype, K) == tl.float16 else torch.float32   # read only by products
+    DD = product_dtype(q.dtype, K)
+    kept = torch.float16 if DD == tl.float16 else torch.float32   # read only by products
     h = torch.empty(NC, H, K, V, dtype=kept, device=dev) if store_chunk_states else None
     v_new = torch.empty(B * T, H, V, dtype=kept, device=dev) if store_chunk_states else None
     o = torch.empty_like(v)
@@ -292,14 +291,14 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     idx = indices if varlen else dummy
     NT = triton.cdiv(T, C)
     _chunk_prepare_kernel[(NC, H)](k, g, beta, gamma, tmat, cu, idx, T, NT, H=H, K=K, BT=C,
-                                   IS_VARLEN=varlen, UPCAST=interpreting(), DD=product_dtype(q.dtype, K))
+                                   IS_VARLEN=varlen, UPCAST=interpreting(), DD=DD)
     BV = value_block(V, N * H, dev)
     _chunk_state_kernel[(V // BV, N * H)](
         q, k, v, gamma, beta, tmat, o, h if h is not None else dummy, v_new if v_new is not None else dummy,
         initial_state if initial_state is not None else dummy, ht if ht is not None else dummy,
         cu, offsets, scale, T, H=H, K=K, V=V, BT=C, BV=BV, USE_H0=initial_state is not None,
         STORE_HT=ht is not None, STORE_H=store_chunk_states, IS_VARLEN=varlen, UPCAST=interpreting(),
-        DD=product_dtype(q.dtype, K))
+        DD=DD)
     return o, ht, inter
 
 

@@ -37,16 +37,17 @@ backward differentiates that chunk-local computation analytically:
 5. ``_chunk_bwd_gate_kernel``, one program per (chunk, head): dbeta and dgamma
    summed over steps 3 and 4; dg is the reverse in-chunk cumulative sum of dgamma.
 
-With 16-bit inputs and K = 128 every product takes float16 operands (Q K^T and K K^T the
-inputs themselves) with float32 accumulation, as in the forward (``HALF_PRODUCTS``). Where a product
-sums terms scaled by decays (W, diag(e^gamma) Q), the chunk's largest decay
-e^gamma_0 is factored out and applied to the float32 result: otherwise terms
-below float16's range vanish and dS (the initial state's gradient) lost
-precision (RMSE/RMS 0.0175 at T = 300 in the model-init regime, 0.0000 with the
-factor). Transposed operands are loaded
-transposed through pointer arithmetic; the two computed C x C matrices whose
-transposes are needed (Ms, B) reach step 4 through a scratch in global
-memory (only products read it: float16 with float16 products), read back transposed, instead of ``tl.trans``: Triton 3.4-3.6 on Hopper miscompiles
+With 16-bit inputs and K = 128 every product takes float16 operands (Q K^T and
+K K^T the inputs themselves) with float32 accumulation, as in the forward
+(:func:`kernels.gdn.chunk.product_dtype`). Where a product sums terms scaled by
+decays (W, diag(e^gamma) Q), the chunk's largest decay e^gamma_0 is factored
+out and applied to the float32 result: otherwise terms below float16's range
+vanish and dS (the initial state's gradient) lost precision (RMSE/RMS 0.0175 at
+T = 300 in the model-init regime, 0.0000 with the factor). Transposed operands
+are loaded transposed through pointer arithmetic; the two computed C x C
+matrices whose transposes are needed (Ms, B) reach step 4 through a scratch in
+global memory (only products read it: float16 with float16 products), read back
+transposed, instead of ``tl.trans``: Triton 3.4-3.6 on Hopper miscompiles
 ``tl.dot(tl.trans(x), y)`` for a dot result x (flash-linear-attention issue
 640, fixed there the same way). No atomics: every output element is written
 by exactly one program, so gradients are bitwise reproducible.
@@ -82,8 +83,7 @@ _DQK_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for
 @triton.jit
 def _chunk_wu_kernel(q, k, gamma, beta, tmat, do, w, dvn, cu_seqlens, chunk_indices, scale, T, NT,
                      H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-                     IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr,
-        DD: tl.constexpr = tl.float32):
+                     IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
     """e^-gamma_0 W = T diag(beta e^(gamma - gamma_0)) K (gamma_0: the chunk's first token),
     float32, from the forward's saved T (the diagonal factors scale T's columns so K
     enters unrounded), and Aqk^T dO of one (chunk, head)."""
@@ -115,8 +115,7 @@ def _chunk_wu_kernel(q, k, gamma, beta, tmat, do, w, dvn, cu_seqlens, chunk_indi
 def _chunk_dh_kernel(q, k, gamma, w, do, dht, dh0, dh, dvn, cu_seqlens, chunk_offsets, scale, T,
                      H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
                      USE_DHT: tl.constexpr, STORE_DH0: tl.constexpr, IS_VARLEN: tl.constexpr,
-                     UPCAST: tl.constexpr,
-        DD: tl.constexpr = tl.float32):
+                     UPCAST: tl.constexpr, DD: tl.constexpr):
     """Reverse pass over the chunks of one (sequence, head, value block): dS', dV_new, dS0."""
     i_v = tl.program_id(0)
     i_nh = tl.program_id(1)
@@ -157,8 +156,7 @@ def _chunk_dh_kernel(q, k, gamma, w, do, dht, dh0, dh, dvn, cu_seqlens, chunk_of
 def _chunk_bwd_wy_kernel(q, k, v, gamma, beta, tmat, v_new, dvn, do, dv, db_part, dgam_part, scratch,
                          cu_seqlens, chunk_indices, scale, T, NT,
                          H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
-                         IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr,
-        DD: tl.constexpr = tl.float32):
+                         IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
     """Step 3 of one (chunk, head): everything summed over the value axis. dV, and the
     C x C matrices B = dA * beta_r Gamma_rs and Ms (to ``scratch``, for step 4), with their
     contributions to dbeta and dgamma (to ``db_part``, ``dgam_part``)."""
@@ -218,7 +216,7 @@ def _chunk_bwd_dqk_kernel(q, k, gamma, beta, tmat, h, v_new, dh, dvn, do, scratc
                           cu_seqlens, chunk_indices, scale, T, NT,
                           H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                           BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr,
-        DD: tl.constexpr = tl.float32):
+                          DD: tl.constexpr):
     """Step 4 of one (key block, chunk, head): dQ and dK on BK key columns, and their
     contributions to dbeta and dgamma (to ``db_part``, ``dgam_part`` of this key block)."""
     i_k = tl.program_id(0)
