@@ -179,17 +179,33 @@ def benchmark_macros(bench_dir: str | os.PathLike) -> dict[str, str]:
     return out
 
 
+#: Per-row columns holding a measurement's one-off cost in seconds: the first call
+#: (autotuning, JIT), torch.compile, and compiling the block-mask builder.
+FIRST_CALL_COLUMNS = ("first_call_s", "compile_s", "mask_compile_s")
+
+
+def first_call_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
+    """``MeasureMinutesFirstCall``: minutes of first calls and compilation summed over every
+    row (:data:`FIRST_CALL_COLUMNS`), the part of the jobs' wall time that a warm cache
+    would save; "n/a" when no frame has those columns."""
+    seconds = [pd.to_numeric(df[c], errors="coerce").sum() for df in frames for c in FIRST_CALL_COLUMNS
+               if c in df]
+    return {"MeasureMinutesFirstCall": f"{sum(seconds) / 60:.1f}" if seconds else "n/a"}
+
+
 def render_numbers(studies: list[str], tidy_csvs: list[str], out: str,
                    bench_dir: str | os.PathLike | None = None) -> None:
     """Write every number quoted in the text as a LaTeX macro to ``out``.
 
     The macros: the environment of the measurements (:func:`environment_macros`),
     the measurement jobs' wall time (:func:`benchmark_macros`, from
-    ``bench_dir``) and each study's ``report.macros``.
+    ``bench_dir``), its one-off part (:func:`first_call_macros`) and each
+    study's ``report.macros``.
     """
     frames = [read_tidy(p) for p in tidy_csvs]
     values = environment_macros(frames)
     values.update(benchmark_macros(bench_dir))
+    values.update(first_call_macros(frames))
     for study, df in zip(studies, frames):
         for name, value in _report(study).macros(df).items():
             if name in values:

@@ -70,6 +70,13 @@ def test_environment_macros_short_commits_and_missing_columns():
     assert out["EnvDriver"] == "n/a"
 
 
+def test_first_call_minutes_sum_every_one_off_column():
+    a = pd.DataFrame({"first_call_s": [30.0, None, 6.0]})
+    b = pd.DataFrame({"compile_s": [12.0], "mask_compile_s": [12.0], "median_ms": [1.0]})
+    assert render.first_call_macros([a, b]) == {"MeasureMinutesFirstCall": "1.0"}
+    assert render.first_call_macros([pd.DataFrame({"median_ms": [1.0]})]) == {"MeasureMinutesFirstCall": "n/a"}
+
+
 def test_kernel_table_orders_impls_and_sums_small_kernels():
     import json
 
