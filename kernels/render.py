@@ -186,8 +186,8 @@ FIRST_CALL_COLUMNS = ("first_call_s", "compile_s", "mask_compile_s")
 
 def first_call_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
     """``MeasureMinutesFirstCall``: minutes of first calls and compilation summed over every
-    row (:data:`FIRST_CALL_COLUMNS`), the part of the jobs' wall time that a warm cache
-    would save; "n/a" when no frame has those columns."""
+    row (:data:`FIRST_CALL_COLUMNS`), the one-off part of the jobs' wall time; "n/a" when
+    no frame has those columns."""
     seconds = [pd.to_numeric(df[c], errors="coerce").sum() for df in frames for c in FIRST_CALL_COLUMNS
                if c in df]
     return {"MeasureMinutesFirstCall": f"{sum(seconds) / 60:.1f}" if seconds else "n/a"}
