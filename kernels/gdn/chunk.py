@@ -69,6 +69,8 @@ from kernels.gdn.validate import check_inputs, gate_check, l2norm
 
 CHUNK_SIZE = 64
 _PREP_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (2, 4, 8)]
+
+
 def product_dtype(dtype: torch.dtype, head_dim: int):
     """Operand dtype (a Triton constexpr) of the GDN kernels' float32 products for inputs of
     ``dtype`` with key dimension ``head_dim``.
