@@ -34,8 +34,15 @@ def compiled_flex(mode: str | None = None):
 
 @functools.cache
 def compiled_create_block_mask():
-    """``torch.compile(create_block_mask)``, made once (building the tile table on the device)."""
-    return torch.compile(create_block_mask, dynamic=False)
+    """``torch.compile(create_block_mask)``, made once (building the tile table on the device).
+
+    Without persistent reductions (Inductor option ``triton.persistent_reductions``):
+    with them Inductor lowers the mask's ``argsort`` over the key blocks to a Triton
+    sort, whose cold compile took 185 s on the H200 at N = 16384 (128 key blocks;
+    5 s at 8192, 16 s at 32768), the cliff of pytorch/pytorch#182060; without, that
+    sort runs as the ATen kernel.
+    """
+    return torch.compile(create_block_mask, dynamic=False, options={"triton.persistent_reductions": False})
 
 
 def build_block_mask(mask_mod, seqlen: int, device, compiled: bool = True, batch: int | None = None) -> BlockMask:
