@@ -114,8 +114,23 @@ def _store_t_rows(ptr, rows, mask, stride, X0, X1, X2, X3):
     _store_rows(ptr, rows, mask, stride, r16 + 48, X3)
 
 
+@triton.jit
+def _wy_rows(X0, X1, X2, X3, y0, y1, y2, y3, s0, s1, s2, s3, NB: tl.constexpr, DD: tl.constexpr,
+             UPCAST: tl.constexpr):
+    """One 16-row block of T diag(s) Y: sum over j < NB of X_j (diag(s_j) y_j), X_j the
+    16 x 16 blocks of that row of T and y_j the 16-row blocks of Y (float32)."""
+    acc = _mm(X0, y0 * s0[:, None], DD, UPCAST)
+    if NB > 1:
+        acc += _mm(X1, y1 * s1[:, None], DD, UPCAST)
+    if NB > 2:
+        acc += _mm(X2, y2 * s2[:, None], DD, UPCAST)
+    if NB > 3:
+        acc += _mm(X3, y3 * s3[:, None], DD, UPCAST)
+    return acc
+
+
 @maybe_autotune(_PREP_CONFIGS, key=["K", "V", "STORE_T", "DD"])
-@triton.jit(do_not_specialize=["T", "NT"])
+@triton.jit
 def _chunk_prepare_kernel(k, v, g, beta, gamma, tmat, w, u, cu_seqlens, chunk_indices, T, NT,
                           H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                           STORE_T: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr,
@@ -183,37 +198,39 @@ def _chunk_prepare_kernel(k, v, g, beta, gamma, tmat, w, u, cu_seqlens, chunk_in
         _store_t_rows(base, rows1, m1, H * BT, X10, D1, zero, zero)
         _store_t_rows(base, rows2, m2, H * BT, X20, X21, D2, zero)
         _store_t_rows(base, rows3, m3, H * BT, X30, X31, X32, D3)
-    # W = T diag(beta e^gamma) K and U = T diag(beta) V by 16-row blocks (T is block lower triangular)
-    kb0 = k0 * (b0 * tl.exp(c0))[:, None]
-    kb1 = k1 * (b1 * tl.exp(c1))[:, None]
-    kb2 = k2 * (b2 * tl.exp(c2))[:, None]
-    kb3 = k3 * (b3 * tl.exp(c3))[:, None]
-    w_base = w + i_h * K
-    _store_rows(w_base, rows0, m0, H * K, ck, _mm(D0, kb0, DD, UPCAST))
-    _store_rows(w_base, rows1, m1, H * K, ck, _mm(X10, kb0, DD, UPCAST) + _mm(D1, kb1, DD, UPCAST))
-    _store_rows(w_base, rows2, m2, H * K, ck, _mm(X20, kb0, DD, UPCAST) + _mm(X21, kb1, DD, UPCAST)
-                + _mm(D2, kb2, DD, UPCAST))
-    _store_rows(w_base, rows3, m3, H * K, ck, _mm(X30, kb0, DD, UPCAST) + _mm(X31, kb1, DD, UPCAST)
-                + _mm(X32, kb2, DD, UPCAST) + _mm(D3, kb3, DD, UPCAST))
+    # W and U by 16-row blocks of T (lower block triangular)
+    _store_rows(w + i_h * K, rows0, m0, H * K, ck, _wy_rows(D0, D0, D0, D0, k0, k0, k0, k0, b0 * tl.exp(c0),
+                                                           b0, b0, b0, 1, DD, UPCAST))
+    _store_rows(w + i_h * K, rows1, m1, H * K, ck, _wy_rows(X10, D1, D1, D1, k0, k1, k1, k1, b0 * tl.exp(c0),
+                                                           b1 * tl.exp(c1), b1, b1, 2, DD, UPCAST))
+    _store_rows(w + i_h * K, rows2, m2, H * K, ck, _wy_rows(X20, X21, D2, D2, k0, k1, k2, k2, b0 * tl.exp(c0),
+                                                           b1 * tl.exp(c1), b2 * tl.exp(c2), b2, 3, DD, UPCAST))
+    _store_rows(w + i_h * K, rows3, m3, H * K, ck, _wy_rows(X30, X31, X32, D3, k0, k1, k2, k3, b0 * tl.exp(c0),
+                                                           b1 * tl.exp(c1), b2 * tl.exp(c2), b3 * tl.exp(c3), 4,
+                                                           DD, UPCAST))
     cv = tl.arange(0, V)
     v_base = v + i_h * V
-    vb0 = _load_rows(v_base, rows0, m0, H * V, cv) * b0[:, None]
-    vb1 = _load_rows(v_base, rows1, m1, H * V, cv) * b1[:, None]
-    vb2 = _load_rows(v_base, rows2, m2, H * V, cv) * b2[:, None]
-    vb3 = _load_rows(v_base, rows3, m3, H * V, cv) * b3[:, None]
-    u_base = u + i_h * V
-    _store_rows(u_base, rows0, m0, H * V, cv, _mm(D0, vb0, DD, UPCAST))
-    _store_rows(u_base, rows1, m1, H * V, cv, _mm(X10, vb0, DD, UPCAST) + _mm(D1, vb1, DD, UPCAST))
-    _store_rows(u_base, rows2, m2, H * V, cv, _mm(X20, vb0, DD, UPCAST) + _mm(X21, vb1, DD, UPCAST)
-                + _mm(D2, vb2, DD, UPCAST))
-    _store_rows(u_base, rows3, m3, H * V, cv, _mm(X30, vb0, DD, UPCAST) + _mm(X31, vb1, DD, UPCAST)
-                + _mm(X32, vb2, DD, UPCAST) + _mm(D3, vb3, DD, UPCAST))
+    v0 = _load_rows(v_base, rows0, m0, H * V, cv)
+    v1 = _load_rows(v_base, rows1, m1, H * V, cv)
+    v2 = _load_rows(v_base, rows2, m2, H * V, cv)
+    v3 = _load_rows(v_base, rows3, m3, H * V, cv)
+    _store_rows(u + i_h * V, rows0, m0, H * V, cv, _wy_rows(D0, D0, D0, D0, v0, v0, v0, v0, b0, b0, b0, b0, 1,
+                                                           DD, UPCAST))
+    _store_rows(u + i_h * V, rows1, m1, H * V, cv, _wy_rows(X10, D1, D1, D1, v0, v1, v1, v1, b0, b1, b1, b1, 2,
+                                                           DD, UPCAST))
+    _store_rows(u + i_h * V, rows2, m2, H * V, cv, _wy_rows(X20, X21, D2, D2, v0, v1, v2, v2, b0, b1, b2, b2, 3,
+                                                           DD, UPCAST))
+    _store_rows(u + i_h * V, rows3, m3, H * V, cv, _wy_rows(X30, X31, X32, D3, v0, v1, v2, v3, b0, b1, b2, b3, 4,
+                                                           DD, UPCAST))
 
 
-# Neither T nor NT is specialised in any GDN chunk kernel (Triton makes an integer argument
-# equal to 1 a constant): Triton 3.6 on the H200 compiled this kernel's T = 1 specialisation
-# into an out-of-bounds shared-memory read in a product (compute-sanitizer), an illegal
-# memory access; without it T = 1 ran clean.
+# T is not specialised in the two sequential kernels (this one and the backward's
+# _chunk_dh_kernel; Triton makes an integer argument equal to 1 a constant): Triton 3.6 on
+# the H200 compiled this kernel's T = 1 specialisation into an out-of-bounds shared-memory
+# read in a product (compute-sanitizer), an illegal memory access; without it T = 1 ran
+# clean. The parallel kernels keep Triton's default specialisation, whose divisibility
+# hints on T are worth 50 us in the prepare and W/U kernels at B4 T8192 H16 (H200 A/B);
+# they pass the T = 1 tests.
 @maybe_autotune(_STATE_CONFIGS, key=["K", "V", "BV", "DD"])
 @triton.jit(do_not_specialize=["T"])
 def _chunk_state_kernel(k, w, u, gamma, h, v_new, h0, ht, cu_seqlens, chunk_offsets, T,
@@ -254,7 +271,7 @@ def _chunk_state_kernel(k, w, u, gamma, h, v_new, h0, ht, cu_seqlens, chunk_offs
 
 
 @maybe_autotune(_OUTPUT_CONFIGS, key=["K", "V", "DD"])
-@triton.jit(do_not_specialize=["T", "NT"])
+@triton.jit
 def _chunk_output_kernel(q, k, gamma, h, v_new, o, cu_seqlens, chunk_indices, scale, T, NT,
                          H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                          IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):

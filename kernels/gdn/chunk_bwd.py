@@ -80,7 +80,7 @@ _DQK_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for
 
 
 @maybe_autotune(_WU_CONFIGS, key=["K", "V", "DD"])
-@triton.jit(do_not_specialize=["T", "NT"])
+@triton.jit
 def _chunk_wu_kernel(q, k, gamma, beta, tmat, do, w, dvn, cu_seqlens, chunk_indices, scale, T, NT,
                      H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                      IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
@@ -110,6 +110,7 @@ def _chunk_wu_kernel(q, k, gamma, beta, tmat, do, w, dvn, cu_seqlens, chunk_indi
     _store_rows(dvn + i_h * V, rt, mt, H * V, cv, _mm(b_at, _load_rows(do + i_h * V, rt, mt, H * V, cv), DD, UPCAST))
 
 
+# T not specialised, as in the forward's sequential _chunk_state_kernel (see there)
 @maybe_autotune(_DH_CONFIGS, key=["K", "V", "BV", "DD"], restore_value=["dvn"])   # dV_new += ...
 @triton.jit(do_not_specialize=["T"])
 def _chunk_dh_kernel(q, k, gamma, w, do, dht, dh0, dh, dvn, cu_seqlens, chunk_offsets, scale, T,
@@ -152,7 +153,7 @@ def _chunk_dh_kernel(q, k, gamma, w, do, dht, dh0, dh, dvn, cu_seqlens, chunk_of
 
 
 @maybe_autotune(_WY_CONFIGS, key=["K", "V", "BV", "DD"])
-@triton.jit(do_not_specialize=["T", "NT"])
+@triton.jit
 def _chunk_bwd_wy_kernel(q, k, v, gamma, beta, tmat, v_new, dvn, do, dv, db_part, dgam_part, scratch,
                          cu_seqlens, chunk_indices, scale, T, NT,
                          H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
@@ -211,7 +212,7 @@ def _chunk_bwd_wy_kernel(q, k, v, gamma, beta, tmat, v_new, dvn, do, dv, db_part
 
 
 @maybe_autotune(_DQK_CONFIGS, key=["K", "V", "BK", "BV", "DD"])
-@triton.jit(do_not_specialize=["T", "NT"])
+@triton.jit
 def _chunk_bwd_dqk_kernel(q, k, gamma, beta, tmat, h, v_new, dh, dvn, do, scratch, dq, dk, db_part, dgam_part,
                           cu_seqlens, chunk_indices, scale, T, NT,
                           H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
@@ -285,7 +286,7 @@ def _chunk_bwd_dqk_kernel(q, k, gamma, beta, tmat, h, v_new, dh, dvn, do, scratc
     tl.store(dgam_part + (rt * H + i_h) * (K // BK) + i_k, b_dgam, mask=mt)
 
 
-@triton.jit(do_not_specialize=["T", "NT"])
+@triton.jit
 def _chunk_bwd_gate_kernel(db3, dgam3, db4, dgam4, dg, dbeta, cu_seqlens, chunk_indices, T, NT,
                            H: tl.constexpr, BT: tl.constexpr, NK: tl.constexpr, IS_VARLEN: tl.constexpr):
     """Step 5 of one (chunk, head): dbeta and dgamma summed over steps 3 and 4 (all key blocks);
