@@ -35,7 +35,9 @@ kernels alone; ``fwdbwd`` = forward + that backward.
 
 Rows at ``PROFILE_SHAPES`` (B4 T8192 H16) also carry ``kernels``, the device
 time of each kernel of one call (:func:`kernels.harness.kernel_breakdown`),
-so the paper can say which kernel a gap comes from.
+so the paper can say which kernel a gap comes from; not for ``naive``, whose
+token loop launches tens of thousands of tiny kernels per call: its breakdown
+would say nothing and only lengthen the job.
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ TOL = 0.005  # RMSE/RMS of o and of the final state, flash-linear-attention's fo
 PROFILE_SHAPES = frozenset({(4, 8192, 16)})
 
 
-def _profiled(case: dict) -> bool:
-    return not case.get("varlen") and (case["batch"], case["seqlen"], case["heads"]) in PROFILE_SHAPES
+def _profiled(impl: str, case: dict) -> bool:
+    return impl != "naive" and not case.get("varlen") and (case["batch"], case["seqlen"], case["heads"]) in PROFILE_SHAPES
 
 
 def _fixed(shapes: list[dict]) -> list[dict]:
@@ -239,7 +241,7 @@ def _prepare_fwd(impl: str, case: dict, device) -> harness.Prepared:
                            gate_bytes=g.element_size(), final_state=True)
     call = lambda: fn(q, k, v, g, beta, scale=d ** -0.5, **kw)  # noqa: E731
     extra["peak_mem_timed_bytes"] = _timed_peak(call, device)
-    return harness.Prepared(fn=call, bytes=nbytes, flops=flops, extra=extra, profile=_profiled(case))
+    return harness.Prepared(fn=call, bytes=nbytes, flops=flops, extra=extra, profile=_profiled(impl, case))
 
 
 _REF_CACHE: dict = {}
@@ -330,4 +332,4 @@ def _prepare_bwd(impl: str, case: dict, device) -> harness.Prepared:
     nbytes = gdn_bwd_bytes(tokens, H, d, d, case["num_seqs"], elem_bytes=q.element_size(),
                            gate_bytes=g.element_size(), with_forward=fwdbwd, final_state_grad=extra["final_state_grad"])
     extra["peak_mem_timed_bytes"] = _timed_peak(call, device)
-    return harness.Prepared(fn=call, bytes=nbytes, flops=flops, extra=extra, profile=_profiled(case))
+    return harness.Prepared(fn=call, bytes=nbytes, flops=flops, extra=extra, profile=_profiled(impl, case))
