@@ -23,7 +23,7 @@ def _row(impl, pas, batch, seqlen, mask, ms, density_blocks, **kw):
 
 def _table():
     rows = []
-    for pas, f in (("fwd", 1.0), ("fwdbwd", 3.5)):
+    for pas, f in (("fwd", 1.0), ("bwd", 2.5), ("fwdbwd", 3.5)):
         for batch, n in ((16, 2048), (4, 8192), (1, 32768)):
             causal_ms = f * n / 1000
             rows += [_row("flex", pas, batch, n, "causal", causal_ms, 0.5, recompiles=2, compile_s=4.0),
@@ -87,13 +87,13 @@ def test_figures_draw_partial_data(derived, name, subset):
 def test_tables(derived):
     summary = report.TABLES["flex_summary"](derived)
     assert {"tiles %", "vs causal", "ideal", "% ideal", "vs FA2", "vs cuDNN"} <= set(summary.columns)
-    assert len(summary) == 2 * 2 * 3  # 2 passes x 2 seqlens >= 8K x (causal, window, document)
+    assert len(summary) == 3 * 2 * 3  # 3 passes x 2 seqlens >= 8K x (causal, window, document)
     dense = report.TABLES["flex_dense"](derived)
     assert {"flex", "sdpa_flash", "sdpa_cudnn", "naive"} <= set(dense.columns)
     tiles = report.TABLES["flex_tile_cost"](derived)
     assert list(tiles.columns) == ["pass", "N", "mask", "setting", "tiles / row", "fill %", "% ideal", "tile cost",
                                    "fit"]
-    assert len(tiles) == 2 * 2 * 2  # 2 passes x 2 seqlens >= 8K x (window, document)
+    assert len(tiles) == 3 * 2 * 2  # 3 passes x 2 seqlens >= 8K x (window, document)
     assert set(tiles["tile cost"]) == {1.25, 1.33} and tiles["fit"].notna().all()
     mods = report.TABLES["flex_score_mods"](derived)
     assert set(mods["score_mod"]) == {"alibi", "softcap", "softcap_sigmoid", "alibi_softcap"}
@@ -106,6 +106,7 @@ def test_macros(derived):
     assert all(k.startswith("Flex") and k.isalpha() for k in m)
     assert m["FlexFwdCausalVsFlash"] == "1.20" and m["FlexFwdSoftcapSlowdown"] == "1.90"
     assert m["FlexWindowFwdTargetMet"] == "2 of 2" and m["FlexNaiveMaxSeqlen"] == "8192"
+    assert m["FlexBwdCausalMs"] == "20.480" and m["FlexWindowBwdPctIdealMedian"] == "80.0"
     met = [m[f"Flex{f}FwdTargetMet"] for f in ("Window", "Document")]
     n_met, n_all = (sum(int(x.split(" of ")[i]) for x in met if x != "n/a") for i in (0, 1))
     want = "holds" if n_met == n_all else "does not hold" if n_met == 0 else f"holds in {n_met} of {n_all} cases"

@@ -549,7 +549,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     out: dict[str, str] = {}
     d = _ok(_main_gpu(df)) if not df.empty else df
     base = _where(d, **BASE) if not d.empty else d
-    names = {"fwd": "Fwd", "fwdbwd": "Fwdbwd"}
+    names = {"fwd": "Fwd", "bwd": "Bwd", "fwdbwd": "Fwdbwd"}
     for pas, pname in names.items():
         causal = _where(base, impl="flex", mask="causal", score_mod="none", **{"pass": pas})
         out[f"Flex{pname}CausalMs"] = _fmt(_one(causal, "median_ms"), 3)
