@@ -17,6 +17,7 @@ import torch.nn.functional as F  # noqa: E402
 from kernels.gdn.chunk import chunk_gated_delta_rule, chunk_gated_delta_rule_fwd  # noqa: E402
 from kernels.gdn.naive import naive_chunk_gated_delta_rule, naive_recurrent_gated_delta_rule  # noqa: E402
 from kernels.gdn.recurrent import fused_recurrent_gated_delta_rule  # noqa: E402
+from kernels.gdn.validate import cached_per_tensor  # noqa: E402
 from kernels.harness import relative_rmse  # noqa: E402
 
 TOL = 0.005
@@ -199,7 +200,54 @@ def test_errors(fn):
         fn(q, k, v, g, beta, initial_state=torch.zeros(2, 1, 32, 32, dtype=torch.float64))
 
 
+def test_cached_per_tensor_identity_version_and_args():
+    calls = []
+
+    @cached_per_tensor
+    def total(t, n):
+        calls.append(n)
+        return int(t.sum()) + n
+
+    t = torch.tensor([0, 3, 8])
+    assert total(t, 1) == total(t, 1) == 12 and len(calls) == 1
+    assert total(t, 2) == 13 and len(calls) == 2                  # other arguments
+    t.add_(1)                                                     # an in-place write
+    assert total(t, 1) == 15 and len(calls) == 3
+    assert total(t.clone(), 1) == 15 and len(calls) == 4          # equal values, another tensor
+    with torch.inference_mode():
+        u = torch.tensor([1])
+    assert total(u, 0) == total(u, 0) == 1 and len(calls) == 6    # no version: not cached
+
+
+@pytest.mark.parametrize("fn", [chunk_gated_delta_rule, fused_recurrent_gated_delta_rule])
+def test_cu_seqlens_changed_in_place_is_checked_again(fn):
+    q, k, v, g, beta, _ = inputs(1, 8, 1, 32, "mild", device="cpu")
+    cu = torch.tensor([0, 3, 8], dtype=torch.int32)
+    fn(q, k, v, g, beta, cu_seqlens=cu)
+    cu[2] = 7
+    with pytest.raises(ValueError, match="end at T=8"):
+        fn(q, k, v, g, beta, cu_seqlens=cu)
+
+
 # ---------------------------------------------------------------------------- GPU, study-like shapes
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("fn", [chunk_gated_delta_rule, fused_recurrent_gated_delta_rule])
+@pytest.mark.parametrize("packed", [False, True])
+def test_gpu_repeated_call_never_synchronises(fn, packed):
+    """A second call with the same inputs (and the same cu_seqlens tensor) does no
+    synchronising operation: the host never waits for the GPU before enqueuing its kernels."""
+    q, k, v, g, beta, _ = inputs(1, 1000, 4, 128, "mild")
+    cu = torch.tensor([0, 10, 300, 301, 1000], dtype=torch.int32, device=q.device) if packed else None
+    fn(q, k, v, g, beta, cu_seqlens=cu)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        fn(q, k, v, g, beta, cu_seqlens=cu)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -77,7 +77,7 @@ from kernels.gdn._launch import value_block
 from kernels.gdn._triton import (_chunk_bounds, _inv_unit_lower16, _kkt_block, _load_rows, _load_t, _mm,
                                  _seq_bounds, _solve_mm, _store_rows)
 from kernels.launch import interpreting, maybe_autotune
-from kernels.gdn.validate import check_inputs, gate_check, l2norm
+from kernels.gdn.validate import cached_per_tensor, check_inputs, checked_offsets, gate_check, l2norm
 
 CHUNK_SIZE = 64
 _PREP_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (2, 4, 8)]
@@ -327,15 +327,22 @@ def _chunk_tables(B, T, cu_seqlens, device):
         nt = triton.cdiv(T, CHUNK_SIZE)
         offsets = torch.arange(B + 1, dtype=torch.int32, device=device) * nt
         return None, offsets, B * nt
-    lens = (cu_seqlens[1:] - cu_seqlens[:-1]).to(torch.int64)
-    nts = (lens + CHUNK_SIZE - 1) // CHUNK_SIZE
-    offsets = torch.zeros(len(nts) + 1, dtype=torch.int64, device=device)
-    offsets[1:] = nts.cumsum(0)
-    nc = int(offsets[-1].item())
-    seq = torch.repeat_interleave(torch.arange(len(nts), device=device), nts)
-    within = torch.arange(nc, device=device) - offsets[:-1].repeat_interleave(nts)
-    indices = torch.stack([seq, within], 1).to(torch.int32).contiguous()
-    return indices, offsets.to(torch.int32), nc
+    return _packed_chunk_tables(cu_seqlens, T)
+
+
+@cached_per_tensor
+def _packed_chunk_tables(cu_seqlens, T):
+    """:func:`_chunk_tables` of packed sequences, built on the host from the checked
+    boundaries and copied to ``cu_seqlens``' device once per tensor and version."""
+    cs = checked_offsets(cu_seqlens, T)
+    nts = [triton.cdiv(b - a, CHUNK_SIZE) for a, b in zip(cs, cs[1:])]
+    offsets = [0]
+    for nt in nts:
+        offsets.append(offsets[-1] + nt)
+    indices = [(n, i) for n, nt in enumerate(nts) for i in range(nt)]
+    dev = cu_seqlens.device
+    return (torch.tensor(indices, dtype=torch.int32, device=dev).reshape(-1, 2),
+            torch.tensor(offsets, dtype=torch.int32, device=dev), offsets[-1])
 
 
 def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_final_state,

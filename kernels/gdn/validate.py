@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 SUPPORTED_HEAD_DIMS = (16, 32, 64, 128)
@@ -58,11 +60,7 @@ def check_inputs(q, k, v, g, beta, initial_state=None, cu_seqlens=None, check_ga
             raise ValueError(f"with cu_seqlens the batch must be 1 (packed sequences), got B={B}")
         if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
             raise ValueError(f"cu_seqlens must be 1-D [N + 1] with N >= 1, got {tuple(cu_seqlens.shape)}")
-        cs = cu_seqlens.tolist()
-        if cs[0] != 0 or cs[-1] != T or any(b < a for a, b in zip(cs, cs[1:])):
-            raise ValueError(f"cu_seqlens must start at 0, never decrease and end at T={T}; got "
-                             f"{cs[:4]}...{cs[-2:]}")
-        N = len(cs) - 1
+        N = len(checked_offsets(cu_seqlens, T)) - 1
     if initial_state is not None:
         state_dtype = torch.float64 if allow_float64 and q.dtype == torch.float64 else torch.float32
         if not isinstance(initial_state, torch.Tensor) or initial_state.dtype != state_dtype:
@@ -73,6 +71,48 @@ def check_inputs(q, k, v, g, beta, initial_state=None, cu_seqlens=None, check_ga
         if initial_state.device != q.device:
             raise ValueError(f"initial_state is on {initial_state.device} but q is on {q.device}")
     return B, T, H, K, V, N
+
+
+def cached_per_tensor(fn):
+    """Memoise ``fn(t, *args)`` on the tensor ``t`` itself (identity and version) and ``args``.
+
+    An in-place write bumps a tensor's version, so a changed ``cu_seqlens`` is
+    seen again; the last 8 results are kept, with a reference to their tensor
+    (so its identity is not reused). An inference-mode tensor has no version,
+    so its results are not cached. Used where a result needs the values of a
+    small device tensor on the host: reading them waits for every kernel
+    queued before, so a model whose layers share one ``cu_seqlens`` pays that
+    wait once rather than per call. flash-linear-attention caches its
+    chunk indices the same way (``tensor_cache``, by identity only). An
+    exception is not cached.
+    """
+    entries: list = []
+
+    @functools.wraps(fn)
+    def wrapper(t, *args):
+        if t.is_inference():
+            return fn(t, *args)
+        for entry in entries:
+            if entry[0] is t and entry[1] == t._version and entry[2] == args:
+                return entry[3]
+        value = fn(t, *args)
+        entries.insert(0, (t, t._version, args, value))
+        del entries[8:]
+        return value
+
+    return wrapper
+
+
+@cached_per_tensor
+def checked_offsets(cu_seqlens: torch.Tensor, T: int) -> tuple[int, ...]:
+    """The sequence boundaries ``cu_seqlens`` ``[N + 1]`` as a tuple of ints, checked
+    to start at 0, never decrease and end at ``T`` (``ValueError`` otherwise).
+    Read from the device once per tensor and version (:func:`cached_per_tensor`)."""
+    cs = tuple(cu_seqlens.tolist())
+    if cs[0] != 0 or cs[-1] != T or any(b < a for a, b in zip(cs, cs[1:])):
+        raise ValueError(f"cu_seqlens must start at 0, never decrease and end at T={T}; got "
+                         f"{list(cs[:4])}...{list(cs[-2:])}")
+    return cs
 
 
 def gate_check(g):
@@ -113,7 +153,7 @@ def seq_bounds(B: int, T: int, cu_seqlens=None) -> list[tuple[int, int]]:
     """Token ranges ``[(start, end), ...]`` of the sequences in the flattened ``B*T`` axis."""
     if cu_seqlens is None:
         return [(b * T, (b + 1) * T) for b in range(B)]
-    cs = cu_seqlens.tolist()
+    cs = checked_offsets(cu_seqlens, B * T)
     return list(zip(cs[:-1], cs[1:]))
 
 
