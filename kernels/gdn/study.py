@@ -60,7 +60,8 @@ PROFILE_SHAPES = frozenset({(4, 8192, 16)})
 
 
 def _profiled(impl: str, case: dict) -> bool:
-    return impl != "naive" and not case.get("varlen") and (case["batch"], case["seqlen"], case["heads"]) in PROFILE_SHAPES
+    shape = (case["batch"], case["seqlen"], case["heads"])
+    return impl != "naive" and not case.get("varlen") and shape in PROFILE_SHAPES
 
 
 def _fixed(shapes: list[dict]) -> list[dict]:
