@@ -42,8 +42,10 @@ def test_derive_figures_tables_macros():
     t = report.TABLES["gdn_main"](df)
     assert "chunk" in t.columns and len(t) == 3
     m = report.macros(df)
-    assert m["GdnNaiveMaxSeqlen"] == "2048" and m["GdnChunkMsBEightTFourK"] == "n/a"
+    assert m["GdnNaiveMaxShape"] == "B1 T2048 H16" and m["GdnChunkMsBEightTFourK"] == "n/a"
     assert m["GdnFlashQlaSpeedupVsFlaBFourTEightK"] == "2.50"
+    assert (m["GdnChunkVarlenMs"], m["GdnFlaVarlenMs"]) == ("28.800", "32.000")
+    assert m["GdnVarlenCase"] == "32 sequences, T32768 H16"
     assert m["GdnFlashQlaVerdict"] == "forward holds; backward n/a"
     assert all(k.isalpha() and k.startswith("Gdn") for k in m)
 
@@ -55,6 +57,7 @@ def test_partial_data_does_not_crash():
         plt.close(fn(df))
     report.TABLES["gdn_main"](df)
     assert report.macros(df)["GdnChunkSpeedupVsNaive"] == "n/a"
+    assert report.macros(df)["GdnChunkVarlenMs"] == report.macros(df)["GdnVarlenCase"] == "n/a"
     assert report.macros(df)["GdnFlashQlaVerdict"] == "forward n/a; backward n/a"
 
 

@@ -243,7 +243,8 @@ def flash_qla_verdict(df: pd.DataFrame) -> str:
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text: forward times, speedups and TFLOP/s at the main
     shapes, the speedup over naive at the largest seqlen naive ran (and that
-    seqlen); backward and forward + backward times, speedups over FLA and peak
+    shape); ``chunk``'s and FLA's forward on the longest packed-sequence case
+    (``Gdn<Impl>VarlenMs``, ``GdnVarlenCase``); backward and forward + backward times, speedups over FLA and peak
     memory at the backward's main shapes (``Gdn<Impl>Bwd...``, ``Gdn<Impl>Fwdbwd...``);
     the forward's summed kernel time at B4 T8192 H16 (``Gdn<Impl>KernelMs...``, from
     the profiled breakdown); FlashQLA's speedups over FLA and the verdict on its
@@ -282,12 +283,21 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     m["GdnChunkGradErrMax"] = _fmt(g.max().max() if len(g) and grads else None, ".4f")
     o = df.loc[df["impl"] == "chunk", "rel_err"] if "rel_err" in df.columns else pd.Series(dtype=float)
     m["GdnChunkOutErrMax"] = _fmt(o.max() if o.notna().any() else None, ".4f")
+    v = _pass(df, "fwd")
+    v = v[(v["varlen"] == True) & v["median_ms"].notna()].sort_values(["seqlen", "num_seqs"])  # noqa: E712
+    case = v.iloc[-1] if len(v) else None
+    for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla")):
+        s = v[(v["impl"] == impl) & (v["seqlen"] == case["seqlen"]) & (v["num_seqs"] == case["num_seqs"])
+              & (v["heads"] == case["heads"])]["median_ms"] if case is not None else []
+        m[f"Gdn{iname}VarlenMs"] = _fmt(s.iloc[0] if len(s) else None, ".3f")
+    m["GdnVarlenCase"] = (f"{int(case['num_seqs'])} sequences, T{int(case['seqlen'])} H{int(case['heads'])}"
+                          if case is not None else "n/a")
     d = _pass(df, "fwd")
     d = d[(d["impl"] == "chunk") & d["speedup_vs_naive"].notna()]
     if len(d):
-        row = d.sort_values("seqlen").iloc[-1]
+        row = d.assign(tokens=d["batch"] * d["seqlen"] * d["heads"]).sort_values(["seqlen", "tokens"]).iloc[-1]
         m["GdnChunkSpeedupVsNaive"] = _fmt(row["speedup_vs_naive"], ".0f")
-        m["GdnNaiveMaxSeqlen"] = str(int(row["seqlen"]))
+        m["GdnNaiveMaxShape"] = f"B{int(row['batch'])} T{int(row['seqlen'])} H{int(row['heads'])}"
     else:
-        m["GdnChunkSpeedupVsNaive"] = m["GdnNaiveMaxSeqlen"] = "n/a"
+        m["GdnChunkSpeedupVsNaive"] = m["GdnNaiveMaxShape"] = "n/a"
     return m
