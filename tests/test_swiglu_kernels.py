@@ -9,7 +9,7 @@ import torch
 
 from kernels.swiglu.elementwise import (as_rows, check_operands, swiglu, swiglu_backward, swiglu_decode,
                                         swiglu_forward)
-from kernels.swiglu.gemm import swiglu_gemm, swiglu_matmul
+from kernels.swiglu.gemm import GateUpWeight, pack_gate_up, swiglu_gemm, swiglu_matmul
 from kernels.swiglu.reference import swiglu_backward_reference, swiglu_eager, swiglu_reference
 from kernels.swiglu.seed import seed_swiglu
 
@@ -110,10 +110,28 @@ def test_gemm_fused_matches_reference(weights, device):
     else:  # nn.Linear layout [N, K], passed transposed
         w_gate, w_up = w[:, :50].t().contiguous().t(), w[:, 50:].t().contiguous().t()
     ref = swiglu_reference(*(x.float() @ w.float()).chunk(2, dim=-1))
-    out = swiglu_gemm(x, w_gate, w_up)
+    out = swiglu_gemm(x, pack_gate_up(w_gate, w_up))  # N = 50: part of one packed block, rows padded to 16 bytes
     assert out.shape == (2, 19, 50) and out.dtype == torch.bfloat16
     assert rel(out, ref) < 1e-2
     assert rel(swiglu_matmul(x, w), ref) < 1e-2
+
+
+def test_pack_gate_up_layout():
+    w_gate, w_up = randn(3, 200, device="cpu"), randn(3, 200, device="cpu", seed=1)
+    packed = pack_gate_up(w_gate, w_up)
+    assert packed.hidden == 200 and packed.weight.shape == (3, 512) and packed.weight.is_contiguous()
+    blocks = packed.weight.view(3, 2, 2, 128)  # [K, block, gate|up, column]
+    torch.testing.assert_close(blocks[:, :, 0].reshape(3, 256)[:, :200], w_gate, rtol=0, atol=0)
+    torch.testing.assert_close(blocks[:, :, 1].reshape(3, 256)[:, :200], w_up, rtol=0, atol=0)
+    assert not blocks[:, 1, :, 72:].any()  # padding past N is zero
+
+
+def test_gemm_fused_many_tiles(device):
+    # more row tiles than persistent programs under the interpreter, a K tail, two column blocks
+    x = randn(100, 72, device=device)
+    w = randn(72, 2 * 256, device=device, seed=1) / 8
+    ref = swiglu_reference(*(x.float() @ w.float()).chunk(2, dim=-1))
+    assert rel(swiglu_gemm(x, pack_gate_up(*w.chunk(2, dim=-1))), ref) < 1e-2
 
 
 DEV = "cuda:0" if torch.cuda.is_available() else "cpu"  # where the error-message operands live
@@ -121,6 +139,10 @@ DEV = "cuda:0" if torch.cuda.is_available() else "cpu"  # where the error-messag
 
 def _t(*shape, dtype=torch.float32, device=DEV):
     return torch.zeros(*shape, dtype=dtype, device=device)
+
+
+def _gate_up(k, n=6):
+    return GateUpWeight(_t(k, 2 * 128, dtype=torch.bfloat16), n)
 
 
 @pytest.mark.parametrize("call, exc, message", [
@@ -140,21 +162,25 @@ def _t(*shape, dtype=torch.float32, device=DEV):
      "gate with shape (4, 3, 8) and strides (48, 8, 1) cannot be seen as rows of 8 elements without a copy"),
     (lambda: swiglu_backward(_t(3, 4), _t(3, 4), _t(3, 5)), ValueError, "up has shape (3, 5) but d_out has shape"),
     (lambda: seed_swiglu(_t(4, 6).t(), _t(4, 6).t()), ValueError, "seed_swiglu needs contiguous gate and up"),
-    (lambda: swiglu_gemm(_t(4, 8), _t(8, 6), _t(8, 6)), TypeError,
-     "x has dtype torch.float32; supported: bfloat16, float16"),
-    (lambda: swiglu_gemm(_t(4, 8, dtype=torch.bfloat16), _t(8, 6, dtype=torch.float16), _t(8, 6)), TypeError,
-     "w_gate has dtype torch.float16 but x has dtype torch.bfloat16"),
-    (lambda: swiglu_gemm(_t(4, 8, dtype=torch.bfloat16), _t(7, 6, dtype=torch.bfloat16),
-                         _t(7, 6, dtype=torch.bfloat16)), ValueError,
-     "x has K = 8 but the weights are [K, N] = (7, 6)"),
-    (lambda: swiglu_gemm(_t(4, 8, dtype=torch.bfloat16), _t(8, 6, dtype=torch.bfloat16),
-                         _t(8, 5, dtype=torch.bfloat16)), ValueError,
+    (lambda: pack_gate_up(_t(8, 6), _t(8, 6)), TypeError, "w_gate has dtype torch.float32; supported: bfloat16, float16"),
+    (lambda: pack_gate_up(_t(8, 6, dtype=torch.bfloat16), _t(8, 6, dtype=torch.float16)), TypeError,
+     "w_up has dtype torch.float16 but w_gate has dtype torch.bfloat16"),
+    (lambda: pack_gate_up(_t(8, 6, dtype=torch.bfloat16), _t(8, 5, dtype=torch.bfloat16)), ValueError,
      "w_gate (8, 6) and w_up (8, 5) must both be [K, N]"),
-    (lambda: swiglu_gemm(_t(8, dtype=torch.bfloat16), _t(8, 6, dtype=torch.bfloat16),
-                         _t(8, 6, dtype=torch.bfloat16)), ValueError, "x has shape (8,); expected [..., tokens, K]"),
-    (lambda: swiglu_gemm(_t(4, 8, dtype=torch.bfloat16), _t(8, 6, dtype=torch.bfloat16),
-                         _t(8, 6, dtype=torch.bfloat16, device="meta")), ValueError,
-     f"w_up is on device meta but x is on {DEV}"),
+    (lambda: pack_gate_up(_t(8, 6, dtype=torch.bfloat16), _t(8, 6, dtype=torch.bfloat16, device="meta")),
+     ValueError, f"w_up is on device meta but w_gate is on {DEV}"),
+    (lambda: swiglu_gemm(_t(4, 8, dtype=torch.bfloat16), _t(8, 12, dtype=torch.bfloat16)), TypeError,
+     "w must be a GateUpWeight from pack_gate_up, got Tensor"),
+    (lambda: swiglu_gemm(_t(4, 8), _gate_up(8)), TypeError,
+     "x has dtype torch.float32 but the weight has dtype torch.bfloat16"),
+    (lambda: swiglu_gemm(_t(4, 16, dtype=torch.bfloat16), _gate_up(8)), ValueError,
+     "x has K = 16 but the weight has K = 8"),
+    (lambda: swiglu_gemm(_t(8, dtype=torch.bfloat16), _gate_up(8)), ValueError,
+     "x has shape (8,); expected [..., tokens, K]"),
+    (lambda: swiglu_gemm(_t(4, 8, dtype=torch.bfloat16, device="meta"), _gate_up(8)), ValueError,
+     f"x is on device meta but the weight is on {DEV}"),
+    (lambda: swiglu_gemm(_t(4, 6, dtype=torch.bfloat16), _gate_up(6)), ValueError,
+     "x rows are 12 bytes apart from address"),
 ])
 def test_error_messages(call, exc, message):
     with pytest.raises(exc) as info:
@@ -228,5 +254,5 @@ def test_gemm_fused_autotuned_on_gpu(tokens, k, n):
     x = randn(tokens, k, device="cuda")
     w = randn(k, 2 * n, device="cuda", seed=1) * k ** -0.5
     ref = swiglu_reference(*(x.float() @ w.float()).chunk(2, dim=-1))
-    assert rel(swiglu_gemm(x, *w.chunk(2, dim=-1)), ref) < 1e-2
+    assert rel(swiglu_gemm(x, pack_gate_up(*w.chunk(2, dim=-1))), ref) < 1e-2
     assert rel(swiglu_matmul(x, w), ref) < 1e-2

@@ -1,20 +1,26 @@
 """SwiGLU in the epilogue of the gate/up projection: ``SiLU(x W_gate) * (x W_up)``.
 
-Method: a tiled Triton matmul with two fp32 accumulators that share each
-loaded ``x`` tile (one ``[BLOCK_M, BLOCK_K]`` load feeds ``tl.dot`` with the
-``W_gate`` and the ``W_up`` tile), grouped tile order for L2 reuse
-(Triton's matmul tutorial), and the activation applied to the accumulators
-before the only store. Against cuBLAS ``x @ [W_gate | W_up]`` followed by an
+Method: a persistent Triton matmul (one program per SM walking the output
+tiles in grouped order for L2 reuse, operands moved by TMA tensor
+descriptors; Triton's persistent matmul tutorial) whose epilogue applies the
+activation before the only store. The weight is packed once (at load time,
+like any inference weight layout) so that each block of ``PACK_BLOCK_N``
+gate columns is followed by the same ``PACK_BLOCK_N`` up columns: one
+``[BLOCK_K, 2 * PACK_BLOCK_N]`` tile load and one ``tl.dot`` of width 256
+(Hopper's widest MMA) produce a gate and an up tile, split in registers in
+the epilogue. Against cuBLAS ``x @ [W_gate | W_up]`` followed by an
 elementwise kernel it saves writing and re-reading the ``[tokens, 2*hidden]``
-projection (the fused GEMM-activation idea of e.g. CUTLASS epilogues and
-Liger-Kernel's discussion of FFN fusion).
+projection (the fused GEMM-activation idea of CUTLASS epilogues).
 
-Weights are given as two ``[K, N]`` matrices with any strides, so the two
-halves of one ``[K, 2N]`` matrix (``w.chunk(2, -1)``) or the transposes of
-``nn.Linear`` weights (``[N, K]`` -> ``.t()``) are read in place.
+On the H200 (session A/B at 8192 x 4096 -> 14336, bf16) two separate dots of
+width 128 per tile were 4 % slower than the packed single dot, and letting
+Triton pipeline across tiles (``tl.range(..., flatten=True)``) helped the
+packed kernel but slowed the two-dot one by a quarter.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -23,132 +29,170 @@ import triton.language as tl
 from kernels.launch import interpreting
 from kernels.swiglu.elementwise import as_rows, swiglu_forward
 
-#: (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps) candidates on a GPU:
-#: Hopper-friendly tiles; two 128x128 fp32 accumulators make a 128x256 tile.
+#: Gate (and up) columns per block of the packed weight; the kernel's BLOCK_N.
+PACK_BLOCK_N = 128
+#: (BLOCK_M, BLOCK_K, num_stages, num_warps, GROUP_M) candidates on a GPU (the
+#: first was the best at both Llama shapes on the H200).
 GEMM_CONFIGS = (
-    (128, 128, 64, 3, 8),
-    (128, 128, 64, 4, 8),
-    (128, 64, 64, 4, 4),
-    (64, 128, 64, 4, 4),
-    (128, 128, 32, 4, 8),
+    (128, 64, 3, 8, 8),
+    (128, 64, 4, 8, 16),
+    (64, 64, 4, 4, 8),
 )
-#: Fixed tile under the interpreter (BLOCK_M, BLOCK_N, BLOCK_K).
-INTERPRET_TILE = (32, 32, 32)
-GROUP_M = 8
+#: (BLOCK_M, BLOCK_K) and the number of persistent programs under the interpreter.
+INTERPRET_TILE = (32, 32)
+INTERPRET_PROGRAMS = 3
 GEMM_DTYPES = (torch.bfloat16, torch.float16)
 
 
-@triton.jit
-def _swiglu_gemm_kernel(x_ptr, wg_ptr, wu_ptr, out_ptr, M, N, K,
-                        stride_xm, stride_xk, stride_gk, stride_gn, stride_uk, stride_un, stride_om,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                        GROUP_M: tl.constexpr, UPCAST: tl.constexpr):
-    # UPCAST (interpreter only): Triton 3.9's interpreter returns garbage for a
-    # bf16 tl.dot, so there the tiles are multiplied in fp32 instead.
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    group_size = GROUP_M * num_pid_n
-    first_m = (pid // group_size) * GROUP_M
-    group_m = min(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % group_size) % group_m
-    pid_n = (pid % group_size) // group_m
+@dataclass(frozen=True)
+class GateUpWeight:
+    """A packed ``[W_gate | W_up]`` (from :func:`pack_gate_up`).
 
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
-    # Rows/columns past M/N wrap around (valid addresses); the store masks them.
-    # No contiguity hints: a wrapped last tile is not contiguous, and with N a
-    # multiple of 16 (specialised by Triton) the loads are vectorised anyway.
-    rm = (offs_m % M).to(tl.int64)
-    rn = (offs_n % N).to(tl.int64)
-    x_ptrs = x_ptr + rm[:, None] * stride_xm + offs_k[None, :] * stride_xk
-    g_ptrs = wg_ptr + offs_k[:, None] * stride_gk + rn[None, :] * stride_gn
-    u_ptrs = wu_ptr + offs_k[:, None] * stride_uk + rn[None, :] * stride_un
+    Attributes:
+        weight: ``[K, 2 * N_pad]``, ``N_pad`` = ``hidden`` rounded up to
+            ``PACK_BLOCK_N``; block ``j`` of ``2 * PACK_BLOCK_N`` columns holds
+            gate columns ``j*PACK_BLOCK_N ...`` then the same up columns; padding is zero.
+        hidden: ``N``, the FFN hidden size (columns of the output).
+    """
 
-    acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        k_left = K - k * BLOCK_K
-        a = tl.load(x_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-        bg = tl.load(g_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-        bu = tl.load(u_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-        if UPCAST:
-            a, bg, bu = a.to(tl.float32), bg.to(tl.float32), bu.to(tl.float32)
-        acc_g = tl.dot(a, bg, acc_g)
-        acc_u = tl.dot(a, bu, acc_u)
-        x_ptrs += BLOCK_K * stride_xk
-        g_ptrs += BLOCK_K * stride_gk
-        u_ptrs += BLOCK_K * stride_uk
-
-    y = acc_g * tl.sigmoid(acc_g) * acc_u
-    out_ptrs = out_ptr + offs_m[:, None].to(tl.int64) * stride_om + offs_n[None, :]
-    tl.store(out_ptrs, y.to(out_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+    weight: torch.Tensor
+    hidden: int
 
 
-_GEMM_TUNED = None if interpreting() else triton.autotune(
-    configs=[triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M},
-                           num_stages=s, num_warps=w) for bm, bn, bk, s, w in GEMM_CONFIGS],
-    key=["M", "N", "K"])(_swiglu_gemm_kernel)
+def pack_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor) -> GateUpWeight:
+    """Pack two ``[K, N]`` weights for :func:`swiglu_gemm` (a copy, done once).
 
-
-def _check_gemm(x, w_gate, w_up):
-    for name, t in (("x", x), ("w_gate", w_gate), ("w_up", w_up)):
+    Args:
+        w_gate, w_up: ``[K, N]`` each, bfloat16 or float16, same dtype and
+            device, any strides (halves of ``[K, 2N]``, or
+            ``nn.Linear.weight.t()``).
+    Returns:
+        :class:`GateUpWeight` with a contiguous ``[K, 2 * N_pad]`` weight.
+    Raises:
+        TypeError: non-tensor, dtype other than bfloat16/float16, or mixed dtypes.
+        ValueError: shapes other than two equal ``[K, N]``, or mixed devices.
+    """
+    for name, t in (("w_gate", w_gate), ("w_up", w_up)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dtype not in GEMM_DTYPES:
             raise TypeError(f"{name} has dtype {t.dtype}; supported: bfloat16, float16")
-        if t.dtype != x.dtype:
-            raise TypeError(f"{name} has dtype {t.dtype} but x has dtype {x.dtype}")
-        if t.device != x.device:
-            raise ValueError(f"{name} is on device {t.device} but x is on {x.device}")
-    if x.dim() < 2:
-        raise ValueError(f"x has shape {tuple(x.shape)}; expected [..., tokens, K]")
+    if w_up.dtype != w_gate.dtype:
+        raise TypeError(f"w_up has dtype {w_up.dtype} but w_gate has dtype {w_gate.dtype}")
+    if w_up.device != w_gate.device:
+        raise ValueError(f"w_up is on device {w_up.device} but w_gate is on {w_gate.device}")
     if w_gate.dim() != 2 or w_gate.shape != w_up.shape:
         raise ValueError(f"w_gate {tuple(w_gate.shape)} and w_up {tuple(w_up.shape)} must both be [K, N]")
-    if w_gate.shape[0] != x.shape[-1]:
-        raise ValueError(f"x has K = {x.shape[-1]} but the weights are [K, N] = {tuple(w_gate.shape)}")
+    k, n = w_gate.shape
+    blocks = triton.cdiv(n, PACK_BLOCK_N)
+    pad = blocks * PACK_BLOCK_N - n
+    halves = [torch.nn.functional.pad(t, (0, pad)).view(k, blocks, 1, PACK_BLOCK_N) for t in (w_gate, w_up)]
+    return GateUpWeight(torch.cat(halves, dim=2).view(k, 2 * blocks * PACK_BLOCK_N), n)
+
+
+@triton.jit
+def _tile_of(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """(row, column) of tile number ``tile`` in grouped order: GROUP_M row tiles share
+    each weight column tile while it is in L2 (Triton's matmul tutorial)."""
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    group_size = GROUP_M * num_pid_n
+    first_m = (tile // group_size) * GROUP_M
+    group_m = min(tl.cdiv(M, BLOCK_M) - first_m, GROUP_M)
+    return first_m + (tile % group_size) % group_m, (tile % group_size) // group_m
+
+
+@triton.jit
+def _swiglu_gemm_kernel(x_ptr, w_ptr, out_ptr, M, N, N_PAD, K, stride_xm, stride_wk, stride_om, NUM_PROGRAMS,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                        GROUP_M: tl.constexpr, UPCAST: tl.constexpr):
+    # UPCAST (interpreter only): Triton 3.9's interpreter returns garbage for a
+    # bf16 tl.dot, so there the tiles are multiplied in fp32 instead.
+    # Out-of-range rows and K columns load as zero; out-of-range output is not stored.
+    x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[stride_xm, 1], block_shape=[BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, shape=[K, 2 * N_PAD], strides=[stride_wk, 1],
+                                       block_shape=[BLOCK_K, 2 * BLOCK_N])
+    o_desc = tl.make_tensor_descriptor(out_ptr, shape=[M, N], strides=[stride_om, 1], block_shape=[BLOCK_M, BLOCK_N])
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile in tl.range(tl.program_id(0), num_tiles, NUM_PROGRAMS, flatten=True):
+        pid_m, pid_n = _tile_of(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        acc = tl.zeros((BLOCK_M, 2 * BLOCK_N), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            a = x_desc.load([off_m, k * BLOCK_K])
+            b = w_desc.load([k * BLOCK_K, pid_n * 2 * BLOCK_N])
+            if UPCAST:
+                a, b = a.to(tl.float32), b.to(tl.float32)
+            acc = tl.dot(a, b, acc)
+        gate, up = tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N)), (0, 2, 1)))
+        o_desc.store([off_m, pid_n * BLOCK_N], (gate * tl.sigmoid(gate) * up).to(out_ptr.dtype.element_ty))
+
+
+_GEMM_TUNED = None if interpreting() else triton.autotune(
+    configs=[triton.Config({"BLOCK_M": bm, "BLOCK_K": bk, "GROUP_M": gm}, num_stages=s, num_warps=w)
+             for bm, bk, s, w, gm in GEMM_CONFIGS],
+    key=["M", "N", "K"])(_swiglu_gemm_kernel)
+
+
+def _check_gemm(x, w):
+    if not isinstance(w, GateUpWeight):
+        raise TypeError(f"w must be a GateUpWeight from pack_gate_up, got {type(w).__name__}")
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype != w.weight.dtype:
+        raise TypeError(f"x has dtype {x.dtype} but the weight has dtype {w.weight.dtype}")
+    if x.device != w.weight.device:
+        raise ValueError(f"x is on device {x.device} but the weight is on {w.weight.device}")
+    if x.dim() < 2:
+        raise ValueError(f"x has shape {tuple(x.shape)}; expected [..., tokens, K]")
+    if x.shape[-1] != w.weight.shape[0]:
+        raise ValueError(f"x has K = {x.shape[-1]} but the weight has K = {w.weight.shape[0]}")
     if x.device.type != "cuda" and not interpreting():
         raise ValueError(f"x is on device {x.device}; the Triton kernel needs a CUDA tensor "
                          "(or TRITON_INTERPRET=1 for CPU tensors)")
 
 
-def swiglu_gemm(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor,
-                config: tuple[int, ...] | None = None) -> torch.Tensor:
-    """Fused ``SiLU(x @ w_gate) * (x @ w_up)`` in one Triton matmul kernel.
+def swiglu_gemm(x: torch.Tensor, w: GateUpWeight) -> torch.Tensor:
+    """Fused ``SiLU(x @ w_gate) * (x @ w_up)`` in one persistent Triton matmul.
 
     Args:
         x: ``[..., K]`` (e.g. ``[tokens, model_dim]``), bfloat16 or float16,
-            last dimension unit-stride.
-        w_gate, w_up: ``[K, N]`` each (``N`` = FFN hidden size), same dtype
-            and device as ``x``, any strides (halves of ``[K, 2N]``, or
-            ``nn.Linear.weight.t()``).
-        config: ``(BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)`` to skip
-            the autotuner; None autotunes on a GPU (fixed tile in the interpreter).
+            last dimension unit-stride; its rows must start 16 bytes apart
+            (TMA), i.e. ``K`` a multiple of 8 for contiguous rows.
+        w: the packed weights, :func:`pack_gate_up` of two ``[K, N]``
+            matrices, same dtype and device as ``x``.
     Returns:
-        ``[..., N]`` in ``x``'s dtype, fp32 accumulation.
+        ``[..., N]`` in ``x``'s dtype, fp32 accumulation. Where ``N`` is not
+        a multiple of 8, a view of rows padded to 16 bytes (TMA stores).
     Raises:
-        TypeError: non-tensor, dtype other than bfloat16/float16, or mixed dtypes.
+        TypeError: ``w`` not a :class:`GateUpWeight`, or ``x`` not a tensor
+            of the weight's dtype.
         ValueError: shapes that do not chain, mixed devices, a non-CUDA
-            device outside the interpreter, or an ``x`` whose rows cannot be
-            viewed without a copy.
+            device outside the interpreter, an ``x`` whose rows cannot be
+            viewed without a copy, or rows / base not 16-byte aligned.
     """
-    _check_gemm(x, w_gate, w_up)
+    _check_gemm(x, w)
     x2 = as_rows("x", x)
     M, K = x2.shape
-    N = w_gate.shape[1]
-    out = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    N = w.hidden
+    size = x2.element_size()
+    if (x2.stride(0) * size) % 16 or x2.data_ptr() % 16:
+        raise ValueError(f"x rows are {x2.stride(0) * size} bytes apart from address {x2.data_ptr()}: "
+                         "TMA needs both a multiple of 16 (K a multiple of 8 for contiguous rows)")
+    row = triton.cdiv(N, 8) * 8
+    out = torch.empty((M, row), dtype=x.dtype, device=x.device)[:, :N]
     if M and N:
-        args = (x2, w_gate, w_up, out, M, N, K, x2.stride(0), x2.stride(1), w_gate.stride(0), w_gate.stride(1),
-                w_up.stride(0), w_up.stride(1), out.stride(0))
-        if config is None and _GEMM_TUNED is not None:
-            grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)  # noqa: E731
-            _GEMM_TUNED[grid](*args, UPCAST=False)
+        triton.set_allocator(lambda nbytes, alignment, stream: torch.empty(nbytes, dtype=torch.int8, device=x.device))
+        programs = (INTERPRET_PROGRAMS if interpreting()
+                    else torch.cuda.get_device_properties(x.device).multi_processor_count)
+        args = (x2, w.weight, out, M, N, w.weight.shape[1] // 2, K, x2.stride(0), w.weight.stride(0),
+                out.stride(0), programs)
+        if _GEMM_TUNED is not None:
+            grid = lambda meta: (min(programs, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, PACK_BLOCK_N)),)  # noqa: E731
+            _GEMM_TUNED[grid](*args, BLOCK_N=PACK_BLOCK_N, UPCAST=False)
         else:
-            bm, bn, bk, stages, warps = config or (*INTERPRET_TILE, 1, 4)
-            _swiglu_gemm_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn),)](
-                *args, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M, UPCAST=interpreting(),
-                num_stages=stages, num_warps=warps)
+            bm, bk = INTERPRET_TILE
+            _swiglu_gemm_kernel[(min(programs, triton.cdiv(M, bm) * triton.cdiv(N, PACK_BLOCK_N)),)](
+                *args, BLOCK_M=bm, BLOCK_N=PACK_BLOCK_N, BLOCK_K=bk, GROUP_M=2, UPCAST=True)
     return out.view(*x.shape[:-1], N)
 
 
