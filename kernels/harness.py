@@ -381,8 +381,13 @@ def measure_case(study_mod, impl: str, case: dict, device, timing: dict) -> dict
 
     Never raises for a failure of the implementation: the row's ``status``
     and ``error`` say what happened, and ``times_ms`` is empty unless ok.
+    A case's own ``warmup_ms`` (a config group's, kept in the row) replaces
+    ``timing["warmup_ms"]``.
     """
     import torch
+
+    if "warmup_ms" in case:
+        timing = {**timing, "warmup_ms": case["warmup_ms"]}
 
     row = _row(study_mod.STUDY, impl, case)
     t0 = time.perf_counter()

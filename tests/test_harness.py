@@ -55,6 +55,16 @@ def test_measure_case_status(impl, status, device):
         assert row["error"]
 
 
+def test_case_warmup_replaces_the_configured_one(monkeypatch, device):
+    seen = []
+    monkeypatch.setattr(harness, "time_call", lambda prepared, dev, timing: seen.append(timing) or [1.0])
+    case = {"pass": "fwd", "dtype": "float32", "n": 64}
+    harness.measure_case(FakeStudy, "ok", case, device, TIMING)
+    row = harness.measure_case(FakeStudy, "ok", {**case, "warmup_ms": 1000}, device, TIMING)
+    assert [t["warmup_ms"] for t in seen] == [1, 1000] and row["warmup_ms"] == 1000
+    assert TIMING["warmup_ms"] == 1  # the shared config is not modified
+
+
 def test_relative_rmse():
     ref = torch.ones(100, dtype=torch.float64)
     assert harness.relative_rmse(ref, ref) == 0.0

@@ -44,6 +44,7 @@ def test_cases_cover_every_impl(run):
             if case["launch"] == "graph":
                 assert impl in study.GRAPH_IMPLS
             assert (case["gemm_in"] > 0) <= (impl in study.GEMM_IMPLS)
+            assert ("warmup_ms" in case) == (run == "sweep" and case["series"] == "gemm")
         keys = [tuple(sorted((k, v) for k, v in c.items() if k != "series")) for c in cases]
         assert len(keys) == len(set(keys)), "duplicate cases"
     assert total < (400 if run == "sweep" else 80)

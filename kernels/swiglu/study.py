@@ -104,7 +104,8 @@ def cases(sweep: dict, impl: str) -> list[dict]:
     """The cases of ``impl``: the union of the config groups listing it.
 
     Each group (``sweep["groups"]``) crosses its ``dtypes``, ``passes``,
-    shapes and ``launch`` modes; passes other than fwd are skipped for
+    shapes and ``launch`` modes (a group's ``warmup_ms`` goes into each of its
+    cases: :func:`kernels.harness.measure_case` warms up that long); passes other than fwd are skipped for
     :data:`FWD_ONLY` impls and graph launches for impls outside
     :data:`GRAPH_IMPLS`. A case repeated by two groups is kept once.
 
@@ -131,6 +132,8 @@ def cases(sweep: dict, impl: str) -> list[dict]:
                         if launch == "graph" and impl not in GRAPH_IMPLS:
                             continue
                         case = {"series": group["series"], "pass": p, "dtype": dtype, "launch": launch, **shape}
+                        if "warmup_ms" in group:
+                            case["warmup_ms"] = group["warmup_ms"]
                         key = tuple(v for k, v in sorted(case.items()) if k != "series")
                         if key not in seen:
                             seen.add(key)
