@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from kernels.launch import interpreting
-from kernels.swiglu.elementwise import as_rows, swiglu_forward
+from kernels.swiglu.elementwise import as_rows, check_operands, swiglu_forward
 
 #: Gate (and up) columns per block of the packed weight; the kernel's BLOCK_N.
 PACK_BLOCK_N = 128
@@ -70,19 +70,14 @@ def pack_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor) -> GateUpWeight:
         :class:`GateUpWeight` with a contiguous ``[K, 2 * N_pad]`` weight.
     Raises:
         TypeError: non-tensor, dtype other than bfloat16/float16, or mixed dtypes.
-        ValueError: shapes other than two equal ``[K, N]``, or mixed devices.
+        ValueError: shapes other than two equal ``[K, N]``, mixed devices, or
+            a non-CUDA device outside the interpreter.
     """
-    for name, t in (("w_gate", w_gate), ("w_up", w_up)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dtype not in GEMM_DTYPES:
-            raise TypeError(f"{name} has dtype {t.dtype}; supported: bfloat16, float16")
-    if w_up.dtype != w_gate.dtype:
-        raise TypeError(f"w_up has dtype {w_up.dtype} but w_gate has dtype {w_gate.dtype}")
-    if w_up.device != w_gate.device:
-        raise ValueError(f"w_up is on device {w_up.device} but w_gate is on {w_gate.device}")
-    if w_gate.dim() != 2 or w_gate.shape != w_up.shape:
-        raise ValueError(f"w_gate {tuple(w_gate.shape)} and w_up {tuple(w_up.shape)} must both be [K, N]")
+    check_operands(w_gate=w_gate, w_up=w_up)
+    if w_gate.dtype not in GEMM_DTYPES:
+        raise TypeError(f"w_gate has dtype {w_gate.dtype}; supported: bfloat16, float16")
+    if w_gate.dim() != 2:
+        raise ValueError(f"w_gate has shape {tuple(w_gate.shape)}; expected [K, N]")
     k, n = w_gate.shape
     blocks = triton.cdiv(n, PACK_BLOCK_N)
     pad = blocks * PACK_BLOCK_N - n
