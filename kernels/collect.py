@@ -6,7 +6,9 @@ the reason. The tidy table has one row per raw row: every field but ``env``
 and ``times_ms`` (a per-kernel breakdown ``kernels`` as one JSON text cell),
 the environment as ``env_*`` columns, plus ``gpu`` (the
 data folder), ``gpu_name``, ``q10_ms``,
-``q90_ms``, ``n_reps``, ``gbps`` (bytes / median time, 1e9 B/s) and
+``q90_ms``, ``n_reps``, ``drift`` (the mean of the last five repetitions over
+that of the first five, minus one, with at least ten: how much a call slowed
+while it was timed), ``gbps`` (bytes / median time, 1e9 B/s) and
 ``tflops`` (flops / median time, 1e12 FLOP/s); then the study's
 ``report.derive`` adds its own metrics.
 """
@@ -71,6 +73,7 @@ def tidy(rows: list[dict], gpu: str) -> pd.DataFrame:
             n_reps=int(times.size),
             q10_ms=float(np.quantile(times, 0.1)) if ok else np.nan,
             q90_ms=float(np.quantile(times, 0.9)) if ok else np.nan,
+            drift=float(times[-5:].mean() / times[:5].mean() - 1) if ok and times.size >= 10 else np.nan,
         )
         if not ok:
             rec["median_ms"] = np.nan

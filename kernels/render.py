@@ -193,19 +193,46 @@ def first_call_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
     return {"MeasureMinutesFirstCall": f"{sum(seconds) / 60:.1f}" if seconds else "n/a"}
 
 
+def timing_macros(timing: dict) -> dict[str, str]:
+    """The timing settings of ``config.yaml`` (``timing``) quoted in the methodology:
+    ``TimingWarmupMs``, ``TimingRepMs``, ``TimingMinReps``, ``TimingMaxReps``."""
+    return {"TimingWarmupMs": f"{timing['warmup_ms']:g}", "TimingRepMs": f"{timing['rep_ms']:g}",
+            "TimingMinReps": str(timing["min_reps"]), "TimingMaxReps": str(timing["max_reps"])}
+
+
+#: A row "drifts" when its last five repetitions average this much more than its first five.
+DRIFT_THRESHOLD = 0.05
+
+
+def drift_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
+    """How many timed rows slowed while they were timed (the tidy ``drift`` column):
+    ``RowsDriftChecked`` (rows with ten or more repetitions), ``RowsDrifting`` (of
+    those, drift above :data:`DRIFT_THRESHOLD`), ``RowsDriftThresholdPct`` and
+    ``RowsDriftMaxPct`` (the largest drift, %)."""
+    drift = pd.concat([pd.to_numeric(df["drift"], errors="coerce") for df in frames if "drift" in df]
+                      or [pd.Series(dtype=float)]).dropna()
+    return {"RowsDriftChecked": str(len(drift)), "RowsDrifting": str(int((drift > DRIFT_THRESHOLD).sum())),
+            "RowsDriftThresholdPct": f"{DRIFT_THRESHOLD * 100:g}",
+            "RowsDriftMaxPct": f"{drift.max() * 100:.0f}" if len(drift) else "n/a"}
+
+
 def render_numbers(studies: list[str], tidy_csvs: list[str], out: str,
-                   bench_dir: str | os.PathLike | None = None) -> None:
+                   bench_dir: str | os.PathLike | None = None, timing: dict | None = None) -> None:
     """Write every number quoted in the text as a LaTeX macro to ``out``.
 
     The macros: the environment of the measurements (:func:`environment_macros`),
     the measurement jobs' wall time (:func:`benchmark_macros`, from
-    ``bench_dir``), its one-off part (:func:`first_call_macros`) and each
-    study's ``report.macros``.
+    ``bench_dir``), its one-off part (:func:`first_call_macros`), the timing
+    settings (:func:`timing_macros`, from ``timing``, the config's), the rows
+    that slowed while timed (:func:`drift_macros`) and each study's ``report.macros``.
     """
     frames = [read_tidy(p) for p in tidy_csvs]
     values = environment_macros(frames)
     values.update(benchmark_macros(bench_dir))
     values.update(first_call_macros(frames))
+    values.update(drift_macros(frames))
+    if timing is not None:
+        values.update(timing_macros(timing))
     for study, df in zip(studies, frames):
         for name, value in _report(study).macros(df).items():
             if name in values:

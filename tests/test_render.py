@@ -77,6 +77,29 @@ def test_first_call_minutes_sum_every_one_off_column():
     assert render.first_call_macros([pd.DataFrame({"median_ms": [1.0]})]) == {"MeasureMinutesFirstCall": "n/a"}
 
 
+def test_timing_and_drift_macros():
+    timing = {"warmup_ms": 25, "rep_ms": 100, "min_reps": 5, "max_reps": 200, "cpu_reps": 3}
+    assert render.timing_macros(timing) == {"TimingWarmupMs": "25", "TimingRepMs": "100",
+                                            "TimingMinReps": "5", "TimingMaxReps": "200"}
+    a = pd.DataFrame({"drift": [0.01, 0.2, None]})
+    b = pd.DataFrame({"drift": [0.06, -0.1]})
+    assert render.drift_macros([a, b, pd.DataFrame({"median_ms": [1.0]})]) == {
+        "RowsDriftChecked": "4", "RowsDrifting": "2", "RowsDriftThresholdPct": "5", "RowsDriftMaxPct": "20"}
+    assert render.drift_macros([])["RowsDriftMaxPct"] == "n/a"
+
+
+def test_tidy_drift_compares_the_last_five_repetitions_with_the_first_five():
+    from kernels.collect import tidy
+
+    base = {"study": "toy", "impl": "a", "pass": "fwd", "dtype": "float32", "bytes": 1, "flops": 0,
+            "error": None, "env": {"gpu_name": "x"}}
+    rows = [{**base, "status": "ok", "times_ms": [1.0] * 5 + [1.5] * 5, "median_ms": 1.25},
+            {**base, "status": "ok", "times_ms": [1.0] * 9, "median_ms": 1.0},
+            {**base, "status": "error", "times_ms": [], "median_ms": None}]
+    drift = tidy(rows, "h200")["drift"]
+    assert drift.iloc[0] == pytest.approx(0.5) and drift.iloc[1:].isna().all()
+
+
 def test_kernel_table_orders_impls_and_sums_small_kernels():
     import json
 

@@ -79,6 +79,7 @@ rule numbers:
     params:
         studies=STUDIES,
         bench=BENCH,
+        timing=config["timing"],
         code=lambda w: [report_code(s) for s in STUDIES],
     conda:
         "../envs/render.yaml"
