@@ -45,7 +45,7 @@ def tidy():
         flops = 2 * 8192 * k * 2 * n
         for impl, ms in (("gemm_fused", mf), ("matmul", mm), ("eager", mm + 0.2)):
             rows.append(_row(impl, "fwd", 8192 * n, ms * 1e3, tokens=8192, hidden=n, gemm_in=k, series="gemm",
-                             flops=flops))
+                             flops=flops) | {"warmup_ms": 1000})
     return pd.DataFrame(rows)
 
 
@@ -98,6 +98,8 @@ def test_macros(tidy):
     assert m["SwigluTritonFwdbwdSpeedupEightB"] == f"{286 / 168:.2f}"
     assert m["SwigluDecodeGraphUs"] == "2.50" and m["SwigluDecodeEagerUs"] == "8.60"
     assert m["SwigluGemmFusedSpeedupEightB"] == f"{3.1 / 2.9:.2f}"
+    assert (m["SwigluGemmFusedQNinetyMsEightB"], m["SwigluGemmMatmulQTenMsEightB"]) == ("2.900", "3.100")
+    assert m["SwigluGemmWarmupMs"] == "1000"
     assert m["SwigluCompileSecondsEightB"] == "9.5"
     empty = report.macros(tidy.iloc[0:0])
     assert set(empty) == set(m) and set(empty.values()) == {"n/a"}

@@ -393,4 +393,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         out[f"SwigluGemmFusedSpeedup{name}"] = _fmt(unfused / fused, 2)
         out[f"SwigluGemmFusedTflops{name}"] = _fmt(_one(g, "tflops", impl="gemm_fused"), 0)
         out[f"SwigluGemmMatmulTflops{name}"] = _fmt(_one(g, "tflops", impl="matmul"), 0)
+        out[f"SwigluGemmFusedQNinetyMs{name}"] = _fmt(_one(g, "q90_ms", impl="gemm_fused"), 3)
+        out[f"SwigluGemmMatmulQTenMs{name}"] = _fmt(_one(g, "q10_ms", impl="matmul"), 3)
+    out["SwigluGemmWarmupMs"] = _fmt(_one(gemm, "warmup_ms", impl="gemm_fused") if "warmup_ms" in gemm
+                                     else float("nan"), 0)
     return out
