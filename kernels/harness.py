@@ -263,11 +263,26 @@ def git_commit() -> str:
         return "unknown"
 
 
+def _cpu_model() -> str | None:
+    """The host CPU's model name (``/proc/cpuinfo`` on Linux), or None."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def environment() -> dict:
     """The environment block of every row: GPU, driver, CUDA, clocks, versions, commit.
 
     ``gpu_uuid`` and ``cuda_visible_devices`` say which GPU of a multi-GPU
-    host ran the job (:mod:`kernels.gpulease`); clocks are that GPU's.
+    host ran the job (:mod:`kernels.gpulease`); clocks are that GPU's, read
+    when the block is made (an idle GPU reports its idle clock). The host's
+    CPU model, core count and 1-minute load average go with them: calls that
+    make the GPU wait for the host are as fast as that host.
     """
     import torch
 
@@ -277,6 +292,9 @@ def environment() -> dict:
         "cuda": torch.version.cuda,
         "git_commit": git_commit(),
         "host_cpu": platform.processor() or platform.machine(),
+        "host_cpu_model": _cpu_model(),
+        "host_cpus": os.cpu_count(),
+        "host_load_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
     }
     try:
         import triton

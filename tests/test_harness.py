@@ -97,9 +97,11 @@ def test_write_jsonl_is_atomic(tmp_path, monkeypatch):
 
 def test_environment_block():
     env = harness.environment()
-    for key in ("gpu_name", "torch", "triton", "python", "git_commit", "cuda", "driver"):
+    for key in ("gpu_name", "torch", "triton", "python", "git_commit", "cuda", "driver", "host_cpu_model",
+                "host_cpus", "host_load_1min"):
         assert key in env
     assert env["torch"] == torch.__version__
+    assert env["host_cpus"] == os.cpu_count() and env["host_load_1min"] >= 0
 
 
 def test_gpu_slug():

@@ -273,7 +273,8 @@ def table_model_shapes(df: pd.DataFrame) -> pd.DataFrame:
 
 def table_gemm(df: pd.DataFrame) -> pd.DataFrame:
     """Gate/up projection with SwiGLU (bf16): median milliseconds and TFLOP/s of the fused
-    epilogue against cuBLAS matmul followed by our or eager's activation."""
+    epilogue against cuBLAS matmul followed by our or eager's activation (each row timed
+    after its own warm-up, the rows' warmup_ms, else the configured default)."""
     d = _ok(df)
     d = d[d["gemm_in"].astype(float) > 0]
     if d.empty:
