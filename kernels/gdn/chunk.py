@@ -68,6 +68,7 @@ the backward pass reads.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import torch
 import triton
@@ -336,9 +337,7 @@ def _packed_chunk_tables(cu_seqlens, T):
     boundaries and copied to ``cu_seqlens``' device once per tensor and version."""
     cs = checked_offsets(cu_seqlens, T)
     nts = [triton.cdiv(b - a, CHUNK_SIZE) for a, b in zip(cs, cs[1:])]
-    offsets = [0]
-    for nt in nts:
-        offsets.append(offsets[-1] + nt)
+    offsets = list(itertools.accumulate(nts, initial=0))
     indices = [(n, i) for n, nt in enumerate(nts) for i in range(nt)]
     dev = cu_seqlens.device
     return (torch.tensor(indices, dtype=torch.int32, device=dev).reshape(-1, 2),

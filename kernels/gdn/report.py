@@ -283,17 +283,18 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     m["GdnChunkGradErrMax"] = _fmt(g.max().max() if len(g) and grads else None, ".4f")
     o = df.loc[df["impl"] == "chunk", "rel_err"] if "rel_err" in df.columns else pd.Series(dtype=float)
     m["GdnChunkOutErrMax"] = _fmt(o.max() if o.notna().any() else None, ".4f")
-    v = _pass(df, "fwd")
-    v = v[(v["varlen"] == True) & v["median_ms"].notna()].sort_values(["seqlen", "num_seqs"])  # noqa: E712
-    case = v.iloc[-1] if len(v) else None
+    fwd = _pass(df, "fwd")
+    v = fwd[(fwd["varlen"] == True) & fwd["median_ms"].notna()]  # noqa: E712
+    if len(v):  # the longest packed case, its rows of every impl
+        case = v.sort_values(["seqlen", "num_seqs"]).iloc[-1]
+        v = v[(v["seqlen"] == case["seqlen"]) & (v["num_seqs"] == case["num_seqs"]) & (v["heads"] == case["heads"])]
+        m["GdnVarlenCase"] = f"{int(case['num_seqs'])} sequences, T{int(case['seqlen'])} H{int(case['heads'])}"
+    else:
+        m["GdnVarlenCase"] = "n/a"
     for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla")):
-        s = v[(v["impl"] == impl) & (v["seqlen"] == case["seqlen"]) & (v["num_seqs"] == case["num_seqs"])
-              & (v["heads"] == case["heads"])]["median_ms"] if case is not None else []
+        s = v.loc[v["impl"] == impl, "median_ms"]
         m[f"Gdn{iname}VarlenMs"] = _fmt(s.iloc[0] if len(s) else None, ".3f")
-    m["GdnVarlenCase"] = (f"{int(case['num_seqs'])} sequences, T{int(case['seqlen'])} H{int(case['heads'])}"
-                          if case is not None else "n/a")
-    d = _pass(df, "fwd")
-    d = d[(d["impl"] == "chunk") & d["speedup_vs_naive"].notna()]
+    d = fwd[(fwd["impl"] == "chunk") & fwd["speedup_vs_naive"].notna()]
     if len(d):
         row = d.assign(tokens=d["batch"] * d["seqlen"] * d["heads"]).sort_values(["seqlen", "tokens"]).iloc[-1]
         m["GdnChunkSpeedupVsNaive"] = _fmt(row["speedup_vs_naive"], ".0f")
