@@ -24,10 +24,12 @@ JSON line per case, atomically (the row schema: ``workflow/schemas/row.schema.ya
 A failed case becomes a row with its ``status`` (ok|oom|unsupported|error|
 wrong) and ``error``; the sweep goes on.
 
-Timing on CUDA follows ``triton.testing.do_bench`` (CUDA events, warm-up,
-L2 flushed between repetitions) with a bounded number of repetitions, and
-keeps every repetition (:func:`cuda_times`); on the CPU (the smoke run) it
-uses ``time.perf_counter`` around synchronous calls.
+Each ok row holds two timings of every repetition (:mod:`kernels.timing`):
+``device_times_ms`` / ``device_ms`` (their median), the GPU's work alone with
+the host's launch hidden behind a GPU spin, and ``times_ms`` / ``median_ms``,
+the latency of a call launched from Python onto an idle GPU; ``timing`` says
+how (method, warm-up used and whether it settled, the spin). Both start each
+repetition with the L2 flushed.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable
+
+from kernels import timing as timing_mod
 
 log = logging.getLogger("kernels.harness")
 
@@ -80,8 +84,8 @@ class Prepared:
             bandwidth-bound operations counted in bytes only).
         extra: study-specific fields copied into the row (compile seconds,
             recompile count, densities, the measured error, ...).
-        cuda_graph: time CUDA-graph replays of ``fn``
-            (``triton.testing.do_bench_cudagraph``) instead of launches.
+        cuda_graph: time replays of a CUDA graph of ``fn`` captured once
+            (:func:`kernels.timing.time_cuda`) instead of launches.
         profile: after timing, also record the row's ``kernels`` field, the
             device time of each kernel ``fn`` launches (:func:`kernel_breakdown`).
     """
@@ -168,69 +172,16 @@ def check_close(what: str, out, ref, tol: float) -> float:
 # timing
 
 
-def cuda_times(fn: Callable[[], Any], warmup_ms: float, rep_ms: float, min_reps: int,
-               max_reps: int) -> list[float]:
-    """Milliseconds of each of several timed calls of ``fn`` on the current CUDA device.
+def time_call(prepared: Prepared, device, timing: dict) -> "timing_mod.Timed":
+    """Time ``prepared.fn``: every repetition's device time and latency (:mod:`kernels.timing`).
 
-    The method of ``triton.testing.do_bench`` (its source: CUDA events around
-    each call, a 256 MiB buffer zeroed before each call to flush the L2, a
-    warm-up of about ``warmup_ms``), with the number of repetitions bounded:
-    about ``rep_ms`` of work, clamped to ``[min_reps, max_reps]``, so that
-    microsecond kernels do not produce tens of thousands of rows and slow
-    calls are still repeated.
-    """
-    import torch
-
-    flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device="cuda")
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(3):
-        flush.zero_()
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    estimate = max(start.elapsed_time(end) / 3, 1e-4)
-    for _ in range(max(1, int(warmup_ms / estimate))):
-        fn()
-    n = min(max_reps, max(min_reps, int(rep_ms / estimate)))
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    for i in range(n):
-        flush.zero_()
-        starts[i].record()
-        fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
-
-
-def time_call(prepared: Prepared, device, timing: dict) -> list[float]:
-    """Time ``prepared.fn``; return every repetition in milliseconds.
-
-    On CUDA: :func:`cuda_times` with the ``timing`` config (``warmup_ms``,
-    ``rep_ms``, ``min_reps``, ``max_reps``), or
-    ``triton.testing.do_bench_cudagraph`` (graph replays, ``return_mode="all"``)
-    when ``prepared.cuda_graph``. On the CPU: ``timing["cpu_reps"]``
-    wall-clock repetitions after one warm-up call.
+    On CUDA: :func:`kernels.timing.time_cuda` with the ``timing`` config,
+    replaying a CUDA graph of ``fn`` when ``prepared.cuda_graph``. On the
+    CPU: ``timing["cpu_reps"]`` wall-clock repetitions.
     """
     if device.type == "cuda":
-        if prepared.cuda_graph:
-            import triton.testing
-
-            times = triton.testing.do_bench_cudagraph(prepared.fn, rep=timing["rep_ms"],
-                                                      return_mode="all")
-            return [float(t) for t in times]
-        return cuda_times(prepared.fn, timing["warmup_ms"], timing["rep_ms"], timing["min_reps"],
-                          timing["max_reps"])
-    prepared.fn()
-    times = []
-    for _ in range(timing["cpu_reps"]):
-        t0 = time.perf_counter()
-        prepared.fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return times
+        return timing_mod.time_cuda(prepared.fn, timing, cuda_graph=prepared.cuda_graph)
+    return timing_mod.time_cpu(prepared.fn, timing["cpu_reps"])
 
 
 # ----------------------------------------------------------------------------
@@ -275,6 +226,25 @@ def _cpu_model() -> str | None:
     return None
 
 
+#: Distributions whose versions every row records (env ``anchors``; None where not installed).
+ANCHORS = ("flash-linear-attention", "fla-core", "liger-kernel", "flash-qla", "tilelang")
+#: Environment variables that choose an anchor's code path (env ``dispatch``, as set when the job starts).
+DISPATCH_VARIABLES = ("FLA_FLASH_QLA", "FLA_DISABLE_BACKEND_DISPATCH", "TRITON_INTERPRET")
+
+
+def _versions(dists: Iterable[str]) -> dict[str, str | None]:
+    """Installed version of each distribution, None where it is not installed."""
+    from importlib import metadata
+
+    out = {}
+    for dist in dists:
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
 def environment() -> dict:
     """The environment block of every row: GPU, driver, CUDA, clocks, versions, commit.
 
@@ -282,7 +252,11 @@ def environment() -> dict:
     host ran the job (:mod:`kernels.gpulease`); clocks are that GPU's, read
     when the block is made (an idle GPU reports its idle clock). The host's
     CPU model, core count and 1-minute load average go with them: calls that
-    make the GPU wait for the host are as fast as that host.
+    make the GPU wait for the host are as fast as that host. ``anchors``
+    holds the versions of the external implementations (:data:`ANCHORS`),
+    ``dispatch`` the switches that choose their code paths
+    (:data:`DISPATCH_VARIABLES`); a study that sets one does so when its
+    module is imported, before this block is made.
     """
     import torch
 
@@ -295,6 +269,8 @@ def environment() -> dict:
         "host_cpu_model": _cpu_model(),
         "host_cpus": os.cpu_count(),
         "host_load_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+        "anchors": _versions(ANCHORS),
+        "dispatch": {name: os.environ.get(name) for name in DISPATCH_VARIABLES},
     }
     try:
         import triton
@@ -390,8 +366,9 @@ def _status_of(exc: BaseException) -> str:
 
 def _row(study: str, impl: str, case: dict, status: str = "ok", error: str | None = None) -> dict:
     """A row of one case before timing: no times, no counts, the given status."""
-    return {"study": study, "impl": impl, **case, "times_ms": [], "median_ms": None, "bytes": None,
-            "flops": None, "status": status, "error": error, "peak_mem_bytes": None, "setup_s": None}
+    return {"study": study, "impl": impl, **case, "times_ms": [], "median_ms": None, "device_times_ms": [],
+            "device_ms": None, "bytes": None, "flops": None, "status": status, "error": error,
+            "peak_mem_bytes": None, "setup_s": None}
 
 
 def measure_case(study_mod, impl: str, case: dict, device, timing: dict) -> dict:
@@ -418,9 +395,12 @@ def measure_case(study_mod, impl: str, case: dict, device, timing: dict) -> dict
             torch.cuda.synchronize()
         row["setup_s"] = round(time.perf_counter() - t0, 3)
         row.update(bytes=int(prepared.bytes), flops=int(prepared.flops), **prepared.extra)
-        times = time_call(prepared, device, timing)
-        row["times_ms"] = [round(t, 6) for t in times]
-        row["median_ms"] = statistics.median(times)
+        timed = time_call(prepared, device, timing)
+        row["times_ms"] = [round(t, 6) for t in timed.latency_ms]
+        row["median_ms"] = statistics.median(timed.latency_ms)
+        row["device_times_ms"] = [round(t, 6) for t in timed.device_ms]
+        row["device_ms"] = statistics.median(timed.device_ms)
+        row["timing"] = timed.info
         if device.type == "cuda":
             row["peak_mem_bytes"] = int(torch.cuda.max_memory_allocated())
         if prepared.profile:
@@ -432,6 +412,7 @@ def measure_case(study_mod, impl: str, case: dict, device, timing: dict) -> dict
         row["status"] = _status_of(exc)
         row["error"] = f"{type(exc).__name__}: {exc}"[:2000]
         row["times_ms"], row["median_ms"] = [], None
+        row["device_times_ms"], row["device_ms"] = [], None
         if row["status"] == "error":
             log.debug("%s", traceback.format_exc())
     finally:

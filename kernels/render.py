@@ -195,25 +195,56 @@ def first_call_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
 
 def timing_macros(timing: dict) -> dict[str, str]:
     """The timing settings of ``config.yaml`` (``timing``) quoted in the methodology:
-    ``TimingWarmupMs``, ``TimingRepMs``, ``TimingMinReps``, ``TimingMaxReps``."""
-    return {"TimingWarmupMs": f"{timing['warmup_ms']:g}", "TimingRepMs": f"{timing['rep_ms']:g}",
-            "TimingMinReps": str(timing["min_reps"]), "TimingMaxReps": str(timing["max_reps"])}
+    ``TimingWarmupMs``, ``TimingWarmupMaxMs``, ``TimingWarmupWindowMs``,
+    ``TimingWarmupTolerancePct``, ``TimingRepMs``, ``TimingMinReps``, ``TimingMaxReps``,
+    ``TimingSpinMaxMs``."""
+    return {"TimingWarmupMs": f"{timing['warmup_ms']:g}", "TimingWarmupMaxMs": f"{timing['warmup_max_ms']:g}",
+            "TimingWarmupWindowMs": f"{timing['warmup_window_ms']:g}",
+            "TimingWarmupTolerancePct": f"{timing['warmup_tolerance'] * 100:g}",
+            "TimingRepMs": f"{timing['rep_ms']:g}", "TimingMinReps": str(timing["min_reps"]),
+            "TimingMaxReps": str(timing["max_reps"]), "TimingSpinMaxMs": f"{timing['spin_max_ms']:g}"}
 
 
-#: A row "drifts" when its last five repetitions average this much more than its first five.
+#: A row "drifts" when its last fifth of repetitions is this much slower (or faster) than its first (collect._drift).
 DRIFT_THRESHOLD = 0.05
 
 
+def _column(frames: list[pd.DataFrame], name: str) -> pd.Series:
+    """One tidy column of every frame that has it, numeric, NaN dropped."""
+    return pd.concat([pd.to_numeric(df[name], errors="coerce") for df in frames if name in df]
+                     or [pd.Series(dtype=float)]).dropna()
+
+
 def drift_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
-    """How many timed rows slowed while they were timed (the tidy ``drift`` column):
-    ``RowsDriftChecked`` (rows with ten or more repetitions), ``RowsDrifting`` (of
-    those, drift above :data:`DRIFT_THRESHOLD`), ``RowsDriftThresholdPct`` and
-    ``RowsDriftMaxPct`` (the largest drift, %)."""
-    drift = pd.concat([pd.to_numeric(df["drift"], errors="coerce") for df in frames if "drift" in df]
-                      or [pd.Series(dtype=float)]).dropna()
+    """How steady the timed rows were while timed (the tidy ``drift`` column, from device times):
+    ``RowsDriftChecked`` (rows with ten or more repetitions), ``RowsDrifting`` (of those, slower
+    by more than :data:`DRIFT_THRESHOLD`), ``RowsSpeeding`` (faster by more), ``RowsDriftWithin``
+    and ``RowsDriftWithinPct`` (within it either way), ``RowsDriftThresholdPct``,
+    ``RowsDriftMaxPct`` and ``RowsDriftMinPct`` (the largest slowdown and speed-up, %)."""
+    drift = _column(frames, "drift")
+    within = int((drift.abs() <= DRIFT_THRESHOLD).sum())
     return {"RowsDriftChecked": str(len(drift)), "RowsDrifting": str(int((drift > DRIFT_THRESHOLD).sum())),
+            "RowsSpeeding": str(int((drift < -DRIFT_THRESHOLD).sum())), "RowsDriftWithin": str(within),
+            "RowsDriftWithinPct": f"{100 * within / len(drift):.0f}" if len(drift) else "n/a",
             "RowsDriftThresholdPct": f"{DRIFT_THRESHOLD * 100:g}",
-            "RowsDriftMaxPct": f"{drift.max() * 100:.0f}" if len(drift) else "n/a"}
+            "RowsDriftMaxPct": f"{drift.max() * 100:.0f}" if len(drift) else "n/a",
+            "RowsDriftMinPct": f"{drift.min() * 100:.0f}" if len(drift) else "n/a"}
+
+
+def warmup_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
+    """How the warm-up and the spin went (tidy ``timing_*`` columns of CUDA rows):
+    ``RowsTimed`` (rows with a warm-up), ``RowsWarmupStable`` (their warm-up settled),
+    ``RowsSpinShort`` (rows where more than 5 % of the repetitions' enqueue outlasted the
+    spin, so that their device time may hold host time) and ``WarmupMedianMs``."""
+    stable = pd.concat([df["timing_warmup_stable"].dropna().astype(str).str.lower().eq("true")
+                        for df in frames if "timing_warmup_stable" in df] or [pd.Series(dtype=bool)])
+    short = pd.concat([(pd.to_numeric(df["timing_spin_short"], errors="coerce")
+                        > 0.05 * pd.to_numeric(df["n_reps"], errors="coerce")).loc[df["timing_spin_short"].notna()]
+                       for df in frames if "timing_spin_short" in df] or [pd.Series(dtype=bool)])
+    warm = _column(frames, "timing_warmup_ms")
+    return {"RowsTimed": str(len(stable)), "RowsWarmupStable": str(int(stable.sum())),
+            "RowsSpinShort": str(int(short.sum())),
+            "WarmupMedianMs": f"{warm.median():.0f}" if len(warm) else "n/a"}
 
 
 def render_numbers(studies: list[str], tidy_csvs: list[str], out: str,
@@ -224,13 +255,15 @@ def render_numbers(studies: list[str], tidy_csvs: list[str], out: str,
     the measurement jobs' wall time (:func:`benchmark_macros`, from
     ``bench_dir``), its one-off part (:func:`first_call_macros`), the timing
     settings (:func:`timing_macros`, from ``timing``, the config's), the rows
-    that slowed while timed (:func:`drift_macros`) and each study's ``report.macros``.
+    that drifted while timed (:func:`drift_macros`), the warm-up and spin
+    (:func:`warmup_macros`) and each study's ``report.macros``.
     """
     frames = [read_tidy(p) for p in tidy_csvs]
     values = environment_macros(frames)
     values.update(benchmark_macros(bench_dir))
     values.update(first_call_macros(frames))
     values.update(drift_macros(frames))
+    values.update(warmup_macros(frames))
     if timing is not None:
         values.update(timing_macros(timing))
     for study, df in zip(studies, frames):

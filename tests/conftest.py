@@ -2,9 +2,11 @@
 `gpu` marker for tests that need one (skipped on CPU machines)."""
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
@@ -30,3 +32,9 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def device():
     return torch.device("cuda" if HAS_CUDA else "cpu")
+
+
+def configured_timing(**overrides) -> dict:
+    """The ``timing`` block of config/config.yaml, with ``overrides`` (short warm-ups for tests)."""
+    config = yaml.safe_load((Path(__file__).resolve().parent.parent / "config" / "config.yaml").read_text())
+    return {**config["timing"], **overrides}

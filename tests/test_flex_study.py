@@ -6,6 +6,7 @@ import jsonschema
 import pytest
 import torch
 import yaml
+from conftest import configured_timing
 
 from kernels import harness
 from kernels.flex import density, study
@@ -87,7 +88,7 @@ SMALL = dict(dtype="float32", batch=1, heads=2, kv_heads=1, seqlen=200, head_dim
                                                 ("flex", "fwd", "none")])
 def test_prepare_checks_and_times_on_cpu(impl, pas, score_mod):
     row = harness.measure_case(study, impl, {**SMALL, "pass": pas, "score_mod": score_mod}, torch.device("cpu"),
-                               dict(warmup_ms=1, rep_ms=1, min_reps=1, max_reps=5, cpu_reps=1))
+                               configured_timing(warmup_ms=1, rep_ms=1, min_reps=1, max_reps=5, cpu_reps=1))
     assert row["status"] == "ok", row["error"]
     assert row["rel_err"] < 1e-5 and row["mask_build_ms"] >= 0 and row["flops_blocks"] > row["flops"]
 
@@ -96,7 +97,7 @@ def test_prepare_checks_and_times_on_cpu(impl, pas, score_mod):
 def test_unsupported_on_cpu(impl, pas):
     case = {**SMALL, "pass": pas, "mask": "causal", "documents": 1, "doc_dist": "none",
             "score_mod": "softcap" if impl == "sdpa_masked" else "none"}
-    row = harness.measure_case(study, impl, case, torch.device("cpu"), dict(warmup_ms=1, rep_ms=1, min_reps=1, max_reps=5, cpu_reps=1))
+    row = harness.measure_case(study, impl, case, torch.device("cpu"), configured_timing(warmup_ms=1, rep_ms=1, min_reps=1, max_reps=5, cpu_reps=1))
     assert row["status"] == "unsupported", row
 
 
@@ -115,7 +116,7 @@ def test_every_impl_runs_on_gpu(impl, pas):
     case = {**GPU_CASE, "pass": pas}
     if impl in study.DENSE_IMPLS:
         case.update(mask="causal", documents=1, doc_dist="none")
-    row = harness.measure_case(study, impl, case, torch.device("cuda"), dict(warmup_ms=5, rep_ms=20, min_reps=3, max_reps=20, cpu_reps=1))
+    row = harness.measure_case(study, impl, case, torch.device("cuda"), configured_timing(warmup_ms=5, warmup_max_ms=200, rep_ms=20, min_reps=3, max_reps=20, cpu_reps=1))
     assert row["status"] in (("ok", "unsupported") if impl in study.DENSE_IMPLS else ("ok",)), row["error"]
     if row["status"] == "ok":
         assert row["peak_mem_bytes"] > 0 and row["rel_err"] < 0.04

@@ -20,11 +20,11 @@ def tidy():
             ok = not (impl == "naive" and t > 2048)
             med = base * b * t * h / 16384 if ok else np.nan
             rows.append(dict(gpu="h200", study="gdn", impl=impl, **{"pass": "fwd"}, dtype="bfloat16", batch=b,
-                             seqlen=t, heads=h, head_dim=128, num_seqs=n, varlen=var, median_ms=med,
+                             seqlen=t, heads=h, head_dim=128, num_seqs=n, varlen=var, device_ms=med,
                              flops=int(b * t * h * 1.8e5), bytes=b * t * h * 1032,
                              status="ok" if ok else "unsupported", tflops=b * t * h * 1.8e5 / med / 1e9))
     rows.append(dict(gpu="h200", study="gdn", impl="fla_recurrent", **{"pass": "fwd"}, dtype="bfloat16", batch=1,
-                     seqlen=8192, heads=16, head_dim=128, num_seqs=1, varlen=False, median_ms=np.nan,
+                     seqlen=8192, heads=16, head_dim=128, num_seqs=1, varlen=False, device_ms=np.nan,
                      flops=1, bytes=1, status="error", tflops=np.nan))
     return pd.DataFrame(rows)
 
@@ -70,7 +70,7 @@ def bwd_tidy():
             for impl, base in ms.items():
                 med = base * f * b * t * h / (4 * 8192 * 16)
                 rows.append(dict(gpu="h200", study="gdn", impl=impl, **{"pass": pas}, dtype="bfloat16", batch=b,
-                                 seqlen=t, heads=h, head_dim=128, num_seqs=b, varlen=False, median_ms=med,
+                                 seqlen=t, heads=h, head_dim=128, num_seqs=b, varlen=False, device_ms=med,
                                  flops=int(b * t * h * 5.7e5), bytes=b * t * h * 1800,
                                  status="unsupported" if impl == "naive" else "ok",
                                  peak_mem_bytes=2**31, peak_mem_timed_bytes=2**30 * b * t * h / 2**19,

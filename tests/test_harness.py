@@ -2,11 +2,15 @@
 
 import json
 import os
+import statistics
+import time
 
 import pytest
 import torch
+from conftest import configured_timing
 
 from kernels import harness
+from kernels import timing as timing_mod
 
 
 class FakeStudy:
@@ -36,7 +40,7 @@ class FakeStudy:
         raise RuntimeError("boom")
 
 
-TIMING = dict(warmup_ms=1, rep_ms=5, min_reps=3, max_reps=50, cpu_reps=3)
+TIMING = configured_timing(warmup_ms=1, warmup_max_ms=50, rep_ms=5, min_reps=3, max_reps=50, cpu_reps=3)
 
 
 @pytest.mark.parametrize("impl,status", [("ok", "ok"), ("wrong", "wrong"), ("nan", "wrong"),
@@ -49,15 +53,18 @@ def test_measure_case_status(impl, status, device):
     assert row["study"] == "fake" and row["impl"] == impl and row["n"] == 64
     if status == "ok":
         assert len(row["times_ms"]) >= 3 and row["median_ms"] > 0
+        assert len(row["device_times_ms"]) == len(row["times_ms"]) and row["device_ms"] > 0
+        assert row["timing"]["method"] in ("cpu-wallclock", "cuda-events+spin")
         assert row["bytes"] == 512 and row["rel_err"] == 0.0 and row["error"] is None
     else:
         assert row["times_ms"] == [] and row["median_ms"] is None
+        assert row["device_times_ms"] == [] and row["device_ms"] is None
         assert row["error"]
 
 
 def test_case_warmup_replaces_the_configured_one(monkeypatch, device):
     seen = []
-    monkeypatch.setattr(harness, "time_call", lambda prepared, dev, timing: seen.append(timing) or [1.0])
+    monkeypatch.setattr(harness, "time_call", lambda prepared, dev, timing: seen.append(timing) or timing_mod.Timed([1.0], [1.0], {}))
     case = {"pass": "fwd", "dtype": "float32", "n": 64}
     harness.measure_case(FakeStudy, "ok", case, device, TIMING)
     row = harness.measure_case(FakeStudy, "ok", {**case, "warmup_ms": 1000}, device, TIMING)
@@ -132,13 +139,56 @@ def test_child_process_isolation_records_a_crash(tmp_path):
 
 
 @pytest.mark.gpu
-def test_cuda_times_bounds_repetitions():
+def test_cuda_timing_bounds_repetitions():
     x = torch.randn(1 << 20, device="cuda")
-    fast = harness.cuda_times(lambda: x.mul(2), warmup_ms=1, rep_ms=100, min_reps=5, max_reps=40)
-    assert len(fast) == 40 and all(t > 0 for t in fast)
-    slow = harness.cuda_times(lambda: torch.cuda._sleep(20_000_000), warmup_ms=1, rep_ms=1, min_reps=5,
-                              max_reps=40)
-    assert len(slow) == 5
+    fast = timing_mod.time_cuda(lambda: x.mul(2), TIMING | {"rep_ms": 100, "min_reps": 5, "max_reps": 40})
+    assert len(fast.device_ms) == len(fast.latency_ms) == 40 and all(t > 0 for t in fast.device_ms)
+    slow = timing_mod.time_cuda(lambda: torch.cuda._sleep(20_000_000), TIMING | {"rep_ms": 1, "min_reps": 5})
+    assert len(slow.device_ms) == 5
+
+
+@pytest.mark.gpu
+def test_device_time_hides_the_hosts_launch_and_latency_keeps_it():
+    """A call that spends 300 us on the host before a ~10 us kernel: the device time is the kernel's,
+    the latency includes the host's 300 us, and no repetition's spin was short."""
+    x = torch.randn(1 << 22, device="cuda")
+
+    def slow_host_call():
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 300e-6:
+            pass
+        return x.mul(2)
+
+    plain = timing_mod.time_cuda(lambda: x.mul(2), TIMING | {"warmup_ms": 20, "warmup_max_ms": 500})
+    slowed = timing_mod.time_cuda(slow_host_call, TIMING | {"warmup_ms": 20, "warmup_max_ms": 500})
+    kernel = statistics.median(plain.device_ms)
+    assert statistics.median(slowed.device_ms) < kernel * 1.2 + 0.003
+    assert statistics.median(slowed.latency_ms) > 0.3
+    assert slowed.info["spin_short"] == 0 and slowed.info["spin_us"] > 300
+    assert slowed.info["enqueue_us"] >= 300
+
+
+@pytest.mark.gpu
+def test_graph_replay_is_timed_cold_and_matches_the_launch():
+    x = torch.randn(1 << 24, device="cuda")
+    launched = timing_mod.time_cuda(lambda: x.mul(2), TIMING | {"warmup_ms": 20, "warmup_max_ms": 500})
+    replayed = timing_mod.time_cuda(lambda: x.mul(2), TIMING | {"warmup_ms": 20, "warmup_max_ms": 500}, cuda_graph=True)
+    assert replayed.info["method"] == "cuda-graph+spin"
+    ratio = statistics.median(replayed.device_ms) / statistics.median(launched.device_ms)
+    assert 0.9 < ratio < 1.1  # 64 MiB in, 64 MiB out: beyond the L2 either way
+
+
+def test_warmup_settles_when_three_windows_agree():
+    assert not timing_mod._settled([1.0, 1.0], 0.02)
+    assert timing_mod._settled([2.0, 1.0, 1.01, 0.995], 0.02)
+    assert not timing_mod._settled([1.0, 1.1, 1.0], 0.02)
+    assert timing_mod._settled([0.0050, 0.0055, 0.0052], 0.02)  # within 1 us
+
+
+def test_cpu_timing_is_wall_clock_for_both():
+    timed = timing_mod.time_cpu(lambda: sum(range(1000)), 4)
+    assert timed.device_ms == timed.latency_ms and len(timed.device_ms) == 4
+    assert timed.info["method"] == "cpu-wallclock"
 
 
 # ---------------------------------------------------------------------------- checkpoint and resume

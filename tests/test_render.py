@@ -77,15 +77,26 @@ def test_first_call_minutes_sum_every_one_off_column():
     assert render.first_call_macros([pd.DataFrame({"median_ms": [1.0]})]) == {"MeasureMinutesFirstCall": "n/a"}
 
 
-def test_timing_and_drift_macros():
-    timing = {"warmup_ms": 25, "rep_ms": 100, "min_reps": 5, "max_reps": 200, "cpu_reps": 3}
-    assert render.timing_macros(timing) == {"TimingWarmupMs": "25", "TimingRepMs": "100",
-                                            "TimingMinReps": "5", "TimingMaxReps": "200"}
+def test_timing_drift_and_warmup_macros():
+    from conftest import configured_timing
+
+    timing = configured_timing(warmup_ms=25, warmup_max_ms=2000, warmup_window_ms=20, warmup_tolerance=0.02,
+                               rep_ms=100, min_reps=5, max_reps=200, spin_max_ms=20)
+    assert render.timing_macros(timing) == {
+        "TimingWarmupMs": "25", "TimingWarmupMaxMs": "2000", "TimingWarmupWindowMs": "20",
+        "TimingWarmupTolerancePct": "2", "TimingRepMs": "100", "TimingMinReps": "5", "TimingMaxReps": "200",
+        "TimingSpinMaxMs": "20"}
     a = pd.DataFrame({"drift": [0.01, 0.2, None]})
     b = pd.DataFrame({"drift": [0.06, -0.1]})
-    assert render.drift_macros([a, b, pd.DataFrame({"median_ms": [1.0]})]) == {
-        "RowsDriftChecked": "4", "RowsDrifting": "2", "RowsDriftThresholdPct": "5", "RowsDriftMaxPct": "20"}
+    assert render.drift_macros([a, b, pd.DataFrame({"device_ms": [1.0]})]) == {
+        "RowsDriftChecked": "4", "RowsDrifting": "2", "RowsSpeeding": "1", "RowsDriftWithin": "1",
+        "RowsDriftWithinPct": "25", "RowsDriftThresholdPct": "5", "RowsDriftMaxPct": "20",
+        "RowsDriftMinPct": "-10"}
     assert render.drift_macros([])["RowsDriftMaxPct"] == "n/a"
+    c = pd.DataFrame({"timing_warmup_stable": [True, False, None], "timing_spin_short": [0, 30, None],
+                      "n_reps": [100, 100, 3], "timing_warmup_ms": [100.0, 300.0, None]})
+    assert render.warmup_macros([c]) == {"RowsTimed": "2", "RowsWarmupStable": "1", "RowsSpinShort": "1",
+                                         "WarmupMedianMs": "200"}
 
 
 def test_tidy_drift_compares_the_last_five_repetitions_with_the_first_five():
@@ -93,11 +104,17 @@ def test_tidy_drift_compares_the_last_five_repetitions_with_the_first_five():
 
     base = {"study": "toy", "impl": "a", "pass": "fwd", "dtype": "float32", "bytes": 1, "flops": 0,
             "error": None, "env": {"gpu_name": "x"}}
-    rows = [{**base, "status": "ok", "times_ms": [1.0] * 5 + [1.5] * 5, "median_ms": 1.25},
-            {**base, "status": "ok", "times_ms": [1.0] * 9, "median_ms": 1.0},
-            {**base, "status": "error", "times_ms": [], "median_ms": None}]
-    drift = tidy(rows, "h200")["drift"]
-    assert drift.iloc[0] == pytest.approx(0.5) and drift.iloc[1:].isna().all()
+    slowing = [1.0] * 5 + [1.5] * 5
+    rows = [{**base, "status": "ok", "times_ms": [2.0] * 10, "median_ms": 2.0, "device_times_ms": slowing,
+             "device_ms": 1.25},
+            {**base, "status": "ok", "times_ms": [1.0] * 9, "median_ms": 1.0, "device_times_ms": [1.0] * 9,
+             "device_ms": 1.0},
+            {**base, "status": "error", "times_ms": [], "median_ms": None, "device_times_ms": [], "device_ms": None}]
+    t = tidy(rows, "h200")
+    assert t["drift"].iloc[0] == pytest.approx(0.5) and t["drift"].iloc[1:].isna().all()  # from device times
+    assert t["device_ms"].iloc[0] == pytest.approx(1.25) and t["latency_ms"].iloc[0] == pytest.approx(2.0)
+    assert t["host_overhead_ms"].iloc[0] == pytest.approx(0.75) and t["gbps"].iloc[0] == pytest.approx(1 / 1.25e-3 / 1e9)
+    assert "median_ms" not in t and pd.isna(t["device_ms"].iloc[2])  # an error row has no time
 
 
 def test_kernel_table_orders_impls_and_sums_small_kernels():

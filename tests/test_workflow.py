@@ -100,7 +100,8 @@ def test_render_mode_never_measures(toy_workflow):
     raw = toy_workflow / "data" / "raw" / "testgpu" / "toy"
     raw.mkdir(parents=True)
     row = {"study": "toy", "impl": "scale", "pass": "fwd", "dtype": "float32", "numel": 4,
-           "times_ms": [1.0, 2.0], "median_ms": 1.5, "bytes": 32, "flops": 4, "status": "ok",
+           "times_ms": [1.0, 2.0], "median_ms": 1.5, "device_times_ms": [0.5, 0.7], "device_ms": 0.6,
+           "timing": {"method": "cuda-events+spin"}, "bytes": 32, "flops": 4, "status": "ok",
            "error": None, "env": {"gpu_name": "Test GPU", "torch": "x", "triton": "y",
                                   "python": "3", "git_commit": "abc"}}
     (raw / "scale.jsonl").write_text(json.dumps(row) + "\n")

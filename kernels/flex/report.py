@@ -53,7 +53,7 @@ def _num(df: pd.DataFrame, col: str) -> pd.Series:
     return pd.to_numeric(df[col], errors="coerce") if col in df else pd.Series(np.nan, index=df.index)
 
 
-def _lookup(df: pd.DataFrame, sel: pd.Series, keys: list[str], col: str = "median_ms") -> pd.Series:
+def _lookup(df: pd.DataFrame, sel: pd.Series, keys: list[str], col: str = "device_ms") -> pd.Series:
     """For every row of ``df``, ``col`` of the ok row selected by ``sel`` with equal ``keys`` (NaN if none)."""
     ref = df.loc[sel & (df["status"] == "ok"), keys + [col]].drop_duplicates(keys)
     merged = df[keys].merge(ref, on=keys, how="left")
@@ -65,23 +65,23 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     if df.empty:
         return df
-    for col in ("flops_blocks", "median_ms", "density_blocks", "density_elements", "flops", "seqlen"):
+    for col in ("flops_blocks", "device_ms", "density_blocks", "density_elements", "flops", "seqlen"):
         df[col] = _num(df, col)
-    seconds = df["median_ms"] / 1e3
+    seconds = df["device_ms"] / 1e3
     df["tflops_elements"] = df["flops"] / seconds / 1e12
     df["tflops_blocks"] = df["flops_blocks"] / seconds / 1e12
     causal = (df["mask"] == "causal") & (df["score_mod"] == "none")
     for impl, name in (("sdpa_flash", "flash"), ("sdpa_cudnn", "cudnn")):
-        df[f"speedup_vs_{name}"] = _lookup(df, causal & (df["impl"] == impl), SHAPE) / df["median_ms"]
+        df[f"speedup_vs_{name}"] = _lookup(df, causal & (df["impl"] == impl), SHAPE) / df["device_ms"]
     keys = SHAPE + ["impl", "score_mod"]
-    df["speedup_vs_causal"] = _lookup(df, df["mask"] == "causal", keys) / df["median_ms"]
+    df["speedup_vs_causal"] = _lookup(df, df["mask"] == "causal", keys) / df["device_ms"]
     causal_blocks = _lookup(df, df["mask"] == "causal", ["seqlen"], "density_blocks")
     df["ideal_ratio"] = causal_blocks / df["density_blocks"]
     df["pct_of_ideal"] = 100.0 * df["speedup_vs_causal"] / df["ideal_ratio"]
     df["tiles_per_row"] = df["density_blocks"] * np.ceil(df["seqlen"] / BLOCK_SIZE)
     df["tile_fill"] = df["density_elements"] / df["density_blocks"]
     df["tile_cost"] = df["ideal_ratio"] / df["speedup_vs_causal"]
-    df["slowdown_vs_plain"] = df["median_ms"] / _lookup(df, df["score_mod"] == "none",
+    df["slowdown_vs_plain"] = df["device_ms"] / _lookup(df, df["score_mod"] == "none",
                                                         SHAPE + ["impl"] + MASK_KNOBS)
     return df
 
@@ -110,7 +110,7 @@ def _where(df: pd.DataFrame, **eq) -> pd.DataFrame:
 
 
 def _ok(df: pd.DataFrame) -> pd.DataFrame:
-    return df[(df["status"] == "ok") & df["median_ms"].notna()] if not df.empty else df
+    return df[(df["status"] == "ok") & df["device_ms"].notna()] if not df.empty else df
 
 
 def _base(df: pd.DataFrame) -> pd.DataFrame:
@@ -431,7 +431,7 @@ def table_summary(df: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({
         "pass": d["pass"], "N": d["seqlen"].astype(int), "mask": d["mask"].map(MASK_LABEL),
         "setting": d.apply(_knob_label, axis=1), "tiles %": (100 * d["density_blocks"]).round(1),
-        "ms": d["median_ms"].round(3), "vs causal": d["speedup_vs_causal"].round(2),
+        "ms": d["device_ms"].round(3), "vs causal": d["speedup_vs_causal"].round(2),
         "ideal": d["ideal_ratio"].round(2), "% ideal": d["pct_of_ideal"].round(0),
         "TFLOP/s elem.": d["tflops_elements"].round(0), "TFLOP/s tiles": d["tflops_blocks"].round(0),
         "vs FA2": d["speedup_vs_flash"].round(2), "vs cuDNN": d["speedup_vs_cudnn"].round(2)})
@@ -448,7 +448,7 @@ def table_dense(df: pd.DataFrame) -> pd.DataFrame:
     d = d[(d["mask"] == "causal") & (d["score_mod"] == "none")]
     if d.empty:
         return pd.DataFrame(columns=["pass", "shape"])
-    d = d.assign(cell=np.where(d["status"] == "ok", d["median_ms"].round(3).map("{:.3f}".format),
+    d = d.assign(cell=np.where(d["status"] == "ok", d["device_ms"].round(3).map("{:.3f}".format),
                                d["status"].map({"unsupported": "n/s"}).fillna(d["status"])))
     shape = ("B" + d["batch"].astype(int).astype(str) + " H" + d["heads"].astype(int).astype(str) + "/"
              + d["kv_heads"].astype(int).astype(str) + " N" + d["seqlen"].astype(int).astype(str) + " D"
@@ -473,12 +473,12 @@ def table_score_mods(df: pd.DataFrame) -> pd.DataFrame:
     d = d[(d["impl"] == "flex") & d["mask"].isin(["causal", "window"])]
     plain = _lookup(d, d["score_mod"] == "none", SHAPE + ["impl"] + MASK_KNOBS)
     elements = d["batch"] * d["heads"] * d["seqlen"].astype(float) ** 2 * d["density_elements"]
-    added = (d["median_ms"] - plain) * 1e9 / elements
+    added = (d["device_ms"] - plain) * 1e9 / elements
     keep = plain.notna() & (d["score_mod"] != "none")
     d, added = d[keep], added[keep]
     out = pd.DataFrame({"pass": d["pass"], "mask": d["mask"].map(MASK_LABEL) + d.apply(
         lambda r: f" w={int(r['window'])}" if r["mask"] == "window" else "", axis=1),
-        "score_mod": d["score_mod"], "ms": d["median_ms"].round(3),
+        "score_mod": d["score_mod"], "ms": d["device_ms"].round(3),
         "slowdown": d["slowdown_vs_plain"].round(2), "added ps / score": added.round(3)})
     return out.sort_values(["pass", "mask", "score_mod"]).reset_index(drop=True)
 
@@ -552,7 +552,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     names = {"fwd": "Fwd", "bwd": "Bwd", "fwdbwd": "Fwdbwd"}
     for pas, pname in names.items():
         causal = _where(base, impl="flex", mask="causal", score_mod="none", **{"pass": pas})
-        out[f"Flex{pname}CausalMs"] = _fmt(_one(causal, "median_ms"), 3)
+        out[f"Flex{pname}CausalMs"] = _fmt(_one(causal, "device_ms"), 3)
         out[f"Flex{pname}CausalVsFlash"] = _fmt(_one(causal, "speedup_vs_flash"))
         out[f"Flex{pname}CausalVsCudnn"] = _fmt(_one(causal, "speedup_vs_cudnn"))
         out[f"Flex{pname}CausalTflops"] = _fmt(_one(causal, "tflops_elements"), 0)

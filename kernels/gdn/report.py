@@ -31,7 +31,7 @@ def _shape_cols(df):
 def _baseline(df: pd.DataFrame, impl: str) -> pd.Series:
     """Median of ``impl`` at each row's shape (NaN where it has none)."""
     cols = _shape_cols(df)
-    base = df[df["impl"] == impl][cols + ["median_ms"]].rename(columns={"median_ms": "_base"})
+    base = df[df["impl"] == impl][cols + ["device_ms"]].rename(columns={"device_ms": "_base"})
     base = base.dropna(subset=["_base"]).drop_duplicates(subset=cols)
     merged = df[cols].merge(base, on=cols, how="left")
     return pd.Series(merged["_base"].to_numpy(), index=df.index)
@@ -41,10 +41,10 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     """Add ``speedup_vs_naive``, ``speedup_vs_fla``, ``ratio_to_flash_qla`` (and ``tflops`` if missing)."""
     df = df.copy()
     if "tflops" not in df.columns:
-        df["tflops"] = df["flops"] / (df["median_ms"] * 1e-3) / 1e12
-    df["speedup_vs_naive"] = _baseline(df, "naive") / df["median_ms"]
-    df["speedup_vs_fla"] = _baseline(df, "fla_chunk") / df["median_ms"]
-    df["ratio_to_flash_qla"] = df["median_ms"] / _baseline(df, "flash_qla")
+        df["tflops"] = df["flops"] / (df["device_ms"] * 1e-3) / 1e12
+    df["speedup_vs_naive"] = _baseline(df, "naive") / df["device_ms"]
+    df["speedup_vs_fla"] = _baseline(df, "fla_chunk") / df["device_ms"]
+    df["ratio_to_flash_qla"] = df["device_ms"] / _baseline(df, "flash_qla")
     peak = df["peak_mem_timed_bytes"] if "peak_mem_timed_bytes" in df.columns else pd.Series(np.nan, index=df.index)
     if "peak_mem_bytes" in df.columns:
         peak = peak.fillna(df["peak_mem_bytes"])
@@ -66,7 +66,7 @@ def _impls(df):
 
 def _sweep_rows(df):
     """Fixed-length rows of the seqlen sweep: the (batch, heads) with the most seqlens."""
-    d = df[(df["varlen"] != True) & df["median_ms"].notna()]  # noqa: E712
+    d = df[(df["varlen"] != True) & df["device_ms"].notna()]  # noqa: E712
     if d.empty:
         return d
     counts = d.groupby(["batch", "heads"])["seqlen"].nunique()
@@ -80,14 +80,14 @@ def _time_vs_seqlen(df: pd.DataFrame, pas: str, what: str):
     pal = style.palette(_impls(df))
     for impl in _impls(d) if not d.empty else []:
         s = d[d["impl"] == impl].sort_values("seqlen")
-        ax.plot(s["seqlen"], s["median_ms"], marker="o", label=impl, color=pal[impl])
+        ax.plot(s["seqlen"], s["device_ms"], marker="o", label=impl, color=pal[impl])
     if not d.empty:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_title(f"GDN {what}, B={d['batch'].iloc[0]} H={d['heads'].iloc[0]} d={d['head_dim'].iloc[0]}")
         ax.legend(ncol=2)
     ax.set_xlabel("sequence length (tokens)")
-    ax.set_ylabel("median time (ms)")
+    ax.set_ylabel("median device time (ms)")
     return fig
 
 
@@ -102,7 +102,7 @@ def fig_fwdbwd_time_vs_seqlen(df: pd.DataFrame):
 
 
 def _main_rows(df, main=MAIN):
-    d = df[(df["varlen"] != True) & df["median_ms"].notna()]  # noqa: E712
+    d = df[(df["varlen"] != True) & df["device_ms"].notna()]  # noqa: E712
     keys = set(main)
     mask = np.array([(b, t, h) in keys for b, t, h in zip(d["batch"], d["seqlen"], d["heads"])], dtype=bool)
     return d[mask]
@@ -173,30 +173,30 @@ FIGURES = {"gdn_time_vs_seqlen": fig_time_vs_seqlen, "gdn_speedup_main": fig_spe
 
 
 def table_main(df: pd.DataFrame) -> pd.DataFrame:
-    """Forward median ms per impl (columns) at the main shapes and the varlen cases (rows)."""
+    """Forward median device time (ms) per impl (columns) at the main shapes and the varlen cases (rows)."""
     d = _pass(df, "fwd")
-    d = d[d["median_ms"].notna()]
+    d = d[d["device_ms"].notna()]
     keys = set(MAIN)
     d = d[[(b, t, h) in keys or bool(v) for b, t, h, v in zip(d["batch"], d["seqlen"], d["heads"], d["varlen"])]]
     if d.empty:
         return pd.DataFrame()
     label = [f"{n} seqs, T={t}, H={h}" if v else f"B={b}, T={t}, H={h}"
              for b, t, h, n, v in zip(d["batch"], d["seqlen"], d["heads"], d["num_seqs"], d["varlen"])]
-    t = d.assign(shape=label).pivot_table(index="shape", columns="impl", values="median_ms", aggfunc="first")
+    t = d.assign(shape=label).pivot_table(index="shape", columns="impl", values="device_ms", aggfunc="first")
     t = t[[i for i in _impls(d) if i in t.columns]].round(3)
     t.index.name, t.columns.name = "shape", None
     return t
 
 
 def table_bwd(df: pd.DataFrame) -> pd.DataFrame:
-    """Backward and forward + backward median ms per impl (columns) at the backward's
+    """Backward and forward + backward median device time (ms) per impl (columns) at the backward's
     main shapes (rows ``shape, pass``), with fwd+bwd peak memory of chunk in GiB."""
     d = pd.concat([_main_rows(_pass(df, p), BWD_MAIN) for p in ("bwd", "fwdbwd")])
     if d.empty:
         return pd.DataFrame()
     d = d.assign(shape=[f"B={b}, T={t}, H={h}, {p}" for b, t, h, p in
                         zip(d["batch"], d["seqlen"], d["heads"], d["pass"])])
-    t = d.pivot_table(index="shape", columns="impl", values="median_ms", aggfunc="first")
+    t = d.pivot_table(index="shape", columns="impl", values="device_ms", aggfunc="first")
     t = t[[i for i in _impls(d) if i in t.columns]].round(3)
     mem = d[(d["impl"] == "chunk") & (d["pass"] == "fwdbwd")].set_index("shape")["peak_mem_gib"]
     t["chunk peak GiB"] = mem[~mem.index.duplicated()].reindex(t.index).round(2)
@@ -218,7 +218,7 @@ def _fmt(x, spec):
     return "n/a" if x is None or pd.isna(x) else format(x, spec)
 
 
-def _at(df, impl, b, t, h, col="median_ms", pas="fwd"):
+def _at(df, impl, b, t, h, col="device_ms", pas="fwd"):
     d = _pass(df, pas)
     if col not in d.columns:
         return None
@@ -248,7 +248,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     memory at the backward's main shapes (``Gdn<Impl>Bwd...``, ``Gdn<Impl>Fwdbwd...``);
     the forward's summed kernel time at B4 T8192 H16 (``Gdn<Impl>KernelMs...``, from
     the profiled breakdown); FlashQLA's speedups over FLA and the verdict on its
-    claim (``GdnFlashQlaVerdict``); the largest
+    claim (``GdnFlashQlaVerdict``); the host overhead per call (latency minus device time) at
+    B4 T8192 H16 (``Gdn<Impl><Pass>HostUsBFourTEightK``, µs); the largest
     output and gradient RMSE/RMS of ``chunk`` against float64 (``GdnChunkOutErrMax``,
     ``GdnChunkGradErrMax``)."""
     m = {}
@@ -275,6 +276,10 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             m[f"Gdn{iname}FwdbwdPeakGib{tag}"] = _fmt(_at(df, impl, b, t, h, "peak_mem_gib", "fwdbwd"), ".2f")
     m["GdnFlashQlaVerdict"] = flash_qla_verdict(df)
     for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
+        for pas, pname in (("fwd", "Fwd"), ("fwdbwd", "Fwdbwd")):  # latency minus device time, µs
+            host = _at(df, impl, 4, 8192, 16, "host_overhead_ms", pas)
+            m[f"Gdn{iname}{pname}HostUsBFourTEightK"] = _fmt(None if host is None else host * 1e3, ".0f")
+    for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
         cell = _at(df, impl, 4, 8192, 16, "kernels")
         total = sum(e["us"] for e in json.loads(cell)) / 1e3 if isinstance(cell, str) else None
         m[f"Gdn{iname}KernelMsBFourTEightK"] = _fmt(total, ".3f")
@@ -284,7 +289,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     o = df.loc[df["impl"] == "chunk", "rel_err"] if "rel_err" in df.columns else pd.Series(dtype=float)
     m["GdnChunkOutErrMax"] = _fmt(o.max() if o.notna().any() else None, ".4f")
     fwd = _pass(df, "fwd")
-    v = fwd[(fwd["varlen"] == True) & fwd["median_ms"].notna()]  # noqa: E712
+    v = fwd[(fwd["varlen"] == True) & fwd["device_ms"].notna()]  # noqa: E712
     if len(v):  # the longest packed case, its rows of every impl
         case = v.sort_values(["seqlen", "num_seqs"]).iloc[-1]
         v = v[(v["seqlen"] == case["seqlen"]) & (v["num_seqs"] == case["num_seqs"]) & (v["heads"] == case["heads"])]
@@ -292,7 +297,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     else:
         m["GdnVarlenCase"] = "n/a"
     for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla")):
-        s = v.loc[v["impl"] == impl, "median_ms"]
+        s = v.loc[v["impl"] == impl, "device_ms"]
         m[f"Gdn{iname}VarlenMs"] = _fmt(s.iloc[0] if len(s) else None, ".3f")
     d = fwd[(fwd["impl"] == "chunk") & fwd["speedup_vs_naive"].notna()]
     if len(d):

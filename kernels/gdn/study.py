@@ -49,6 +49,10 @@ import time
 from kernels import harness
 from kernels.gdn.flops import gdn_bwd_bytes, gdn_bwd_flops, gdn_fwd_bytes, gdn_fwd_flops
 
+# FLA's own kernels, not its FlashQLA dispatch (FLA >= 0.5.2 hands chunk_gated_delta_rule to
+# FlashQLA when it is importable): set before FLA is imported and before the job's env block.
+os.environ["FLA_FLASH_QLA"] = "0"
+
 STUDY = "gdn"
 SHAPE_FIELDS = ("batch", "seqlen", "heads", "head_dim", "num_seqs", "varlen")
 IMPLS = ("naive", "recurrent", "chunk", "fla_chunk", "fla_recurrent", "flash_qla")
@@ -164,7 +168,6 @@ def _call(impl: str, case: dict):
     if not torch.cuda.is_available():
         raise harness.Unsupported(f"{impl} needs a CUDA GPU")
     if impl in ("fla_chunk", "fla_recurrent"):
-        os.environ["FLA_FLASH_QLA"] = "0"  # FLA's own kernels, not its FlashQLA dispatch
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
 
         fn = chunk_gated_delta_rule if impl == "fla_chunk" else fused_recurrent_gated_delta_rule

@@ -2,12 +2,13 @@
 
 Derived metrics (:func:`derive`), per row:
 
-``us``, ``q10_us``, ``q90_us``   median and quantiles in microseconds;
+``us``, ``q10_us``, ``q90_us``   device time: median and quantiles in microseconds;
+``latency_us``     median latency of a call launched from Python, microseconds;
 ``pct_copy``       ``gbps`` as a percentage of the same run's ``copy`` bandwidth
                    at the same gpu, dtype, pass and numel (elementwise rows);
 ``pct_peak``       ``gbps`` as a percentage of the GPU's datasheet HBM
                    bandwidth (:data:`PEAK_GBPS`; NaN for other GPUs);
-``speedup_eager``  eager's median over this row's, same gpu, dtype, pass,
+``speedup_eager``  eager's median device time over this row's, same gpu, dtype, pass,
                    shape and launch mode.
 
 ``gbps`` is computed by the collect step on the *minimum* bytes of the
@@ -43,19 +44,21 @@ def _prepared(df: pd.DataFrame) -> pd.DataFrame:
         if col not in df:
             df[col] = value
         df[col] = df[col].fillna(value)
-    for col in ("median_ms", "q10_ms", "q90_ms", "gbps", "tflops", "numel", "tokens", "hidden"):
+    for col in ("device_ms", "q10_ms", "q90_ms", "latency_ms", "gbps", "tflops", "numel", "tokens", "hidden"):
         if col not in df:
             df[col] = np.nan
     return df
 
 
 def derive(df: pd.DataFrame) -> pd.DataFrame:
-    """Add ``us``, ``q10_us``, ``q90_us``, ``pct_copy``, ``pct_peak`` and ``speedup_eager``."""
+    """Add ``us``, ``q10_us``, ``q90_us`` (device time), ``latency_us``, ``pct_copy``, ``pct_peak`` and
+    ``speedup_eager`` (by device time)."""
     df = _prepared(df)
     if df.empty:
-        return df.assign(us=[], q10_us=[], q90_us=[], pct_copy=[], pct_peak=[], speedup_eager=[])
-    for q in ("median", "q10", "q90"):
-        df[("us" if q == "median" else f"{q}_us")] = df[f"{q}_ms"].astype(float) * 1e3
+        return df.assign(us=[], q10_us=[], q90_us=[], latency_us=[], pct_copy=[], pct_peak=[], speedup_eager=[])
+    for ms, us in (("device_ms", "us"), ("q10_ms", "q10_us"), ("q90_ms", "q90_us"),
+                   ("latency_ms", "latency_us")):
+        df[us] = df[ms].astype(float) * 1e3
     ok = df["status"].eq("ok")
     copy = (df[ok & df["impl"].eq("copy")].groupby(["gpu", "dtype", "pass", "numel"])["gbps"]
             .median().rename("copy_gbps").reset_index())
@@ -63,10 +66,10 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     df["pct_copy"] = np.where(df["gemm_in"].astype(float) > 0, np.nan, 100.0 * df["gbps"] / df["copy_gbps"])
     df["pct_peak"] = 100.0 * df["gbps"] / df["gpu"].map(PEAK_GBPS).astype(float)
     keys = ["gpu", "dtype", "pass", "launch", *SHAPE]
-    eager = (df[ok & df["impl"].eq("eager")].groupby(keys)["median_ms"].median()
+    eager = (df[ok & df["impl"].eq("eager")].groupby(keys)["device_ms"].median()
              .rename("eager_ms").reset_index())
     df = df.merge(eager, on=keys, how="left")
-    df["speedup_eager"] = df["eager_ms"] / df["median_ms"]
+    df["speedup_eager"] = df["eager_ms"] / df["device_ms"]
     return df.drop(columns=["copy_gbps", "eager_ms"])
 
 
@@ -79,7 +82,7 @@ def _ok(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty or "status" not in df:
         return _prepared(df).iloc[0:0]
     df = _prepared(df) if "speedup_eager" in df else derive(df)
-    return df[df["status"].eq("ok") & df["median_ms"].notna()]
+    return df[df["status"].eq("ok") & df["device_ms"].notna()]
 
 
 def _elementwise(df: pd.DataFrame, dtype="bfloat16") -> pd.DataFrame:
@@ -126,6 +129,9 @@ def _size_panels(df: pd.DataFrame, metric: str, ylabel: str, title: str):
             copy = impl == "copy"
             ax.plot(line.index, line.values, marker="o", color=colors[impl], label=impl,
                     linestyle="--" if copy else "-", linewidth=1.6 if copy else 1.0)
+            if metric == "us" and not copy:  # the latency of the same calls, launched from Python
+                lat = sub[sub["impl"].eq(impl)].groupby("numel")["latency_us"].median().sort_index().dropna()
+                ax.plot(lat.index, lat.values, color=colors[impl], linestyle=":", linewidth=0.8)
         if metric == "gbps":
             for gpu in sub["gpu"].unique():
                 if gpu in PEAK_GBPS:
@@ -150,9 +156,10 @@ def _size_panels(df: pd.DataFrame, metric: str, ylabel: str, title: str):
 
 
 def fig_latency(df: pd.DataFrame):
-    """SwiGLU latency against size (bf16, flat sizes of rows of 8192): median microseconds per
-    implementation and pass, with the device-to-device copy of the same bytes (dashed)."""
-    return _size_panels(df, "us", "median latency (µs)", "latency")
+    """SwiGLU time against size (bf16, flat sizes of rows of 8192): median device time in
+    microseconds per implementation and pass (solid), the latency of the same calls launched
+    from Python (dotted) and the device-to-device copy of the same bytes (dashed)."""
+    return _size_panels(df, "us", "median device time (µs)", "time")
 
 
 def fig_bandwidth(df: pd.DataFrame):
@@ -191,26 +198,33 @@ def fig_speedup(df: pd.DataFrame):
 
 
 def fig_decode(df: pd.DataFrame):
-    """Decode sizes (1-64 tokens x 14336, bf16 forward): latency launched per call (solid) and
-    replayed from a CUDA graph (dashed, inputs resident in L2)."""
+    """Decode sizes (1-64 tokens x 14336, bf16 forward): device time (left) and the latency of a
+    call launched from Python (right), launched per call (solid) and replayed from a CUDA graph
+    (dashed); L2 flushed before each repetition."""
     d = _ok(df)
     d = d[d["dtype"].eq("bfloat16") & d["pass"].eq("fwd") & d["gemm_in"].astype(float).eq(0)
           & d["hidden"].eq(14336) & d["tokens"].le(64)]
-    fig, ax = style.figure(height=2.4)
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
     colors = style.palette(_impls(d))
-    for impl in _impls(d):
-        for launch, ls in (("stream", "-"), ("graph", "--")):
-            line = d[d["impl"].eq(impl) & d["launch"].eq(launch)].groupby("tokens")["us"].median().sort_index()
-            if not line.empty:
-                ax.plot(line.index, line.values, marker="o", linestyle=ls, color=colors[impl],
-                        label=f"{impl} ({launch})")
-    if d.empty:
-        _empty_note(ax)
-    else:
-        ax.set_xscale("log", base=2)
-        ax.legend(fontsize=6, ncol=2, loc="best")
-    ax.set_xlabel("tokens")
-    ax.set_ylabel("median latency (µs)")
+    for ax, (metric, title) in zip(axes[0], (("us", "device time"), ("latency_us", "latency"))):
+        for impl in _impls(d):
+            for launch, ls in (("stream", "-"), ("graph", "--")):
+                line = (d[d["impl"].eq(impl) & d["launch"].eq(launch)].groupby("tokens")[metric]
+                        .median().sort_index())
+                line = line.dropna()
+                if not line.empty:
+                    ax.plot(line.index, line.values, marker="o", linestyle=ls, color=colors[impl],
+                            label=f"{impl} ({launch})")
+        if not ax.lines:
+            _empty_note(ax)
+        else:
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+        ax.set_title(title)
+        ax.set_xlabel("tokens")
+        ax.set_ylabel("median (µs)")
+    if not d.empty:
+        axes[0][1].legend(fontsize=6, ncol=1, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     return fig
 
@@ -231,11 +245,11 @@ def fig_gemm(df: pd.DataFrame):
     colors = style.palette(impls)
     width = 0.8 / max(len(impls), 1)
     for j, impl in enumerate(impls):
-        vals = [d[d["shape"].eq(s) & d["impl"].eq(impl)]["median_ms"].median() for s in shapes]
+        vals = [d[d["shape"].eq(s) & d["impl"].eq(impl)]["device_ms"].median() for s in shapes]
         xs = np.arange(len(shapes)) + (j - (len(impls) - 1) / 2) * width
         ax.bar(xs, vals, width=width, color=colors[impl], label=impl)
     ax.set_xticks(np.arange(len(shapes)), shapes, fontsize=6)
-    ax.set_ylabel("median time (ms)")
+    ax.set_ylabel("median device time (ms)")
     ax.legend()
     fig.tight_layout()
     return fig
@@ -255,7 +269,7 @@ FIGURES = {
 
 
 def table_model_shapes(df: pd.DataFrame) -> pd.DataFrame:
-    """SwiGLU at model shapes (bf16, launched per call): median microseconds per implementation,
+    """SwiGLU at model shapes (bf16, launched per call): median device time (µs) per implementation,
     for 16 (decode) and 8192 (prefill) tokens at each model's FFN hidden size."""
     d = _elementwise(df)
     d = d[d["tokens"].isin([16, 8192]) & d["hidden"].isin(list(MODELS))]
@@ -272,7 +286,7 @@ def table_model_shapes(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def table_gemm(df: pd.DataFrame) -> pd.DataFrame:
-    """Gate/up projection with SwiGLU (bf16): median milliseconds and TFLOP/s of the fused
+    """Gate/up projection with SwiGLU (bf16): median device time (ms) and TFLOP/s of the fused
     epilogue against cuBLAS matmul followed by our or eager's activation (each row timed
     after its own warm-up, the rows' warmup_ms, else the configured default)."""
     d = _ok(df)
@@ -281,7 +295,7 @@ def table_gemm(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({"note": ["no measurements"]}, index=pd.Index(["-"], name="shape"))
     d = d.assign(shape=[f"{GEMM_MODELS.get((int(k), int(n)), 'other')} {int(t)}x{int(k)} to {int(n)}"
                         for t, k, n in zip(d["tokens"], d["gemm_in"], d["hidden"])])
-    ms = d.pivot_table(index="shape", columns="impl", values="median_ms", aggfunc="median")
+    ms = d.pivot_table(index="shape", columns="impl", values="device_ms", aggfunc="median")
     tf = d.pivot_table(index="shape", columns="impl", values="tflops", aggfunc="median")
     impls = [i for i in _impls(d) if i in ms.columns]
     table = pd.concat({"ms": ms[impls].round(3), "TFLOP/s": tf[impls].round(0)}, axis=1)
@@ -376,6 +390,13 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             out[f"Swiglu{name}FwdbwdUsEightB"] = _fmt(_one(model, "us", impl=impl, **{"pass": "fwdbwd"}))
     out["SwigluTritonFwdbwdSpeedupEightB"] = _fmt(_one(model, "speedup_eager", impl="triton",
                                                        **{"pass": "fwdbwd"}), 2)
+    out["SwigluTritonFwdbwdLatencySpeedupEightB"] = _fmt(
+        _one(model, "latency_us", impl="eager", **{"pass": "fwdbwd"})
+        / _one(model, "latency_us", impl="triton", **{"pass": "fwdbwd"}), 2)
+    for impl, name in (("eager", "Eager"), ("triton", "Triton"), ("liger", "Liger")):
+        for p, pname in (("fwd", "Fwd"), ("fwdbwd", "Fwdbwd")):
+            out[f"Swiglu{name}{pname}HostUsEightB"] = _fmt(
+                _one(model, "host_overhead_ms", impl=impl, **{"pass": p}) * 1e3)
     out["SwigluCompileSecondsEightB"] = _fmt(_one(model, "compile_s", impl="compile", **{"pass": "fwd"})
                                              if "compile_s" in model else float("nan"))
     dec = d[d["dtype"].eq("bfloat16") & d["pass"].eq("fwd") & d["tokens"].eq(16) & d["hidden"].eq(14336)
@@ -387,10 +408,14 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     out["SwigluDecodeTritonUs"] = _fmt(_one(dec, "us", impl="triton", launch="stream"), 2)
     out["SwigluDecodeCompileUs"] = _fmt(_one(dec, "us", impl="compile", launch="stream"), 2)
     out["SwigluDecodeCompileNoGraphsUs"] = _fmt(_one(dec, "us", impl="compile_no_cudagraphs", launch="stream"), 2)
+    for impl, launch, name in (("decode", "graph", "Graph"), ("decode", "stream", "Stream"),
+                               ("eager", "stream", "Eager"), ("eager", "graph", "EagerGraph"),
+                               ("liger", "stream", "Liger")):
+        out[f"SwigluDecode{name}LatencyUs"] = _fmt(_one(dec, "latency_us", impl=impl, launch=launch), 2)
     gemm = d[d["gemm_in"].astype(float) > 0] if not d.empty else d
     for (k, n), name in (((4096, 14336), "EightB"), ((8192, 28672), "SeventyB")):
         g = gemm[gemm["gemm_in"].eq(k) & gemm["hidden"].eq(n)] if not gemm.empty else gemm
-        fused, unfused = _one(g, "median_ms", impl="gemm_fused"), _one(g, "median_ms", impl="matmul")
+        fused, unfused = _one(g, "device_ms", impl="gemm_fused"), _one(g, "device_ms", impl="matmul")
         out[f"SwigluGemmFusedSpeedup{name}"] = _fmt(unfused / fused, 2)
         out[f"SwigluGemmFusedTflops{name}"] = _fmt(_one(g, "tflops", impl="gemm_fused"), 0)
         out[f"SwigluGemmMatmulTflops{name}"] = _fmt(_one(g, "tflops", impl="matmul"), 0)

@@ -23,10 +23,11 @@ Implementations (``impl``):
                 the bandwidth line of the same run.
 
 Row fields: ``series`` (grid|flat|decode|spot|gemm, the config group),
-``launch`` (``stream``: launched each repetition, timed by ``do_bench``
-with L2 flushed; ``graph``: replayed from a CUDA graph by
-``do_bench_cudagraph``, inputs stay in L2 — compare graph rows only with
-graph rows), and the shape fields:
+``launch`` (``stream``: launched from Python each repetition; ``graph``:
+replayed from a CUDA graph captured once; both timed by
+:mod:`kernels.timing` with the L2 flushed before each repetition, so their
+device times agree and their latencies show what the graph saves), and the
+shape fields:
 
 ``tokens``   rows of ``gate``/``up`` (``x`` rows for gemm rows);
 ``hidden``   columns (the FFN hidden size; ``N`` of the gemm);

@@ -14,7 +14,7 @@ def toy_time(df: pd.DataFrame):
     fig, ax = style.figure()
     ok = df[df["status"] == "ok"] if not df.empty else df
     if not ok.empty:
-        ax.plot(ok["numel"], ok["median_ms"], marker="o")
+        ax.plot(ok["numel"], ok["device_ms"], marker="o")
     ax.set_xlabel("elements")
     ax.set_ylabel("median time (ms)")
     return fig
@@ -22,7 +22,7 @@ def toy_time(df: pd.DataFrame):
 
 def toy_table(df: pd.DataFrame) -> pd.DataFrame:
     """Toy study: the rows."""
-    return df[["impl", "numel", "median_ms"]].set_index("impl") if not df.empty else pd.DataFrame()
+    return df[["impl", "numel", "device_ms"]].set_index("impl") if not df.empty else pd.DataFrame()
 
 
 FIGURES = {"toy_time": toy_time}
