@@ -1,6 +1,6 @@
 """The paper artifact's DAG: measure three GPU kernel studies, collect the
 rows into tidy tables, draw figures, write LaTeX tables and numbers, build
-the PDF. See README.md for the modes (measure, render, smoke)."""
+the PDF. See README.md for the modes (measure, render, smoke, quick)."""
 
 import sys
 from pathlib import Path
@@ -24,6 +24,7 @@ for _study_config in sorted(Path(workflow.basedir, "config", "studies").glob("*.
 include: "workflow/rules/common.smk"
 include: "workflow/rules/measure.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/reproduce.smk"
 include: "workflow/rules/paper.smk"
 
 

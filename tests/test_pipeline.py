@@ -48,6 +48,21 @@ def test_gpu_configuration_dry_run():
     assert "rule paper:" in out or "localrule paper:" in out
 
 
+def test_quick_profile_dry_run_on_the_gpu_configuration():
+    """The quick profile plans each study's quick implementations into results/quick/, then the
+    reproduction check against the committed rows; it measures nothing into data/ and builds no PDF."""
+    proc = snakemake("-n", "--forceall", "--profile", "profiles/quick", "--config", "measure=true", "gpu=h200")
+    out = proc.stdout
+    for study in ("swiglu", "flex", "gdn"):
+        quick = yaml.safe_load((ROOT / "config" / "studies" / f"{study}.yaml").read_text())[study]["quick"]
+        for impl in quick["impls"]:
+            assert f"output: results/quick/raw/h200/{study}/{impl}.jsonl" in out, (study, impl)
+            assert f"data/raw/h200/{study}/{impl}.jsonl" in out, (study, impl)  # the reference, an input
+    assert "output: data/raw" not in out and "paper/main.pdf" not in out
+    assert "rule reproduce:" in out or "localrule reproduce:" in out
+    assert "results/quick/reproduction.txt" in out
+
+
 @pytest.mark.slow
 def test_committed_data_renders_to_the_paper(tmp_path):
     """The README's main path on a machine without a GPU: figures, tables and the PDF from

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +44,8 @@ def toy_workflow(tmp_path):
     shutil.copy(TOY / "study.py", wf / "kernels" / "toy" / "study.py")
     shutil.copy(TOY / "report.py", wf / "kernels" / "toy" / "report.py")
     (wf / "config" / "studies").mkdir(parents=True)
-    shutil.copy(ROOT / "config" / "smoke.yaml", wf / "config" / "smoke.yaml")
+    for name in ("smoke.yaml", "quick.yaml"):
+        shutil.copy(ROOT / "config" / name, wf / "config" / name)
     shutil.copy(TOY / "toy.yaml", wf / "config" / "studies" / "toy.yaml")
     shutil.copy(TOY / "toy.schema.yaml", wf / "workflow" / "schemas" / "toy.schema.yaml")
     cfg = (ROOT / "config" / "config.yaml").read_text()
@@ -111,9 +113,86 @@ def test_render_mode_never_measures(toy_workflow):
     assert "rendering from the committed data in data/raw/testgpu/" in proc.stderr
     assert "measure " not in proc.stdout and "rule measure" not in proc.stdout
     snakemake(toy_workflow, "--config", "measure=false", "--", "figures/toy_time.pdf",
-              "paper/generated/numbers.tex")
+              "paper/generated/numbers.tex", "paper/generated/reproduction.tex")
     assert (toy_workflow / "figures" / "toy_time.pdf").stat().st_size > 0
     assert r"\newcommand{\EnvGpuName}{Test GPU}" in (toy_workflow / "paper" / "generated" / "numbers.tex").read_text()
+    assert "No second run" in (toy_workflow / "paper" / "generated" / "reproduction.tex").read_text()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--profile", "profiles/quick", "--config", "smoke=true", "measure=true", "gpu=cpu"],
+     "smoke and quick are both true"),
+    (["--config", "measure=false", "gpu=cpu", "reproduce={candidate: data/nowhere}"],
+     "config reproduce.candidate: no rows in data/nowhere/"),
+    (["--config", "measure=false", "gpu=cpu", "reproduce={tolerance: 2}"], "tolerance"),
+    (["--profile", "profiles/quick", "--config", "measure=true", "gpu=h100"],
+     "compares with the committed rows in data/raw/h100/, which does not exist"),
+])
+def test_reproduction_config_errors_name_the_problem(toy_workflow, args, message):
+    (toy_workflow / "data" / "raw" / "cpu").mkdir(parents=True)
+    proc = snakemake(toy_workflow, "-n", *args, check=False)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+
+
+def test_quick_run_needs_a_quick_section(toy_workflow):
+    path = toy_workflow / "config" / "studies" / "toy.yaml"
+    path.write_text("\n".join(line for line in path.read_text().splitlines() if "quick" not in line) + "\n")
+    proc = snakemake(toy_workflow, "-n", "--profile", "profiles/quick", "--config", "measure=true", "gpu=cpu",
+                     check=False)
+    assert proc.returncode != 0
+    assert "config/studies/toy.yaml has no 'quick' section" in proc.stdout + proc.stderr
+
+
+def _rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _write_rows(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.mark.slow
+def test_quick_run_checks_against_the_committed_rows(toy_workflow):
+    """Two real runs of the toy study on this host: the sweep into data/raw/cpu/ (the committed
+    reference), then the quick profile into results/quick/. With one reference row made 100x
+    faster, one made a failure and one quick row removed, the check catches all three."""
+    (toy_workflow / "config" / "studies" / "toy.yaml").write_text(
+        "toy:\n  sweep: {impls: [scale], numel: [4096, 8192, 16384, 32768, 65536]}\n"
+        "  quick: {impls: [scale], numel: [4096, 8192, 16384, 32768]}\n  smoke: {impls: [scale], numel: [1024]}\n")
+    reference = toy_workflow / "data" / "raw" / "cpu" / "toy" / "scale.jsonl"
+    snakemake(toy_workflow, "--config", "measure=true", "gpu=cpu", "--", str(reference.relative_to(toy_workflow)))
+    rows = {r["numel"]: r for r in _rows(reference)}
+    assert [r["status"] for r in rows.values()] == ["ok"] * 5
+    rows[8192]["times_ms"] = [t / 100 for t in rows[8192]["times_ms"]]
+    rows[8192]["median_ms"] /= 100
+    rows[16384].update(status="unsupported", times_ms=[], median_ms=None, error="Unsupported: not here")
+    _write_rows(reference, rows.values())
+
+    quick = toy_workflow / "results" / "quick" / "raw" / "cpu" / "toy" / "scale.jsonl"
+    snakemake(toy_workflow, "--profile", "profiles/quick", "--config", "measure=true", "gpu=cpu", "--",
+              str(quick.relative_to(toy_workflow)))
+    _write_rows(quick, [r for r in _rows(quick) if r["numel"] != 4096])
+    proc = snakemake(toy_workflow, "--profile", "profiles/quick", "--config", "measure=true", "gpu=cpu")
+    assert "rule measure" not in proc.stdout  # the quick rows are kept, only the check runs
+    line = (toy_workflow / "results" / "quick" / "reproduction.txt").read_text().strip()
+    assert line in proc.stdout  # printed at the end of the run
+    assert line.startswith("NOT reproduced: ") and "missing: 1 (toy 1); status changed: 1 (toy 1)" in line
+    assert line.endswith("claims: none to re-derive")
+    table = pd.read_csv(toy_workflow / "results" / "quick" / "reproduction.csv").set_index("case")["verdict"]
+    assert table["fwd float32 numel=4096"] == "missing"
+    assert table["fwd float32 numel=8192"] == "slower"
+    assert table["fwd float32 numel=16384"] == "status changed"
+    assert "fwd float32 numel=65536" not in table  # not a quick case: out of scope
+    assert not (toy_workflow / "results" / "quick" / "paper" / "main.pdf").exists()
+
+    # the same rows as a second run of the whole sweep: the paper's paragraph states the result
+    # (missing now: 4096, removed, and 65536, which the quick run does not measure)
+    snakemake(toy_workflow, "--config", "measure=false", "gpu=cpu", "reproduce={candidate: results/quick/raw/cpu}",
+              "--", "paper/generated/reproduction.tex")
+    snippet = (toy_workflow / "paper" / "generated" / "reproduction.tex").read_text()
+    assert r"\newcommand{\ReproOutcome}{not reproduced}" in snippet
+    assert r"\newcommand{\ReproRowsMissing}{2}" in snippet
 
 
 @pytest.mark.slow

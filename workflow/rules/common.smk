@@ -8,10 +8,18 @@ import subprocess
 from kernels.harness import gpu_slug
 
 _KNOWN_STUDIES = {p.stem for p in Path(workflow.basedir, "config", "studies").glob("*.yaml")}
-_unknown = sorted(set(config) - {"measure", "gpu", "smoke", "studies", "timing"} - _KNOWN_STUDIES)
+_KEYS = ["measure", "gpu", "smoke", "quick", "studies", "timing", "reproduce"]
+_unknown = sorted(set(config) - set(_KEYS) - _KNOWN_STUDIES)
 if _unknown:
-    raise WorkflowError(f"unknown config key(s) {_unknown}: expected measure, gpu, smoke, studies, "
-                        f"timing or a study of config/studies/ ({sorted(_KNOWN_STUDIES)})")
+    raise WorkflowError(f"unknown config key(s) {_unknown}: expected {', '.join(_KEYS)} "
+                        f"or a study of config/studies/ ({sorted(_KNOWN_STUDIES)})")
+# --config reproduce='{tolerance: 0.1}' gives text: numbers as numbers (the schema rejects the rest)
+for _key, _value in config.get("reproduce", {}).items():
+    if _key != "candidate" and isinstance(_value, str):
+        try:
+            config["reproduce"][_key] = float(_value)
+        except ValueError:
+            pass
 validate(config, "../schemas/config.schema.yaml")
 for _study in config["studies"]:
     if _study not in config:
@@ -26,7 +34,14 @@ def _flag(value):
 
 STUDIES = config["studies"]
 SMOKE = _flag(config["smoke"])
-SWEEP = "smoke" if SMOKE else "sweep"
+QUICK = _flag(config["quick"])
+if SMOKE and QUICK:
+    raise WorkflowError("config keys smoke and quick are both true: choose one (profiles/smoke or profiles/quick)")
+SWEEP = "smoke" if SMOKE else "quick" if QUICK else "sweep"
+for _study in STUDIES:
+    if SWEEP not in config[_study]:
+        raise WorkflowError(f"config/studies/{_study}.yaml has no '{SWEEP}' section, which the "
+                            f"{SWEEP} run measures")
 
 
 def detected_gpus():
@@ -52,8 +67,11 @@ else:
     _gpus = detected_gpus()
     N_GPUS = max(len(_gpus), 1)
     MEASURE = bool(_gpus) if config["measure"] == "auto" else _flag(config["measure"])
-    RAW = "data/raw"
-    OUT = "."
+    RAW = "results/quick/raw" if QUICK else "data/raw"
+    OUT = "results/quick" if QUICK else "."
+    if QUICK and not MEASURE:
+        raise WorkflowError("the quick run measures on a GPU, and nvidia-smi found none (or config "
+                            "measure=false): for a dry run set --config measure=true gpu=h200")
     if config["gpu"] != "auto":
         GPU = config["gpu"]
     elif MEASURE:
@@ -68,7 +86,7 @@ else:
                                 f"{RAW}/, found {_committed}; set config key 'gpu'")
         GPU = _committed[0]
 
-RESULTS = "results/smoke" if SMOKE else "results"
+RESULTS = "results" if OUT == "." else OUT
 TIDY = f"{RESULTS}/tidy"
 LOGS = f"{RESULTS}/logs"
 FIGURES_DIR = str(Path(OUT, "figures"))
@@ -123,8 +141,48 @@ ALL_FLOATS = [f"{PAPER_DIR}/generated/{s}_floats.tex" for s in STUDIES]
 ALL_OUTPUTS = [*ALL_FIGURES, *ALL_TABLES, *ALL_FLOATS, f"{PAPER_DIR}/generated/numbers.tex",
                f"{PAPER_DIR}/generated/coverage.tex",
                f"{PAPER_DIR}/main.pdf"]
+if QUICK:  # the quick run measures and checks; it renders no paper
+    ALL_OUTPUTS = []
 if MEASURE:
     ALL_OUTPUTS += [f for s in STUDIES for f in raw_files(s)]
+
+# The reproduction check (workflow/rules/reproduce.smk) compares a second run, CANDIDATE (a folder
+# <candidate>/<study>/<impl>.jsonl), with this run's rows: the quick run's rows with the committed
+# ones of the same cases (REFERENCE), or the second run config reproduce.candidate names (if any)
+# with data/raw/<gpu>/.
+REFERENCE = f"data/raw/{GPU}"
+if QUICK and config["reproduce"]["candidate"]:
+    raise WorkflowError("config reproduce.candidate is set, but the quick run compares its own rows "
+                        "with the committed ones: leave reproduce.candidate out")
+CANDIDATE = f"{RAW}/{GPU}" if QUICK else (config["reproduce"]["candidate"] or None)
+if CANDIDATE is not None and not QUICK and not [p for s in STUDIES for p in Path(CANDIDATE, s).glob("*.jsonl")]:
+    raise WorkflowError(f"config reproduce.candidate: no rows in {CANDIDATE}/ (expected "
+                        f"{CANDIDATE}/<study>/<impl>.jsonl for a study of {STUDIES}, e.g. "
+                        f"data/reproductions/<name>/gdn/chunk.jsonl)")
+if QUICK and not Path(REFERENCE).is_dir():
+    _committed = sorted(p.name for p in Path("data/raw").glob("*") if p.is_dir())
+    raise WorkflowError(f"the quick run compares with the committed rows in {REFERENCE}/, which does not "
+                        f"exist (committed: {_committed}); set config key 'gpu' to one of them")
+REPRO = {"csv": f"{RESULTS}/reproduction.csv", "summary": f"{RESULTS}/reproduction.txt",
+         "figure": f"{FIGURES_DIR}/reproduction.pdf", "table": f"{PAPER_DIR}/generated/reproduction_outside.tex",
+         "snippet": f"{PAPER_DIR}/generated/reproduction.tex"}
+if CANDIDATE is not None:
+    ALL_OUTPUTS += list(REPRO.values())
+
+
+def repro_candidate_files():
+    """The second run's JSONL files: those the quick run measures, or those in the candidate folder."""
+    if QUICK:
+        return [f for s in STUDIES for f in raw_files(s)]
+    return sorted(str(p) for s in STUDIES for p in Path(CANDIDATE, s).glob("*.jsonl"))
+
+
+def repro_reference_files():
+    """The reference run's JSONL files: the committed rows of the quick run's implementations,
+    or this run's rows (measured here or committed)."""
+    if QUICK:
+        return [f"{REFERENCE}/{s}/{impl}.jsonl" for s in STUDIES for impl in study_impls(s)]
+    return [f for s in STUDIES for f in raw_files(s)]
 
 
 def figure_study(wildcards):

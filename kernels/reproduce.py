@@ -1,0 +1,476 @@
+"""The reproduction check: a second run compared with the reference run, case by case.
+
+A *run* is a folder of rows like ``data/raw/<gpu>/``: ``<root>/<study>/<impl>.jsonl``.
+Rows of two runs are paired by their case (:func:`kernels.rows.case_id`: study,
+impl and every field that is not measured). Per case (:func:`compare`):
+
+``basis``
+    ``device`` when both rows carry a device time (``device_ms``), else
+    ``latency`` (``median_ms``, the host's launch included).
+``ratio``
+    candidate over reference on that basis; ``ratio_device`` and
+    ``ratio_latency`` give both where both rows have them.
+``band_lo_*``, ``band_hi_*``
+    each run's noise band: the 10th and 90th percentiles of the basis's
+    repetitions over their median.
+``verdict``
+    ``reproduced`` (|ratio - 1| <= tolerance), ``slower``, ``faster``,
+    ``status changed`` (ok in one run and not in the other, or two different
+    failures), ``missing`` (the reference has the case, the candidate not),
+    ``new`` (only the candidate has it) or ``not timed`` (the same failure in both).
+
+When the candidate was meant to measure only some cases (the quick profile),
+``expected`` (:func:`expected_cases`, from the config section it ran) limits
+the reference to them. The claims are re-derived too (:func:`claim_verdicts`):
+each study's ``report.macros`` runs on both runs' tidy tables and every macro
+whose name ends in ``Verdict`` is compared (:func:`compare_claims`).
+
+:func:`check` writes the comparison (CSV), a figure of the ratios, a LaTeX
+table of the rows outside the tolerance, the paper's snippet with the
+``Repro*`` macros, and the one-line summary (:func:`summary_line`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import logging
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kernels import render, rows, style
+from kernels.collect import load_rows, tidy
+from kernels.harness import write_atomic
+
+log = logging.getLogger("kernels.reproduce")
+
+VERDICTS = ("reproduced", "slower", "faster", "status changed", "missing", "new", "not timed")
+#: Verdicts that make a run not reproduced; the table lists these rows, in this order.
+OUTSIDE = ("status changed", "missing", "slower", "faster")
+VERDICT_COLORS = {"reproduced": "#55A868", "slower": "#C44E52", "faster": "#4C72B0"}
+#: Rows shown in the LaTeX table of the rows outside the tolerance; the rest are counted.
+TABLE_ROWS = 20
+COLUMNS = ["study", "impl", "case", "verdict", "basis", "status_reference", "status_candidate",
+           "ms_reference", "ms_candidate", "ratio", "ratio_device", "ratio_latency",
+           "band_lo_reference", "band_hi_reference", "band_lo_candidate", "band_hi_candidate"]
+
+
+# ----------------------------------------------------------------------------
+# inputs
+
+
+def load_run(paths: list[str]) -> list[dict]:
+    """The rows of the JSONL files ``paths`` (``<root>/<study>/<impl>.jsonl``), validated
+    (:func:`kernels.collect.load_rows`: the study is the file's folder).
+
+    Raises:
+        ValueError: a row fails the row schema (file and line named), or two
+            rows of one run are the same case (the file and the case named).
+    """
+    out, seen = [], {}
+    for path in paths:
+        for row in load_rows([path], Path(path).parent.name):
+            key = rows.case_id(row)
+            if key in seen:
+                raise ValueError(f"{path}: two rows of the case {row['study']} {row['impl']} "
+                                 f"{rows.case_label(row)} (the other in {seen[key]})")
+            seen[key] = path
+            out.append(row)
+    return out
+
+
+def expected_cases(sections: dict[str, dict]) -> set[str]:
+    """Case ids (:func:`kernels.rows.case_id`) of every case a run of the config
+    ``sections`` ({study: its section, e.g. ``config[study]["quick"]``}) measures:
+    ``kernels.<study>.study.cases`` of each implementation the section lists."""
+    out = set()
+    for study, section in sections.items():
+        mod = importlib.import_module(f"kernels.{study}.study")
+        for impl in section["impls"]:
+            out.update(rows.case_id({"study": study, "impl": impl, **case}) for case in mod.cases(section, impl))
+    return out
+
+
+# ----------------------------------------------------------------------------
+# the comparison
+
+
+def verdict(ratio: float, tolerance: float) -> str:
+    """``reproduced`` when ``ratio`` (candidate over reference) is within 1 ± ``tolerance``,
+    else ``slower`` (above) or ``faster`` (below)."""
+    if abs(ratio - 1.0) <= tolerance + 1e-12:  # 0.95 is within 5 %, whatever the float rounding
+        return "reproduced"
+    return "slower" if ratio > 1.0 else "faster"
+
+
+def _has_device(row: dict) -> bool:
+    return row.get("device_ms") is not None and bool(row.get("device_times_ms"))
+
+
+def _band(times: list[float]) -> tuple[float, float]:
+    """10th and 90th percentiles of ``times`` over their median."""
+    t = np.asarray(times, dtype=float)
+    median = float(np.median(t))
+    return float(np.quantile(t, 0.1)) / median, float(np.quantile(t, 0.9)) / median
+
+
+def compare_rows(ref: dict | None, cand: dict | None, tolerance: float) -> dict:
+    """One record of :data:`COLUMNS` for a case with reference row ``ref`` and candidate
+    row ``cand`` (either may be None, not both)."""
+    any_row = ref if ref is not None else cand
+    rec = {c: np.nan for c in COLUMNS}
+    rec.update(study=any_row["study"], impl=any_row["impl"], case=rows.case_label(any_row),
+               status_reference=ref["status"] if ref else None, status_candidate=cand["status"] if cand else None,
+               basis=None)
+    if cand is None:
+        return {**rec, "verdict": "missing"}
+    if ref is None:
+        return {**rec, "verdict": "new"}
+    if ref["status"] != cand["status"]:
+        return {**rec, "verdict": "status changed"}
+    if ref["status"] != "ok":
+        return {**rec, "verdict": "not timed"}
+    device = _has_device(ref) and _has_device(cand)
+    basis = "device" if device else "latency"
+    times = {name: row["device_times_ms"] if device else row["times_ms"] for name, row in
+             (("reference", ref), ("candidate", cand))}
+    ms = {name: float(np.median(t)) for name, t in times.items()}
+    rec.update(basis=basis, ms_reference=ms["reference"], ms_candidate=ms["candidate"],
+               ratio=ms["candidate"] / ms["reference"], ratio_latency=cand["median_ms"] / ref["median_ms"],
+               ratio_device=cand["device_ms"] / ref["device_ms"] if device else np.nan)
+    for name, t in times.items():
+        rec[f"band_lo_{name}"], rec[f"band_hi_{name}"] = _band(t)
+    rec["verdict"] = verdict(rec["ratio"], tolerance)
+    return rec
+
+
+def compare(candidate: list[dict], reference: list[dict], tolerance: float,
+            expected: set[str] | None = None) -> pd.DataFrame:
+    """Compare two runs case by case (module docstring); one row per case of either run.
+
+    Args:
+        candidate, reference: rows of the two runs (:func:`load_run`).
+        tolerance: relative tolerance of a reproduced time (0.05: within ±5 %).
+        expected: case ids the candidate was meant to measure; reference rows of
+            other cases are left out. None: every reference row is compared.
+
+    Returns:
+        A DataFrame of :data:`COLUMNS`, sorted by study, impl and case.
+    """
+    ref = {rows.case_id(r): r for r in reference}
+    if expected is not None:
+        ref = {k: r for k, r in ref.items() if k in expected}
+    cand = {rows.case_id(r): r for r in candidate}
+    records = [compare_rows(ref.get(k), cand.get(k), tolerance) for k in sorted(set(ref) | set(cand))]
+    table = pd.DataFrame.from_records(records, columns=COLUMNS)
+    return table.sort_values(["study", "impl", "case"], kind="stable").reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------
+# the claims
+
+
+def tidy_tables(run: list[dict], gpu: str) -> dict[str, pd.DataFrame]:
+    """Each study's tidy table of ``run`` as the rule ``collect`` writes it and the rule
+    ``numbers`` reads it back (:func:`kernels.collect.tidy`, the study's ``derive``, a CSV
+    round trip); ``gpu`` is the data folder's name (the reports look up datasheet peaks by it)."""
+    by_study = defaultdict(list)
+    for row in run:
+        by_study[row["study"]].append(row)
+    out = {}
+    for study, study_rows in sorted(by_study.items()):
+        df = importlib.import_module(f"kernels.{study}.report").derive(tidy(study_rows, gpu))
+        out[study] = pd.read_csv(io.StringIO(df.to_csv(index=False)))
+    return out
+
+
+def claim_verdicts(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
+    """Every macro whose name ends in ``Verdict`` of each study's ``report.macros`` on its
+    tidy table in ``tables`` (the claims table of the paper)."""
+    out = {}
+    for study, df in tables.items():
+        macros = importlib.import_module(f"kernels.{study}.report").macros(df)
+        out.update({name: value for name, value in macros.items() if name.endswith("Verdict")})
+    return out
+
+
+def compare_claims(reference: dict[str, str], candidate: dict[str, str]) -> pd.DataFrame:
+    """The verdicts of both runs side by side: columns ``claim``, ``reference``,
+    ``candidate``, ``same``; a verdict a run lacks reads "n/a". Claims whose
+    reference verdict is "n/a" (no rows for it in the reference's cases) are
+    left out: nothing to re-derive."""
+    names = sorted(n for n in set(reference) | set(candidate) if reference.get(n, "n/a") != "n/a")
+    table = pd.DataFrame({"claim": names, "reference": [reference[n] for n in names],
+                          "candidate": [candidate.get(n, "n/a") for n in names]})
+    return table.assign(same=table["reference"] == table["candidate"])
+
+
+# ----------------------------------------------------------------------------
+# outputs
+
+
+def _counts(table: pd.DataFrame) -> dict[str, int]:
+    counts = table["verdict"].value_counts()
+    return {v: int(counts.get(v, 0)) for v in VERDICTS}
+
+
+def is_reproduced(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) -> bool:
+    """True when at least ``min_within`` of the rows timed in both runs are reproduced, no
+    row is missing or changed status, and every claim's verdict is the same."""
+    n = _counts(table)
+    timed = n["reproduced"] + n["slower"] + n["faster"]
+    return (timed > 0 and n["reproduced"] >= min_within * timed and n["missing"] == 0
+            and n["status changed"] == 0 and bool(claims["same"].all()))
+
+
+def _basis_words(table: pd.DataFrame) -> str:
+    basis = table["basis"].dropna()
+    latency = int((basis == "latency").sum())
+    if latency == 0:
+        return "device time"
+    if latency == len(basis):
+        return "latency"
+    return f"device time (latency for {latency} rows without one)"
+
+
+def _by_study(table: pd.DataFrame, verdicts) -> str:
+    parts = []
+    for study, g in table[table["verdict"].isin(verdicts)].groupby("study"):
+        detail = ", ".join(f"{int((g['verdict'] == v).sum())} {v}" for v in verdicts if (g["verdict"] == v).any())
+        parts.append(f"{study} {len(g)}" + (f" ({detail})" if len(verdicts) > 1 else ""))
+    return ", ".join(parts)
+
+
+def summary_line(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_within: float) -> str:
+    """The one line a reviewer reads, e.g. ``reproduced: 391 of 407 rows within ±5 % of
+    device time (96 %); claims: 4 of 4 verdicts the same``, or ``NOT reproduced: ...`` with
+    where not: rows outside per study, missing, status changed, the claims that differ."""
+    n = _counts(table)
+    timed = n["reproduced"] + n["slower"] + n["faster"]
+    ok = is_reproduced(table, claims, min_within)
+    pct = f"{100 * n['reproduced'] / timed:.0f} %" if timed else "n/a"
+    if timed:
+        rows_part = (f"{n['reproduced']} of {timed} rows within ±{100 * tolerance:g} % of "
+                     f"{_basis_words(table)} ({pct}" + ("" if n["reproduced"] >= min_within * timed
+                                                         else f", needs {100 * min_within:g} %") + ")")
+    else:
+        rows_part = "no row timed in both runs"
+    parts = [rows_part]
+    if n["slower"] + n["faster"] and not ok:
+        parts.append("outside: " + _by_study(table, ("slower", "faster")))
+    for v in ("missing", "status changed"):
+        if n[v]:
+            parts.append(f"{v}: {n[v]} ({_by_study(table, (v,))})")
+    same = int(claims["same"].sum())
+    claim_part = f"claims: {same} of {len(claims)} verdicts the same" if len(claims) else "claims: none to re-derive"
+    different = claims[~claims["same"]]
+    if len(different):
+        claim_part += ", different: " + ", ".join(
+            f"{r.claim} ('{r.reference}' -> '{r.candidate}')" for r in different.itertuples())
+    parts.append(claim_part)
+    return ("reproduced: " if ok else "NOT reproduced: ") + "; ".join(parts)
+
+
+def _camel(study: str) -> str:
+    return "".join(part.capitalize() for part in re.split(r"[^A-Za-z]+", study))
+
+
+def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_within: float,
+           candidate: str) -> dict[str, str]:
+    """The ``Repro*`` macros of the paper: ``ReproRowsWithin``, ``ReproRowsCompared`` (rows
+    timed in both runs), ``ReproPercentWithin``, the same per study (``ReproRowsWithinSwiglu``,
+    ...), ``ReproRowsMissing``, ``ReproRowsStatusChanged``, ``ReproTolerancePct``,
+    ``ReproBasis``, ``ReproClaimsSame``, ``ReproClaimsCompared``, ``ReproClaimsDifferent``
+    (names, or "none"), ``ReproOutcome`` (reproduced / not reproduced) and
+    ``ReproCandidate`` (the second run's folder)."""
+    def within(t):
+        timed = t[t["verdict"].isin(("reproduced", "slower", "faster"))]
+        good = int((timed["verdict"] == "reproduced").sum())
+        return str(good), str(len(timed)), f"{100 * good / len(timed):.0f}" if len(timed) else "n/a"
+
+    out = {}
+    out["ReproRowsWithin"], out["ReproRowsCompared"], out["ReproPercentWithin"] = within(table)
+    for study, g in table.groupby("study"):
+        name = _camel(study)
+        out[f"ReproRowsWithin{name}"], out[f"ReproRowsCompared{name}"], out[f"ReproPercentWithin{name}"] = within(g)
+    n = _counts(table)
+    different = claims.loc[~claims["same"], "claim"].tolist()
+    out.update(ReproRowsMissing=str(n["missing"]), ReproRowsStatusChanged=str(n["status changed"]),
+               ReproTolerancePct=f"{100 * tolerance:g}", ReproBasis=render.escape_latex(_basis_words(table)),
+               ReproClaimsSame=str(int(claims["same"].sum())), ReproClaimsCompared=str(len(claims)),
+               ReproClaimsDifferent=render.escape_latex(", ".join(different) if different else "none"),
+               ReproOutcome="reproduced" if is_reproduced(table, claims, min_within) else "not reproduced",
+               ReproCandidate=render.escape_latex(candidate))
+    return out
+
+
+def outside_table(table: pd.DataFrame, limit: int = TABLE_ROWS) -> pd.DataFrame:
+    """The rows outside the tolerance (:data:`OUTSIDE`), worst first: status changes, missing
+    rows, then slower and faster by how far their ratio is from 1 (in log); at most ``limit``
+    rows, then one row counting the rest. Each run's noise band is its q10 and q90 over the
+    median; a case's ``field=value`` parts that most of its study's cases share are left out;
+    where some cases are compared by device time and some by latency, the latter say so."""
+    d = table[table["verdict"].isin(OUTSIDE)].copy()
+    if d.empty:
+        return pd.DataFrame()
+    d["_rank"] = d["verdict"].map({v: i for i, v in enumerate(OUTSIDE[:2])}).fillna(len(OUTSIDE))
+    d["_far"] = -np.abs(np.log(d["ratio"].astype(float)))
+    d = d.sort_values(["_rank", "_far", "study", "impl", "case"], kind="stable")
+    shown = d.head(limit)
+    common = {study: _common_parts(g["case"]) for study, g in table.groupby("study")}
+    mixed = table["basis"].dropna().nunique() > 1  # then say which rows are compared by latency
+
+    def band(r, run):
+        lo, hi = getattr(r, f"band_lo_{run}"), getattr(r, f"band_hi_{run}")
+        return "" if pd.isna(lo) else f"{lo:.2f}-{hi:.2f}"
+
+    out = pd.DataFrame({
+        "study": shown["study"], "impl": shown["impl"],
+        "case": [" ".join(p for p in r.case.split(" ") if p not in common[r.study]) for r in shown.itertuples()],
+        "reference ms": shown["ms_reference"].map(_ms), "candidate ms": shown["ms_candidate"].map(_ms),
+        "ratio": shown["ratio"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}"),
+        "reference band": [band(r, "reference") for r in shown.itertuples()],
+        "candidate band": [band(r, "candidate") for r in shown.itertuples()],
+        "verdict": [f"{a} to {b}" if v == "status changed" else v + (" (latency)" if mixed and basis == "latency" else "")
+                    for v, a, b, basis in zip(shown["verdict"], shown["status_reference"],
+                                              shown["status_candidate"], shown["basis"])]})
+    if len(d) > limit:
+        rest = pd.DataFrame([{c: "" for c in out.columns} | {"case": f"and {len(d) - limit} more rows"}])
+        out = pd.concat([out, rest], ignore_index=True)
+    return out.reset_index(drop=True)
+
+
+def _ms(value) -> str:
+    return "" if pd.isna(value) else f"{value:.4g}"
+
+
+def _common_parts(cases: pd.Series) -> set[str]:
+    """The ``field=value`` parts of case labels held by more than half of ``cases`` (a study's defaults)."""
+    parts = pd.Series([p for case in cases for p in set(case.split(" ")) if "=" in p])
+    counts = parts.value_counts()
+    return set(counts[counts > len(cases) / 2].index)
+
+
+def figure(table: pd.DataFrame, tolerance: float):
+    """Reproduction: each case's time in the second run over the reference run's, per study
+    (log scale; shaded: within the tolerance; device time where both rows have one, else the
+    latency, triangles). Cases without a ratio (missing, changed status) are counted in the legend."""
+    from matplotlib import ticker
+
+    fig, ax = style.figure(width=style.COLUMN_WIDTH, height=2.6)
+    timed = table[table["verdict"].isin(("reproduced", "slower", "faster"))]
+    studies = sorted(table["study"].unique())
+    ax.axhspan(1 - tolerance, 1 + tolerance, color="0.85", zorder=0, lw=0)
+    ax.axhline(1.0, color="0.5", lw=0.6, zorder=1)
+    mixed = timed["basis"].nunique() > 1
+    for v in ("reproduced", "slower", "faster"):
+        d = timed[timed["verdict"] == v]
+        if d.empty:
+            continue
+        for basis, marker in (("device", "o"), ("latency", "^" if mixed else "o")):
+            b = d[d["basis"] == basis]
+            x = [studies.index(s) + _jitter(i) for s, i in zip(b["study"], b.index)]
+            ax.scatter(x, b["ratio"], s=9, marker=marker, color=VERDICT_COLORS[v], zorder=2, linewidths=0,
+                       label=f"{v} ({len(d)})" if basis == "device" else None)
+    if mixed:
+        ax.scatter([], [], marker="^", color="0.4", label="latency (no device time)")
+    n = _counts(table)
+    for v in ("missing", "status changed"):
+        if n[v]:
+            ax.scatter([], [], marker="x", color="k", label=f"{v} ({n[v]})")
+    ratios = [*timed["ratio"].astype(float), 0.5, 2.0]  # at least 0.5-2
+    ax.set_yscale("log")
+    ax.set_ylim(min(ratios) / 1.1, max(ratios) * 1.1)
+    ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_locator(ticker.NullLocator())
+    ax.set_xticks(range(len(studies)), studies)
+    ax.set_xlim(-0.6, len(studies) - 0.4)
+    basis = "time" if mixed else ("device time" if (timed["basis"] == "device").all() else "latency")
+    ax.set_ylabel(f"{basis}, second run / reference")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
+
+
+def _jitter(i: int) -> float:
+    """A fixed horizontal offset for the ``i``-th point (no randomness: same bytes each run)."""
+    return ((i * 0.6180339887) % 1.0 - 0.5) * 0.6
+
+
+def snippet(values: dict[str, str], studies: list[str], has_outside: bool) -> str:
+    """The appendix paragraph on the second run with its figure and table (``values``:
+    :func:`macros`; ``studies``: those compared; ``has_outside``: whether any row is
+    outside the tolerance)."""
+    per_study = ", ".join(rf"{study} \ReproRowsWithin{_camel(study)}{{}} of \ReproRowsCompared{_camel(study)}{{}}"
+                          for study in studies)
+    table_ref = (r"Table~\ref{tab:reproduction} lists the rows outside it" if has_outside
+                 else "no row is outside it")
+    text = "\n".join([
+        r"\paragraph{Reproduction.} A second run (\texttt{\ReproCandidate}) was compared with these",
+        r"data case by case: \ReproRowsWithin{} of the \ReproRowsCompared{} rows timed in both",
+        r"(\ReproPercentWithin\,\%) agree within $\pm$\ReproTolerancePct\,\% in \ReproBasis{}",
+        rf"({per_study}; Figure~\ref{{fig:reproduction}}); {table_ref}.",
+        r"Rows missing from the second run: \ReproRowsMissing; rows whose status changed:",
+        r"\ReproRowsStatusChanged. Re-derived from each run, \ReproClaimsSame{} of \ReproClaimsCompared{}",
+        r"verdicts of Table~\ref{tab:claims} are the same (different: \ReproClaimsDifferent).",
+        r"Outcome: \ReproOutcome."])
+    floats = [r"\begin{figure}[tbp]", r"\centering", r"\fitgraphics{reproduction.pdf}",
+              rf"\caption{{{render._caption(figure)}}}", r"\label{fig:reproduction}", r"\end{figure}"]
+    if has_outside:
+        floats += [r"\begin{table}[tbp]", r"\centering", r"\small",
+                   r"\caption{Rows of the second run outside the tolerance, worst first (band: each run's q10",
+                   r"and q90 over its median; case fields that most cases of their study share are left out).}",
+                   r"\label{tab:reproduction}", r"\fitwidth{\input{generated/reproduction_outside.tex}}",
+                   r"\end{table}"]
+    header = "% Generated by the rule `reproduce` (kernels/reproduce.py); do not edit."
+    return "\n".join([header, *render.macro_lines(values), text, "", *floats]) + "\n"
+
+
+#: The appendix paragraph when no second run is configured (rule ``reproduction_none``).
+NO_SECOND_RUN = (
+    "% Generated by the rule `reproduction_none` (kernels/reproduce.py); do not edit.\n"
+    r"\paragraph{Reproduction.} No second run of these measurements is committed. "
+    r"\texttt{snakemake --profile profiles/quick} measures the main cases of each study on a GPU "
+    "and compares them with these data case by case (README, ``Reproducing'')." "\n")
+
+
+def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, tolerance: float,
+          min_within: float, sections: dict[str, dict] | None, candidate: str, out_csv: str,
+          out_summary: str, out_figure: str, out_table: str, out_snippet: str) -> str:
+    """Compare a candidate run with the reference run and write every output.
+
+    Args:
+        candidate_files, reference_files: the two runs' JSONL files.
+        gpu: the data folder's GPU name (tidy tables for the claims).
+        tolerance, min_within: config ``reproduce.tolerance`` and ``reproduce.min_within``.
+        sections: {study: config section} the candidate ran (:func:`expected_cases`), or
+            None to compare every reference row.
+        candidate: the candidate's folder, as the paper names it.
+        out_*: the comparison (CSV), the one-line summary (text), the figure (PDF), the
+            table of rows outside the tolerance (LaTeX) and the paper's snippet.
+
+    Returns:
+        The summary line (also logged).
+    """
+    cand, ref = load_run(candidate_files), load_run(reference_files)
+    expected = expected_cases(sections) if sections is not None else None
+    table = compare(cand, ref, tolerance, expected)
+    in_scope = {rows.case_id(r) for r in ref} if expected is None else expected
+    claims = compare_claims(claim_verdicts(tidy_tables([r for r in ref if rows.case_id(r) in in_scope], gpu)),
+                            claim_verdicts(tidy_tables(cand, gpu)))
+    line = summary_line(table, claims, tolerance, min_within)
+    outside = outside_table(table)
+    write_atomic(out_csv, table.to_csv(index=False))
+    style.save(figure(table, tolerance), out_figure)
+    write_atomic(out_table, render.table_to_latex(outside))
+    write_atomic(out_snippet, snippet(macros(table, claims, tolerance, min_within, candidate),
+                                      sorted(table["study"].unique()), not outside.empty))
+    write_atomic(out_summary, line + "\n")
+    log.info("%s", line)
+    for r in claims.itertuples():
+        log.info("claim %s: reference '%s', candidate '%s'", r.claim, r.reference, r.candidate)
+    return line

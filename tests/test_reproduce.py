@@ -1,0 +1,233 @@
+"""The reproduction check (kernels/reproduce.py) and the case identity of a row (kernels/rows.py):
+verdicts, the claims re-derived, the committed data against itself and against a perturbed copy,
+and the quick sections of the config against the committed rows."""
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from kernels import harness, reproduce, rows
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "data" / "raw" / "h200"
+STUDIES = ("swiglu", "flex", "gdn")
+
+
+def config_section(study, name):
+    return yaml.safe_load((ROOT / "config" / "studies" / f"{study}.yaml").read_text())[study][name]
+
+
+def row(times=(1.0, 1.0, 1.0), status="ok", device=None, **case):
+    """A raw row of a toy case: latency ``times``, device times ``device`` (None: none recorded)."""
+    case = {"study": "toy", "impl": "scale", "pass": "fwd", "dtype": "float32", "numel": 4, **case}
+    ok = status == "ok"
+    r = {**case, "times_ms": list(times) if ok else [], "median_ms": float(pd.Series(times).median()) if ok else None,
+         "bytes": 32, "flops": 4, "status": status, "error": None if ok else "failed",
+         "env": {"gpu_name": "Test GPU", "torch": "x", "triton": "y", "python": "3", "git_commit": "abc"}}
+    if device is not None:
+        r.update(device_times_ms=list(device) if ok else [], timing={"method": "cuda-events+spin"},
+                 device_ms=float(pd.Series(device).median()) if ok else None)
+    return r
+
+
+# ---------------------------------------------------------------------------- case identity
+
+
+def test_case_id_ignores_what_the_measurement_wrote():
+    a = row(times=(1.0, 2.0))
+    b = {**row(times=(5.0,), device=(0.5,)), "env": {"gpu_name": "Other"}, "setup_s": 3.0, "rel_err_dq": 0.1,
+         "peak_mem_timed_bytes": 7, "warmup_ms": 1000, "series": "flat", "kernels": []}
+    assert rows.case_id(a) == rows.case_id(b)
+    assert rows.case_id(a) != rows.case_id(row(numel=8)) != rows.case_id(row(**{"pass": "bwd"}))
+    assert rows.case_label(row(numel=8, launch="graph")) == "fwd float32 launch=graph numel=8"
+
+
+def test_a_measured_row_is_the_case_of_its_config():
+    """Every field the harness and a study's prepare add to a row is a measured one: a row keeps
+    the case id of the config case it was measured from (the toy study, on this host's device)."""
+    spec = importlib.util.spec_from_file_location("toy_study", ROOT / "tests" / "toy_study" / "study.py")
+    toy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(toy)
+    timing = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["timing"] | {"warmup_ms": 1, "rep_ms": 2}
+    case = toy.cases({"numel": [256]}, "scale")[0]
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    measured = harness.measure_case(toy, "scale", case, device, timing)
+    assert measured["status"] == "ok"
+    assert rows.case_id(measured) == rows.case_id({"study": "toy", "impl": "scale", **case})
+
+
+def test_every_committed_row_is_a_configured_case():
+    expected = reproduce.expected_cases({s: config_section(s, "sweep") for s in STUDIES})
+    committed = reproduce.load_run(sorted(str(p) for p in DATA.glob("*/*.jsonl")))
+    stray = [rows.case_label(r, skip=()) for r in committed if rows.case_id(r) not in expected]
+    assert not stray, stray[:5]
+
+
+def test_every_quick_case_has_a_committed_row():
+    """The quick run compares with the committed rows of the same cases: each has one, and it was timed."""
+    committed = {rows.case_id(r): r for r in reproduce.load_run(sorted(str(p) for p in DATA.glob("*/*.jsonl")))}
+    for study in STUDIES:
+        quick = reproduce.expected_cases({study: config_section(study, "quick")})
+        assert quick, study
+        assert all(committed[c]["status"] == "ok" for c in quick), study
+
+
+def test_two_rows_of_one_case_in_a_run_are_refused(tmp_path):
+    path = tmp_path / "toy" / "scale.jsonl"
+    path.parent.mkdir()
+    path.write_text(json.dumps(row()) + "\n" + json.dumps(row(times=(2.0,))) + "\n")
+    with pytest.raises(ValueError, match="scale.jsonl: two rows of the case toy scale fwd float32 numel=4"):
+        reproduce.load_run([str(path)])
+
+
+# ---------------------------------------------------------------------------- verdicts
+
+
+@pytest.mark.parametrize("ratio,expected", [(1.0, "reproduced"), (1.05, "reproduced"), (0.95, "reproduced"),
+                                            (1.06, "slower"), (0.94, "faster"), (3.0, "slower")])
+def test_verdict_of_a_ratio(ratio, expected):
+    assert reproduce.verdict(ratio, 0.05) == expected
+
+
+def test_compare_rows_per_case():
+    ref = [row(numel=n) for n in (1, 2, 3, 4, 5)] + [row(numel=6, status="unsupported"),
+                                                     row(numel=7, status="oom")]
+    cand = [row(numel=1, times=(1.02, 1.03)), row(numel=2, times=(2.0, 2.0)), row(numel=3, times=(0.5,)),
+            row(numel=4, status="error"), row(numel=6, status="unsupported"), row(numel=7, status="error"),
+            row(numel=8)]
+    table = reproduce.compare(cand, ref, 0.05).set_index("case")
+    verdicts = table["verdict"].to_dict()
+    assert verdicts == {"fwd float32 numel=1": "reproduced", "fwd float32 numel=2": "slower",
+                        "fwd float32 numel=3": "faster", "fwd float32 numel=4": "status changed",
+                        "fwd float32 numel=5": "missing", "fwd float32 numel=6": "not timed",
+                        "fwd float32 numel=7": "status changed", "fwd float32 numel=8": "new"}
+    assert table.loc["fwd float32 numel=2", "ratio"] == 2.0
+    assert table.loc["fwd float32 numel=1", "basis"] == "latency"
+    # only the cases the candidate was meant to measure (1-4): the reference's 5-7 are out of scope
+    expected = {rows.case_id(row(numel=n)) for n in (1, 2, 3, 4)}
+    scoped = reproduce.compare(cand, ref, 0.05, expected).set_index("case")["verdict"]
+    assert "missing" not in set(scoped) and scoped[[f"fwd float32 numel={n}" for n in (6, 7, 8)]].eq("new").all()
+
+
+def test_device_time_is_compared_where_both_rows_have_one():
+    """A launch-bound call: the latency doubled on a busy host, the device time did not."""
+    ref = row(times=(0.010,) * 5, device=(0.004, 0.004, 0.004, 0.004, 0.005))
+    cand = row(times=(0.020,) * 5, device=(0.0041, 0.004, 0.004, 0.004, 0.004))
+    r = reproduce.compare_rows(ref, cand, 0.05)
+    assert r["basis"] == "device" and r["verdict"] == "reproduced"
+    assert r["ratio"] == r["ratio_device"] == 1.0 and r["ratio_latency"] == 2.0
+    assert r["band_lo_reference"] == 1.0 and r["band_hi_reference"] == pytest.approx(1.15)  # q90 of 4, 4, 4, 4, 5 us
+    # the reference lacks a device time (rows from before it was recorded): latency for both
+    old = reproduce.compare_rows(row(times=(0.010,) * 5), cand, 0.05)
+    assert old["basis"] == "latency" and old["verdict"] == "slower" and pd.isna(old["ratio_device"])
+
+
+# ---------------------------------------------------------------------------- claims and the summary
+
+
+def test_claims_compared_where_the_reference_has_a_verdict():
+    claims = reproduce.compare_claims({"AVerdict": "holds", "BVerdict": "n/a", "CVerdict": "partly holds"},
+                                      {"AVerdict": "holds", "BVerdict": "holds", "CVerdict": "holds"})
+    assert claims.to_dict("list") == {"claim": ["AVerdict", "CVerdict"], "reference": ["holds", "partly holds"],
+                                      "candidate": ["holds", "holds"], "same": [True, False]}
+    assert reproduce.compare_claims({"AVerdict": "holds"}, {})["candidate"].tolist() == ["n/a"]
+
+
+def test_summary_line_says_where_not():
+    table = reproduce.compare([row(numel=n, times=(1.01,)) for n in range(1, 20)] + [row(numel=20, times=(2.0,))],
+                              [row(numel=n) for n in range(1, 21)], 0.05)
+    same = reproduce.compare_claims({"AVerdict": "holds"}, {"AVerdict": "holds"})
+    assert (reproduce.summary_line(table, same, 0.05, 0.95)
+            == "reproduced: 19 of 20 rows within ±5 % of latency (95 %); claims: 1 of 1 verdicts the same")
+    assert reproduce.summary_line(table, same, 0.05, 0.96).startswith(
+        "NOT reproduced: 19 of 20 rows within ±5 % of latency (95 %, needs 96 %); outside: toy 1 (1 slower)")
+    differ = reproduce.compare_claims({"AVerdict": "holds"}, {"AVerdict": "does not hold"})
+    assert reproduce.summary_line(table, differ, 0.05, 0.95).endswith(
+        "claims: 0 of 1 verdicts the same, different: AVerdict ('holds' -> 'does not hold')")
+
+
+# ---------------------------------------------------------------------------- the committed data
+
+
+def _check(tmp_path, candidate_files, sections=None):
+    out = {k: str(tmp_path / name) for k, name in (("out_csv", "r.csv"), ("out_summary", "r.txt"),
+                                                   ("out_figure", "r.pdf"), ("out_table", "t.tex"),
+                                                   ("out_snippet", "s.tex"))}
+    line = reproduce.check(candidate_files, sorted(str(p) for p in DATA.glob("*/*.jsonl")), gpu="h200",
+                           tolerance=0.05, min_within=0.95, sections=sections, candidate="second_run", **out)
+    return line, pd.read_csv(out["out_csv"]), {k: Path(v) for k, v in out.items()}
+
+
+def test_committed_data_reproduce_themselves(tmp_path):
+    files = sorted(str(p) for p in DATA.glob("*/*.jsonl"))
+    line, table, out = _check(tmp_path, files)
+    ok = sum(json.loads(x)["status"] == "ok" for f in files for x in Path(f).read_text().splitlines())
+    assert line == f"reproduced: {ok} of {ok} rows within ±5 % of latency (100 %); claims: 4 of 4 verdicts the same"
+    assert set(table["verdict"]) <= {"reproduced", "not timed"}
+    snippet = out["out_snippet"].read_text()
+    assert r"\newcommand{\ReproOutcome}{reproduced}" in snippet
+    assert r"\newcommand{\ReproCandidate}{second\_run}" in snippet
+    assert "tab:reproduction" not in snippet  # no row outside: no table
+    assert out["out_figure"].read_bytes().startswith(b"%PDF")
+
+
+def test_a_perturbed_second_run_is_caught(tmp_path):
+    """A copy of the committed rows with the source kernel 3x faster at the large sizes (both SwiGLU
+    claims' verdicts change), one eager row removed and one FlashQLA row failed."""
+    cand = tmp_path / "cand"
+    shutil.copytree(DATA, cand, ignore=shutil.ignore_patterns("benchmarks"))
+    seed = [json.loads(x) for x in (cand / "swiglu" / "seed.jsonl").read_text().splitlines()]
+    for r in seed:
+        if r["status"] == "ok" and r["numel"] >= 2**26:
+            r["times_ms"] = [t / 3 for t in r["times_ms"]]
+            r["median_ms"] /= 3
+    (cand / "swiglu" / "seed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in seed))
+    eager = (cand / "swiglu" / "eager.jsonl").read_text().splitlines()
+    removed = json.loads(eager[0])
+    (cand / "swiglu" / "eager.jsonl").write_text("\n".join(eager[1:]) + "\n")
+    qla = [json.loads(x) for x in (cand / "gdn" / "flash_qla.jsonl").read_text().splitlines()]
+    qla[0].update(status="unsupported", times_ms=[], median_ms=None, error="ImportError: flash_qla")
+    (cand / "gdn" / "flash_qla.jsonl").write_text("".join(json.dumps(r) + "\n" for r in qla))
+
+    line, table, out = _check(tmp_path, sorted(str(p) for p in cand.glob("*/*.jsonl")))
+    assert line.startswith("NOT reproduced: ")
+    assert "missing: 1 (swiglu 1); status changed: 1 (gdn 1)" in line
+    assert line.endswith("claims: 2 of 4 verdicts the same, different: SwigluClaimBandwidthVerdict ('partly holds' "
+                         "-> 'exceeded'), SwigluClaimLatencyVerdict ('not reached' -> 'exceeded')")
+    faster = table[(table["impl"] == "seed") & (table["verdict"] == "faster")]
+    assert len(faster) == sum(r["status"] == "ok" and r["numel"] >= 2**26 for r in seed)
+    assert faster["ratio"].round(6).eq(round(1 / 3, 6)).all()
+    assert table.loc[(table["impl"] == "eager") & (table["case"] == rows.case_label(removed)), "verdict"].tolist() == [
+        "missing"]
+    assert table.loc[table["impl"] == "flash_qla", "verdict"].value_counts()["status changed"] == 1
+    latex = out["out_table"].read_text()
+    assert latex.index("ok to unsupported") < latex.index("missing") < latex.index("faster")
+    snippet = out["out_snippet"].read_text()
+    assert r"\newcommand{\ReproOutcome}{not reproduced}" in snippet and "tab:reproduction" in snippet
+    assert r"\newcommand{\ReproClaimsDifferent}{SwigluClaimBandwidthVerdict, SwigluClaimLatencyVerdict}" in snippet
+
+
+def test_outside_table_shows_the_worst_rows_and_counts_the_rest():
+    ref = [row(numel=n) for n in range(1, 31)]
+    cand = [row(numel=n, times=(1 + n / 10,)) for n in range(1, 31)]
+    table = reproduce.outside_table(reproduce.compare(cand, ref, 0.05), limit=20)
+    assert len(table) == 21 and table["case"].iloc[-1] == "and 10 more rows"
+    assert table["case"].iloc[0] == "fwd float32 numel=30" and table["ratio"].iloc[0] == "4.00"
+
+
+def test_a_second_run_without_rows_is_all_missing():
+    table = reproduce.compare([], [row(numel=n) for n in (1, 2)], 0.05)
+    claims = reproduce.compare_claims({}, {})
+    assert (reproduce.summary_line(table, claims, 0.05, 0.95)
+            == "NOT reproduced: no row timed in both runs; missing: 2 (toy 2); claims: none to re-derive")
+    fig = reproduce.figure(table, 0.05)
+    assert fig.axes[0].get_legend_handles_labels()[1] == ["missing (2)"]
+    plt.close(fig)
+    assert len(reproduce.outside_table(table)) == 2

@@ -1,0 +1,58 @@
+# The reproduction check: a second run compared with the reference run case by case
+# (kernels/reproduce.py). Its rule is in the DAG when there is a second run: the quick
+# run (profiles/quick) or config reproduce.candidate; otherwise the paper says there is none.
+
+
+if CANDIDATE is not None:
+
+    localrules:
+        reproduce,
+
+    rule reproduce:
+        input:
+            candidate=repro_candidate_files(),
+            reference=repro_reference_files(),
+        output:
+            csv=REPRO["csv"],
+            summary=REPRO["summary"],
+            figure=report(REPRO["figure"], category="Figures"),
+            table=REPRO["table"],
+            snippet=REPRO["snippet"],
+        params:
+            gpu=GPU,
+            tolerance=config["reproduce"]["tolerance"],
+            min_within=config["reproduce"]["min_within"],
+            # the cases the second run measured: the active section of each study's config
+            sections={s: config[s][SWEEP] for s in STUDIES},
+            code=code_version("kernels/reproduce.py", "kernels/rows.py",
+                              *[f"kernels/{s}/report.py" for s in STUDIES], *RENDER_CODE),
+        conda:
+            "../envs/render.yaml"
+        log:
+            f"{LOGS}/reproduce.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/reproduce.tsv"
+        script:
+            "../scripts/reproduce.py"
+
+    onsuccess:
+        # the one line a reviewer reads, at the end of Snakemake's output
+        if Path(REPRO["summary"]).exists():
+            print(Path(REPRO["summary"]).read_text().strip())
+
+else:
+
+    localrules:
+        reproduction_none,
+
+    rule reproduction_none:
+        output:
+            REPRO["snippet"],
+        params:
+            code=code_version("kernels/reproduce.py"),
+        conda:
+            "../envs/render.yaml"
+        log:
+            f"{LOGS}/reproduction_none.log",
+        script:
+            "../scripts/reproduction_none.py"
