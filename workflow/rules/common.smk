@@ -7,17 +7,26 @@ import subprocess
 
 from kernels.harness import gpu_slug
 
-_KNOWN_STUDIES = {p.stem for p in Path(workflow.basedir, "config", "studies").glob("*.yaml")}
-_unknown = sorted(set(config) - {"measure", "gpu", "smoke", "studies", "timing"} - _KNOWN_STUDIES)
+_KNOWN_STUDIES = {
+    p.stem for p in Path(workflow.basedir, "config", "studies").glob("*.yaml")
+}
+_unknown = sorted(
+    set(config) - {"measure", "gpu", "smoke", "studies", "timing"} - _KNOWN_STUDIES
+)
 if _unknown:
-    raise WorkflowError(f"unknown config key(s) {_unknown}: expected measure, gpu, smoke, studies, "
-                        f"timing or a study of config/studies/ ({sorted(_KNOWN_STUDIES)})")
+    raise WorkflowError(
+        f"unknown config key(s) {_unknown}: expected measure, gpu, smoke, studies, "
+        f"timing or a study of config/studies/ ({sorted(_KNOWN_STUDIES)})"
+    )
 validate(config, "../schemas/config.schema.yaml")
 for _study in config["studies"]:
     if _study not in config:
-        raise WorkflowError(f"config key 'studies' names '{_study}' but config/studies/"
-                            f"{_study}.yaml does not exist")
+        raise WorkflowError(
+            f"config key 'studies' names '{_study}' but config/studies/"
+            f"{_study}.yaml does not exist"
+        )
     validate(config[_study], f"../schemas/{_study}.schema.yaml")
+
 
 def _flag(value):
     """A boolean config value, also when given as text on the command line (--config k=true)."""
@@ -34,8 +43,13 @@ def detected_gpus():
     if shutil.which("nvidia-smi") is None:
         return []
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=60, check=True).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     return [line.strip() for line in out.splitlines() if line.strip()]
@@ -58,14 +72,18 @@ else:
         GPU = config["gpu"]
     elif MEASURE:
         if not _gpus:
-            raise WorkflowError("config measure=true but no GPU found by nvidia-smi: "
-                                "set config key 'gpu' (e.g. --config gpu=h200) for a dry run")
+            raise WorkflowError(
+                "config measure=true but no GPU found by nvidia-smi: "
+                "set config key 'gpu' (e.g. --config gpu=h200) for a dry run"
+            )
         GPU = gpu_slug(_gpus[0])
     else:
         _committed = sorted(p.name for p in Path(RAW).glob("*") if p.is_dir())
         if len(_committed) != 1:
-            raise WorkflowError(f"config gpu=auto: expected one folder of committed data under "
-                                f"{RAW}/, found {_committed}; set config key 'gpu'")
+            raise WorkflowError(
+                f"config gpu=auto: expected one folder of committed data under "
+                f"{RAW}/, found {_committed}; set config key 'gpu'"
+            )
         GPU = _committed[0]
 
 RESULTS = "results/smoke" if SMOKE else "results"
@@ -76,8 +94,11 @@ PAPER_DIR = str(Path(OUT, "paper"))
 BENCH = f"{RAW}/{GPU}/benchmarks"
 
 if not MEASURE:
-    print(f"No measurement on this host (measure={config['measure']}): rendering from the "
-          f"committed data in {RAW}/{GPU}/.", file=sys.stderr)
+    print(
+        f"No measurement on this host (measure={config['measure']}): rendering from the "
+        f"committed data in {RAW}/{GPU}/.",
+        file=sys.stderr,
+    )
 
 
 def study_impls(study):
@@ -101,8 +122,12 @@ def code_version(*paths):
     return digest.hexdigest()[:12]
 
 
-RENDER_CODE = ["kernels/collect.py", "kernels/render.py", "kernels/style.py",
-               "workflow/schemas/row.schema.yaml"]
+RENDER_CODE = [
+    "kernels/collect.py",
+    "kernels/render.py",
+    "kernels/style.py",
+    "workflow/schemas/row.schema.yaml",
+]
 
 
 def report_code(study):
@@ -118,11 +143,18 @@ FIGURES = {s: sorted(report_module(s).FIGURES) for s in STUDIES}
 TABLES = {s: sorted(report_module(s).TABLES) for s in STUDIES}
 
 ALL_FIGURES = [f"{FIGURES_DIR}/{name}.pdf" for s in STUDIES for name in FIGURES[s]]
-ALL_TABLES = [f"{PAPER_DIR}/generated/{name}.tex" for s in STUDIES for name in TABLES[s]]
+ALL_TABLES = [
+    f"{PAPER_DIR}/generated/{name}.tex" for s in STUDIES for name in TABLES[s]
+]
 ALL_FLOATS = [f"{PAPER_DIR}/generated/{s}_floats.tex" for s in STUDIES]
-ALL_OUTPUTS = [*ALL_FIGURES, *ALL_TABLES, *ALL_FLOATS, f"{PAPER_DIR}/generated/numbers.tex",
-               f"{PAPER_DIR}/generated/coverage.tex",
-               f"{PAPER_DIR}/main.pdf"]
+ALL_OUTPUTS = [
+    *ALL_FIGURES,
+    *ALL_TABLES,
+    *ALL_FLOATS,
+    f"{PAPER_DIR}/generated/numbers.tex",
+    f"{PAPER_DIR}/generated/coverage.tex",
+    f"{PAPER_DIR}/main.pdf",
+]
 if MEASURE:
     ALL_OUTPUTS += [f for s in STUDIES for f in raw_files(s)]
 

@@ -35,11 +35,11 @@ rule paper:
         f"{PAPER_DIR}/generated/coverage.tex",
     output:
         f"{PAPER_DIR}/main.pdf",
-    conda:
-        "../envs/render.yaml"
     log:
         f"{LOGS}/paper.log",
     benchmark:
         f"{RESULTS}/benchmarks/paper.tsv"
+    conda:
+        "../envs/render.yaml"
     script:
         "../scripts/paper.py"
