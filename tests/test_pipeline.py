@@ -1,4 +1,4 @@
-"""The whole DAG of this repository: lint, the GPU configuration's dry run,
+"""The whole DAG of this repository: lint and format, the GPU configuration's dry run,
 the committed data rendered to the paper, and the smoke run end to end to a
 PDF (what CI proves on every change)."""
 
@@ -25,6 +25,13 @@ def snakemake(*args, check=True):
 def test_lint_is_clean():
     proc = snakemake("--lint", "--config", "measure=true", "gpu=h200", check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_workflow_is_formatted_by_snakefmt():
+    """The Snakefile and workflow/rules/*.smk as snakefmt writes them (fix: `snakefmt Snakefile workflow`)."""
+    proc = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "--diff", "Snakefile", "workflow"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
 
 
 def _impls(node):

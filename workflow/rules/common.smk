@@ -7,12 +7,16 @@ import subprocess
 
 from kernels.harness import gpu_slug
 
-_KNOWN_STUDIES = {p.stem for p in Path(workflow.basedir, "config", "studies").glob("*.yaml")}
+_KNOWN_STUDIES = {
+    p.stem for p in Path(workflow.basedir, "config", "studies").glob("*.yaml")
+}
 _KEYS = ["measure", "gpu", "smoke", "quick", "studies", "timing", "reproduce"]
 _unknown = sorted(set(config) - set(_KEYS) - _KNOWN_STUDIES)
 if _unknown:
-    raise WorkflowError(f"unknown config key(s) {_unknown}: expected {', '.join(_KEYS)} "
-                        f"or a study of config/studies/ ({sorted(_KNOWN_STUDIES)})")
+    raise WorkflowError(
+        f"unknown config key(s) {_unknown}: expected {', '.join(_KEYS)} "
+        f"or a study of config/studies/ ({sorted(_KNOWN_STUDIES)})"
+    )
 # --config reproduce='{tolerance: 0.1}' gives text: numbers as numbers (the schema rejects the rest)
 for _key, _value in config.get("reproduce", {}).items():
     if _key != "candidate" and isinstance(_value, str):
@@ -23,9 +27,12 @@ for _key, _value in config.get("reproduce", {}).items():
 validate(config, "../schemas/config.schema.yaml")
 for _study in config["studies"]:
     if _study not in config:
-        raise WorkflowError(f"config key 'studies' names '{_study}' but config/studies/"
-                            f"{_study}.yaml does not exist")
+        raise WorkflowError(
+            f"config key 'studies' names '{_study}' but config/studies/"
+            f"{_study}.yaml does not exist"
+        )
     validate(config[_study], f"../schemas/{_study}.schema.yaml")
+
 
 def _flag(value):
     """A boolean config value, also when given as text on the command line (--config k=true)."""
@@ -36,12 +43,16 @@ STUDIES = config["studies"]
 SMOKE = _flag(config["smoke"])
 QUICK = _flag(config["quick"])
 if SMOKE and QUICK:
-    raise WorkflowError("config keys smoke and quick are both true: choose one (profiles/smoke or profiles/quick)")
+    raise WorkflowError(
+        "config keys smoke and quick are both true: choose one (profiles/smoke or profiles/quick)"
+    )
 SWEEP = "smoke" if SMOKE else "quick" if QUICK else "sweep"
 for _study in STUDIES:
     if SWEEP not in config[_study]:
-        raise WorkflowError(f"config/studies/{_study}.yaml has no '{SWEEP}' section, which the "
-                            f"{SWEEP} run measures")
+        raise WorkflowError(
+            f"config/studies/{_study}.yaml has no '{SWEEP}' section, which the "
+            f"{SWEEP} run measures"
+        )
 
 
 def detected_gpus():
@@ -49,8 +60,13 @@ def detected_gpus():
     if shutil.which("nvidia-smi") is None:
         return []
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=60, check=True).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     return [line.strip() for line in out.splitlines() if line.strip()]
@@ -70,20 +86,26 @@ else:
     RAW = "results/quick/raw" if QUICK else "data/raw"
     OUT = "results/quick" if QUICK else "."
     if QUICK and not MEASURE:
-        raise WorkflowError("the quick run measures on a GPU, and nvidia-smi found none (or config "
-                            "measure=false): for a dry run set --config measure=true gpu=h200")
+        raise WorkflowError(
+            "the quick run measures on a GPU, and nvidia-smi found none (or config "
+            "measure=false): for a dry run set --config measure=true gpu=h200"
+        )
     if config["gpu"] != "auto":
         GPU = config["gpu"]
     elif MEASURE:
         if not _gpus:
-            raise WorkflowError("config measure=true but no GPU found by nvidia-smi: "
-                                "set config key 'gpu' (e.g. --config gpu=h200) for a dry run")
+            raise WorkflowError(
+                "config measure=true but no GPU found by nvidia-smi: "
+                "set config key 'gpu' (e.g. --config gpu=h200) for a dry run"
+            )
         GPU = gpu_slug(_gpus[0])
     else:
         _committed = sorted(p.name for p in Path(RAW).glob("*") if p.is_dir())
         if len(_committed) != 1:
-            raise WorkflowError(f"config gpu=auto: expected one folder of committed data under "
-                                f"{RAW}/, found {_committed}; set config key 'gpu'")
+            raise WorkflowError(
+                f"config gpu=auto: expected one folder of committed data under "
+                f"{RAW}/, found {_committed}; set config key 'gpu'"
+            )
         GPU = _committed[0]
 
 RESULTS = "results" if OUT == "." else OUT
@@ -94,8 +116,11 @@ PAPER_DIR = str(Path(OUT, "paper"))
 BENCH = f"{RAW}/{GPU}/benchmarks"
 
 if not MEASURE:
-    print(f"No measurement on this host (measure={config['measure']}): rendering from the "
-          f"committed data in {RAW}/{GPU}/.", file=sys.stderr)
+    print(
+        f"No measurement on this host (measure={config['measure']}): rendering from the "
+        f"committed data in {RAW}/{GPU}/.",
+        file=sys.stderr,
+    )
 
 
 def study_impls(study):
@@ -119,8 +144,12 @@ def code_version(*paths):
     return digest.hexdigest()[:12]
 
 
-RENDER_CODE = ["kernels/collect.py", "kernels/render.py", "kernels/style.py",
-               "workflow/schemas/row.schema.yaml"]
+RENDER_CODE = [
+    "kernels/collect.py",
+    "kernels/render.py",
+    "kernels/style.py",
+    "workflow/schemas/row.schema.yaml",
+]
 
 
 def report_code(study):
@@ -136,11 +165,18 @@ FIGURES = {s: sorted(report_module(s).FIGURES) for s in STUDIES}
 TABLES = {s: sorted(report_module(s).TABLES) for s in STUDIES}
 
 ALL_FIGURES = [f"{FIGURES_DIR}/{name}.pdf" for s in STUDIES for name in FIGURES[s]]
-ALL_TABLES = [f"{PAPER_DIR}/generated/{name}.tex" for s in STUDIES for name in TABLES[s]]
+ALL_TABLES = [
+    f"{PAPER_DIR}/generated/{name}.tex" for s in STUDIES for name in TABLES[s]
+]
 ALL_FLOATS = [f"{PAPER_DIR}/generated/{s}_floats.tex" for s in STUDIES]
-ALL_OUTPUTS = [*ALL_FIGURES, *ALL_TABLES, *ALL_FLOATS, f"{PAPER_DIR}/generated/numbers.tex",
-               f"{PAPER_DIR}/generated/coverage.tex",
-               f"{PAPER_DIR}/main.pdf"]
+ALL_OUTPUTS = [
+    *ALL_FIGURES,
+    *ALL_TABLES,
+    *ALL_FLOATS,
+    f"{PAPER_DIR}/generated/numbers.tex",
+    f"{PAPER_DIR}/generated/coverage.tex",
+    f"{PAPER_DIR}/main.pdf",
+]
 if QUICK:  # the quick run measures and checks; it renders no paper
     ALL_OUTPUTS = []
 if MEASURE:
@@ -152,20 +188,34 @@ if MEASURE:
 # with data/raw/<gpu>/.
 REFERENCE = f"data/raw/{GPU}"
 if QUICK and config["reproduce"]["candidate"]:
-    raise WorkflowError("config reproduce.candidate is set, but the quick run compares its own rows "
-                        "with the committed ones: leave reproduce.candidate out")
+    raise WorkflowError(
+        "config reproduce.candidate is set, but the quick run compares its own rows "
+        "with the committed ones: leave reproduce.candidate out"
+    )
 CANDIDATE = f"{RAW}/{GPU}" if QUICK else (config["reproduce"]["candidate"] or None)
-if CANDIDATE is not None and not QUICK and not [p for s in STUDIES for p in Path(CANDIDATE, s).glob("*.jsonl")]:
-    raise WorkflowError(f"config reproduce.candidate: no rows in {CANDIDATE}/ (expected "
-                        f"{CANDIDATE}/<study>/<impl>.jsonl for a study of {STUDIES}, e.g. "
-                        f"data/reproductions/<name>/gdn/chunk.jsonl)")
+if (
+    CANDIDATE is not None
+    and not QUICK
+    and not [p for s in STUDIES for p in Path(CANDIDATE, s).glob("*.jsonl")]
+):
+    raise WorkflowError(
+        f"config reproduce.candidate: no rows in {CANDIDATE}/ (expected "
+        f"{CANDIDATE}/<study>/<impl>.jsonl for a study of {STUDIES}, e.g. "
+        f"data/reproductions/<name>/gdn/chunk.jsonl)"
+    )
 if QUICK and not Path(REFERENCE).is_dir():
     _committed = sorted(p.name for p in Path("data/raw").glob("*") if p.is_dir())
-    raise WorkflowError(f"the quick run compares with the committed rows in {REFERENCE}/, which does not "
-                        f"exist (committed: {_committed}); set config key 'gpu' to one of them")
-REPRO = {"csv": f"{RESULTS}/reproduction.csv", "summary": f"{RESULTS}/reproduction.txt",
-         "figure": f"{FIGURES_DIR}/reproduction.pdf", "table": f"{PAPER_DIR}/generated/reproduction_outside.tex",
-         "snippet": f"{PAPER_DIR}/generated/reproduction.tex"}
+    raise WorkflowError(
+        f"the quick run compares with the committed rows in {REFERENCE}/, which does not "
+        f"exist (committed: {_committed}); set config key 'gpu' to one of them"
+    )
+REPRO = {
+    "csv": f"{RESULTS}/reproduction.csv",
+    "summary": f"{RESULTS}/reproduction.txt",
+    "figure": f"{FIGURES_DIR}/reproduction.pdf",
+    "table": f"{PAPER_DIR}/generated/reproduction_outside.tex",
+    "snippet": f"{PAPER_DIR}/generated/reproduction.tex",
+}
 if CANDIDATE is not None:
     ALL_OUTPUTS += list(REPRO.values())
 
@@ -181,7 +231,9 @@ def repro_reference_files():
     """The reference run's JSONL files: the committed rows of the quick run's implementations,
     or this run's rows (measured here or committed)."""
     if QUICK:
-        return [f"{REFERENCE}/{s}/{impl}.jsonl" for s in STUDIES for impl in study_impls(s)]
+        return [
+            f"{REFERENCE}/{s}/{impl}.jsonl" for s in STUDIES for impl in study_impls(s)
+        ]
     return [f for s in STUDIES for f in raw_files(s)]
 
 

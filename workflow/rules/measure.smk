@@ -10,21 +10,21 @@ if MEASURE:
     rule measure:
         output:
             f"{RAW}/{GPU}/{{study}}/{{impl}}.jsonl",
+        log:
+            f"{LOGS}/measure_{{study}}_{{impl}}.log",
+        benchmark:
+            f"{BENCH}/measure_{{study}}_{{impl}}.tsv"
         wildcard_constraints:
             study="|".join(STUDIES),
             impl="[a-z0-9_]+",
+        conda:
+            "../envs/measure.yaml"
+        resources:
+            gpu=1,
         params:
             sweep=lambda w: config[w.study][SWEEP],
             timing=config["timing"],
             interpret=SMOKE,
             gpus=N_GPUS,
-        resources:
-            gpu=1,
-        conda:
-            "../envs/measure.yaml"
-        log:
-            f"{LOGS}/measure_{{study}}_{{impl}}.log",
-        benchmark:
-            f"{BENCH}/measure_{{study}}_{{impl}}.tsv"
         script:
             "../scripts/measure.py"

@@ -37,11 +37,11 @@ rule paper:
         [REPRO["snippet"], *([REPRO["figure"], REPRO["table"]] if CANDIDATE else [])],
     output:
         f"{PAPER_DIR}/main.pdf",
-    conda:
-        "../envs/render.yaml"
     log:
         f"{LOGS}/paper.log",
     benchmark:
         f"{RESULTS}/benchmarks/paper.tsv"
+    conda:
+        "../envs/render.yaml"
     script:
         "../scripts/paper.py"

@@ -16,17 +16,17 @@ rule collect:
         lambda w: raw_files(w.study),
     output:
         f"{TIDY}/{{study}}.csv",
-    wildcard_constraints:
-        study="|".join(STUDIES),
-    params:
-        gpu=GPU,
-        code=lambda w: report_code(w.study),
-    conda:
-        "../envs/render.yaml"
     log:
         f"{LOGS}/collect_{{study}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/collect_{{study}}.tsv"
+    wildcard_constraints:
+        study="|".join(STUDIES),
+    conda:
+        "../envs/render.yaml"
+    params:
+        gpu=GPU,
+        code=lambda w: report_code(w.study),
     script:
         "../scripts/collect.py"
 
@@ -36,17 +36,17 @@ rule figure:
         lambda w: f"{TIDY}/{figure_study(w)}.csv",
     output:
         report(f"{FIGURES_DIR}/{{name}}.pdf", category="Figures"),
-    wildcard_constraints:
-        name="|".join(n for s in STUDIES for n in FIGURES[s]),
-    params:
-        study=figure_study,
-        code=lambda w: report_code(figure_study(w)),
-    conda:
-        "../envs/render.yaml"
     log:
         f"{LOGS}/figure_{{name}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/figure_{{name}}.tsv"
+    wildcard_constraints:
+        name="|".join(n for s in STUDIES for n in FIGURES[s]),
+    conda:
+        "../envs/render.yaml"
+    params:
+        study=figure_study,
+        code=lambda w: report_code(figure_study(w)),
     script:
         "../scripts/figure.py"
 
@@ -56,17 +56,17 @@ rule table:
         lambda w: f"{TIDY}/{table_study(w)}.csv",
     output:
         f"{PAPER_DIR}/generated/{{name}}.tex",
-    wildcard_constraints:
-        name="|".join(n for s in STUDIES for n in TABLES[s]),
-    params:
-        study=table_study,
-        code=lambda w: report_code(table_study(w)),
-    conda:
-        "../envs/render.yaml"
     log:
         f"{LOGS}/table_{{name}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/table_{{name}}.tsv"
+    wildcard_constraints:
+        name="|".join(n for s in STUDIES for n in TABLES[s]),
+    conda:
+        "../envs/render.yaml"
+    params:
+        study=table_study,
+        code=lambda w: report_code(table_study(w)),
     script:
         "../scripts/table.py"
 
@@ -76,17 +76,17 @@ rule numbers:
         expand(f"{TIDY}/{{study}}.csv", study=STUDIES),
     output:
         f"{PAPER_DIR}/generated/numbers.tex",
+    log:
+        f"{LOGS}/numbers.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/numbers.tsv"
+    conda:
+        "../envs/render.yaml"
     params:
         studies=STUDIES,
         bench=BENCH,
         timing=config["timing"],
         code=lambda w: [report_code(s) for s in STUDIES],
-    conda:
-        "../envs/render.yaml"
-    log:
-        f"{LOGS}/numbers.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/numbers.tsv"
     script:
         "../scripts/numbers.py"
 
@@ -94,14 +94,14 @@ rule numbers:
 rule floats:
     output:
         f"{PAPER_DIR}/generated/{{study}}_floats.tex",
-    wildcard_constraints:
-        study="|".join(STUDIES),
-    params:
-        code=lambda w: report_code(w.study),
-    conda:
-        "../envs/render.yaml"
     log:
         f"{LOGS}/floats_{{study}}.log",
+    wildcard_constraints:
+        study="|".join(STUDIES),
+    conda:
+        "../envs/render.yaml"
+    params:
+        code=lambda w: report_code(w.study),
     script:
         "../scripts/floats.py"
 
@@ -111,12 +111,12 @@ rule coverage:
         expand(f"{TIDY}/{{study}}.csv", study=STUDIES),
     output:
         f"{PAPER_DIR}/generated/coverage.tex",
+    log:
+        f"{LOGS}/coverage.log",
+    conda:
+        "../envs/render.yaml"
     params:
         configured={s: study_impls(s) for s in STUDIES},
         code=code_version(*RENDER_CODE),
-    conda:
-        "../envs/render.yaml"
-    log:
-        f"{LOGS}/coverage.log",
     script:
         "../scripts/coverage.py"

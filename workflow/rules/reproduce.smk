@@ -18,20 +18,24 @@ if CANDIDATE is not None:
             figure=report(REPRO["figure"], category="Figures"),
             table=REPRO["table"],
             snippet=REPRO["snippet"],
+        log:
+            f"{LOGS}/reproduce.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/reproduce.tsv"
+        conda:
+            "../envs/render.yaml"
         params:
             gpu=GPU,
             tolerance=config["reproduce"]["tolerance"],
             min_within=config["reproduce"]["min_within"],
             # the cases the second run measured: the active section of each study's config
             sections={s: config[s][SWEEP] for s in STUDIES},
-            code=code_version("kernels/reproduce.py", "kernels/rows.py",
-                              *[f"kernels/{s}/report.py" for s in STUDIES], *RENDER_CODE),
-        conda:
-            "../envs/render.yaml"
-        log:
-            f"{LOGS}/reproduce.log",
-        benchmark:
-            f"{RESULTS}/benchmarks/reproduce.tsv"
+            code=code_version(
+                "kernels/reproduce.py",
+                "kernels/rows.py",
+                *[f"kernels/{s}/report.py" for s in STUDIES],
+                *RENDER_CODE,
+            ),
         script:
             "../scripts/reproduce.py"
 
@@ -48,11 +52,11 @@ else:
     rule reproduction_none:
         output:
             REPRO["snippet"],
-        params:
-            code=code_version("kernels/reproduce.py"),
-        conda:
-            "../envs/render.yaml"
         log:
             f"{LOGS}/reproduction_none.log",
+        conda:
+            "../envs/render.yaml"
+        params:
+            code=code_version("kernels/reproduce.py"),
         script:
             "../scripts/reproduction_none.py"
