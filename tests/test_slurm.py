@@ -143,7 +143,8 @@ def test_scancelled_job_is_reported_and_rerun(toy_workflow):  # noqa: F811
     hold = toy_workflow / "hold"
     hold.touch()
     log = toy_workflow / "snakemake.log"
-    env = dict(os.environ, PYTHONPATH=str(toy_workflow), TOY_HOLD=str(hold))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(toy_workflow), os.environ.get("PYTHONPATH")])),
+               TOY_HOLD=str(hold))
     with log.open("w") as sink:
         proc = subprocess.Popen([sys.executable, "-m", "snakemake", *PROFILE, MEASURED],
                                 cwd=toy_workflow, env=env, stdout=sink, stderr=subprocess.STDOUT)

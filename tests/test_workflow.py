@@ -21,7 +21,8 @@ TOY = ROOT / "tests" / "toy_study"
 
 def snakemake(cwd, *args, check=True):
     """Run Snakemake in ``cwd``; its jobs import ``kernels`` from that copy."""
-    env = dict(os.environ, PYTHONPATH=str(cwd))
+    # the copy first; a PYTHONPATH that brings Snakemake itself (a GPU host's staged packages) stays
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(cwd), os.environ.get("PYTHONPATH")])))
     proc = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, env=env,
                           capture_output=True, text=True)
     if check and proc.returncode != 0:
