@@ -366,6 +366,13 @@ def test_config_problems_stop_before_any_job_naming_file_and_key(tree, case):
     assert data_state(tree) == before and not (tree / "results").exists()
 
 
+@pytest.mark.parametrize("schema", ["gdn.schema.yaml", "rows/gdn.yaml"])
+def test_a_study_without_its_schemas_stops_before_any_job(tree, schema):
+    (tree / "workflow" / "schemas" / schema).unlink()
+    fails(snakemake(tree, "-n", "--cores", "1", "--config", "measure=false"),
+          f"study gdn (config key 'studies') has no schema workflow/schemas/{schema}")
+
+
 # ----------------------------------------------------------------------------
 # the paper build and the logs
 

@@ -32,6 +32,10 @@ for _study in config["studies"]:
     _file = f"config/studies/{_study}.yaml"
     if _study not in config:
         raise WorkflowError(f"config key 'studies' names '{_study}' but {_file} does not exist")
+    for _schema in (f"{_study}.schema.yaml", f"rows/{_study}.yaml"):
+        if not Path(workflow.basedir, "workflow", "schemas", _schema).exists():
+            raise WorkflowError(f"study {_study} (config key 'studies') has no schema workflow/schemas/"
+                                f"{_schema} (README.md: Adding an experiment)")
     check_section(config[_study], f"{_study}.schema.yaml", _file, _study)
     # what the schema cannot say (a value against another): the study's own check_config
     _check = getattr(importlib.import_module(f"kernels.{_study}.study"), "check_config", None)
