@@ -5,7 +5,7 @@ the PDF. See README.md for the modes (measure, render, smoke, quick)."""
 import sys
 from pathlib import Path
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 

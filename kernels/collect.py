@@ -1,17 +1,22 @@
 """Raw JSONL rows of one study -> one tidy table (CSV), validated on the way.
 
-Every row is checked against ``workflow/schemas/row.schema.yaml``
-(jsonschema); a row that fails stops the collect with the file, the line and
-the reason. The tidy table has one row per raw row: every field but ``env``,
-``timing`` and the repetition lists (a per-kernel breakdown ``kernels`` as
-one JSON text cell), the environment as ``env_*`` columns and the timing
-block as ``timing_*`` columns, plus ``gpu`` (the data folder),
-``gpu_name``, ``n_reps``; from the device times (``device_times_ms``: the
-GPU's work alone, :mod:`kernels.timing`) ``device_ms`` (median), ``q10_ms``,
-``q90_ms`` and ``drift`` (the median of the last fifth of the repetitions
-over that of the first fifth, five at least, minus one, with ten or more
-repetitions: how much a call slowed while it was timed); from the latencies of calls launched from Python
-(``times_ms``) ``latency_ms`` (median), ``latency_q10_ms``,
+Every row is checked against its study's row schema,
+``workflow/schemas/rows/<study>.yaml`` (which includes the common
+``workflow/schemas/row.schema.yaml``), with no NaN or Infinity anywhere; each
+case (study, impl and every field but the measured ones the schemas list) has
+one row, and each file at least one. The first problem stops the collect with
+``path:line: what is wrong`` (a ValueError), before anything is written.
+
+The tidy table has one row per raw row: every field but ``env``, ``timing``
+and the repetition lists (a per-kernel breakdown ``kernels`` as one JSON text
+cell), the environment as ``env_*`` columns and the timing block as
+``timing_*`` columns, plus ``gpu`` (the data folder), ``gpu_name``,
+``n_reps``; from the device times (``device_times_ms``: the GPU's work alone,
+:mod:`kernels.timing`) ``device_ms`` (median), ``q10_ms``, ``q90_ms`` and
+``drift`` (the median of the last fifth of the repetitions over that of the
+first fifth, five at least, minus one, with ten or more repetitions: how much
+a call slowed while it was timed); from the latencies of calls launched from
+Python (``times_ms``) ``latency_ms`` (median), ``latency_q10_ms``,
 ``latency_q90_ms``; ``host_overhead_ms`` (latency minus device time, medians);
 ``gbps`` (bytes / device time, 1e9 B/s) and ``tflops`` (flops / device time,
 1e12 FLOP/s). Then the study's ``report.derive`` adds its own metrics, which
@@ -23,42 +28,90 @@ from __future__ import annotations
 import importlib
 import json
 import logging
-from functools import lru_cache
 from pathlib import Path
 
-import jsonschema
 import numpy as np
 import pandas as pd
-import yaml
 
+from kernels import rows as rows_mod
+from kernels.checks import schema_error, validator
 from kernels.harness import write_atomic
 
 log = logging.getLogger("kernels.collect")
-SCHEMA = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "row.schema.yaml"
+SCHEMAS = Path(__file__).resolve().parent.parent / "workflow" / "schemas"
 
 
-@lru_cache(maxsize=1)
-def _validator() -> jsonschema.protocols.Validator:
-    schema = yaml.safe_load(SCHEMA.read_text())
-    cls = jsonschema.validators.validator_for(schema)
-    return cls(schema)
+def row_schema(study: str) -> Path:
+    """The row schema of ``study``, ``workflow/schemas/rows/<study>.yaml``; ValueError if there is none."""
+    path = SCHEMAS / "rows" / f"{study}.yaml"
+    if not path.exists():
+        raise ValueError(f"study {study!r} has no row schema {path.relative_to(SCHEMAS.parent.parent)}")
+    return path
+
+
+def measured_fields(study: str) -> frozenset[str]:
+    """Fields a measurement produces: ``measured`` of the common and the study's row schema."""
+    schemas = [validator(SCHEMAS / "row.schema.yaml").schema, validator(row_schema(study)).schema]
+    return frozenset(field for schema in schemas for field in schema.get("measured", ()))
+
+
+def _no_constant(name: str):
+    raise ValueError(f"non-finite number {name} (not JSON; a missing value is null)")
+
+
+def read_rows(path: str | Path) -> list[tuple[int, dict]]:
+    """``(line number, row)`` of each non-blank line of a JSONL file.
+
+    Raises ValueError ``'path:line: what is wrong'`` for a line that is not
+    one JSON object (a truncated or edited line) or holds NaN or Infinity,
+    and ``'path: ...'`` for a file without rows.
+    """
+    rows = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            text = line.strip()
+            if not text:
+                continue
+            try:
+                row = json.loads(text, parse_constant=_no_constant)
+            except json.JSONDecodeError as exc:
+                cut = exc.pos >= len(text) or exc.msg.startswith("Unterminated string")
+                what = (f"the line ends at column {len(text)} inside a row (cut short?)" if cut
+                        else f"{exc.msg} (column {exc.pos + 1})")
+                raise ValueError(f"{path}:{n}: not valid JSON: {what}") from None
+            except ValueError as exc:
+                raise ValueError(f"{path}:{n}: {exc}") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{n}: a row is a JSON object, not {type(row).__name__}")
+            rows.append((n, row))
+    if not rows:
+        raise ValueError(f"{path}: no rows (an empty file); measure it again or delete it")
+    return rows
 
 
 def load_rows(paths: list[str], study: str) -> list[dict]:
-    """Read and validate the rows of ``paths``; raise ValueError naming the bad line."""
-    rows = []
+    """Read and validate the rows of ``paths`` (see the module docstring).
+
+    Raises ValueError ``'path:line: what is wrong'`` for the first bad row;
+    a second row of a case names both positions.
+    """
+    schema = row_schema(study)
+    rows, seen = [], {}
     for path in paths:
-        with open(path) as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                row = json.loads(line)
-                errors = sorted(_validator().iter_errors(row), key=lambda e: e.path)
-                if errors:
-                    raise ValueError(f"{path}:{n}: {errors[0].message} (at {list(errors[0].path)})")
-                if row["study"] != study:
-                    raise ValueError(f"{path}:{n}: row of study {row['study']!r} in {study!r} data")
-                rows.append(row)
+        for n, row in read_rows(path):
+            error = schema_error(row, schema)
+            if error:
+                raise ValueError(f"{path}:{n}: {error}")
+            if row["study"] != study:
+                raise ValueError(f"{path}:{n}: row of study {row['study']!r} in {study!r} data")
+            if row["impl"] != Path(path).stem:
+                raise ValueError(f"{path}:{n}: row of impl {row['impl']!r} in the file of impl {Path(path).stem!r}")
+            case = rows_mod.case_id(row)
+            if case in seen:
+                raise ValueError(f"{path}:{n}: same case as {seen[case]} (a case, i.e. study, impl and "
+                                 f"every field but the measured ones, has one row)")
+            seen[case] = f"{path}:{n}"
+            rows.append(row)
     return rows
 
 

@@ -18,6 +18,10 @@ A *study* is a module ``kernels.<study>.study`` that defines
 ``ISOLATE: frozenset[str]`` (optional)
     Implementations whose every case runs in a child process, because a
     failure of theirs can poison the CUDA context.
+``check_config(section: dict) -> None`` (optional)
+    Checks the study's config section beyond its schema (a value against
+    another) before any job runs; raises ValueError ``'<key>: what is wrong'``,
+    the key relative to the section (``sweep.groups[0].impls``).
 
 :func:`run_job` measures every case of one (study, impl) pair and writes one
 JSON line per case, atomically (the row schema: ``workflow/schemas/row.schema.yaml``).
@@ -435,8 +439,17 @@ def _measure_in_child(study: str, impl: str, case: dict, timing: dict) -> dict:
                 error=f"child process exited with {proc.returncode}: {proc.stderr[-1500:]}")
 
 
+def _log_uncaught(kind, exc, tb) -> None:
+    """``sys.excepthook``: an uncaught exception's traceback goes to every log handler."""
+    logging.getLogger("kernels").critical("uncaught exception, the job failed:", exc_info=(kind, exc, tb))
+
+
 def setup_logging(logfile: str | os.PathLike | None = None) -> None:
-    """Log INFO lines to stderr and, when given, to ``logfile`` (a Snakemake rule's log)."""
+    """Log INFO lines to stderr and, when given, to ``logfile`` (a Snakemake rule's log).
+
+    The traceback of an exception that ends the script is logged there too
+    (``sys.excepthook``), so a rule's log says why its job failed.
+    """
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if logfile:
         Path(logfile).parent.mkdir(parents=True, exist_ok=True)
@@ -445,6 +458,7 @@ def setup_logging(logfile: str | os.PathLike | None = None) -> None:
                         handlers=handlers, force=True)
     for noisy in ("fontTools", "matplotlib"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    sys.excepthook = _log_uncaught
 
 
 class Progress:

@@ -8,6 +8,7 @@ files (atomically, with reproducible bytes).
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import logging
@@ -275,8 +276,24 @@ def render_numbers(studies: list[str], tidy_csvs: list[str], out: str,
     write_atomic(out, "\n".join(header + macro_lines(values)) + "\n")
 
 
-def build_paper(main_tex: str, out_pdf: str) -> None:
-    """Build ``main.tex`` with latexmk (pdflatex, bibtex) into ``out_pdf`` beside it.
+def paper_scratch(out_pdf: str | os.PathLike) -> Path:
+    """The folder :func:`build_paper` builds ``out_pdf`` in: ``latex/<name>`` under
+    ``$ARTIFACT_TMPDIR`` (default ``.tmp/``, as :func:`kernels.harness.write_atomic`)."""
+    out = Path(out_pdf).resolve()
+    name = f"{out.parent.name}-{hashlib.sha1(str(out).encode()).hexdigest()[:8]}"
+    return Path(os.environ.get("ARTIFACT_TMPDIR", ".tmp"), "latex", name).resolve()
+
+
+def build_paper(main_tex: str, out_pdf: str, inputs: Sequence[str] = ()) -> None:
+    """Build ``main_tex`` with latexmk (pdflatex, bibtex) into ``out_pdf``.
+
+    The build runs in a scratch folder (:func:`paper_scratch`), emptied
+    first, that holds links to ``main_tex`` and ``inputs`` (the bibliography,
+    figures and generated tables: the rule's inputs) at their places relative
+    to one another; LaTeX writes its files there, and the PDF is then moved
+    to ``out_pdf`` atomically. So a killed build leaves ``out_pdf`` as it was,
+    and neither its leftovers nor LaTeX files beside ``main_tex`` reach the
+    next build. LaTeX's log is copied beside ``out_pdf`` (``main.log``).
 
     Raises RuntimeError when latexmk is not installed, naming the Debian
     packages to install, or when the build fails (the log's end is included).
@@ -284,20 +301,29 @@ def build_paper(main_tex: str, out_pdf: str) -> None:
     if shutil.which("latexmk") is None:
         raise RuntimeError(f"no TeX engine found (latexmk): install the Debian packages "
                            f"`{TEX_PACKAGES}` to build the paper; every other output is made")
-    main = Path(main_tex)
+    main = Path(main_tex).resolve()
+    files = sorted({main, *(Path(p).resolve() for p in inputs)})
+    root = Path(os.path.commonpath([f.parent for f in files]))
+    scratch = paper_scratch(out_pdf)
+    shutil.rmtree(scratch, ignore_errors=True)
+    for f in files:
+        link = scratch / f.relative_to(root)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(f)
+    workdir = scratch / main.parent.relative_to(root)
     env = dict(os.environ, FORCE_SOURCE_DATE="1",
                SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", "0"))
     cmd = ["latexmk", "-pdf", "-g", "-interaction=nonstopmode", "-halt-on-error", main.name]
-    proc = subprocess.run(cmd, cwd=main.parent, env=env, capture_output=True, text=True)
-    logtext = main.with_suffix(".log").read_text(errors="replace") if main.with_suffix(".log").exists() else ""
+    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
+    built_log = workdir / main.with_suffix(".log").name
+    logtext = built_log.read_text(errors="replace") if built_log.exists() else ""
+    write_atomic(Path(out_pdf).with_suffix(".log"), logtext)
     if proc.returncode != 0:
         raise RuntimeError(f"latexmk failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{logtext[-3000:]}")
     problems = paper_problems(logtext)
     if problems:
         raise RuntimeError("the paper built with problems:\n" + "\n".join(problems))
-    built = main.with_suffix(".pdf")
-    if built.resolve() != Path(out_pdf).resolve():
-        shutil.copyfile(built, out_pdf)
+    write_atomic(out_pdf, (workdir / main.with_suffix(".pdf").name).read_bytes())
     log.info("built %s", out_pdf)
 
 

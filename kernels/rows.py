@@ -6,47 +6,31 @@ dtype, the study's shape fields, mask, launch, ...) — plus the fields its
 measurement wrote: times, status, errors, one-off costs, the environment.
 Two rows of two runs are the same case when their case fields are equal
 (:func:`case_id`); the reproduction check (:mod:`kernels.reproduce`) pairs
-rows that way. :data:`MEASURED_FIELDS` and :data:`MEASURED_PREFIXES` are the
-one list of the fields that are *not* part of a case: a field a study adds
-is a case field unless it is named here.
+rows that way, and the collect step allows one row per case
+(:mod:`kernels.collect`). The fields that are *not* part of a case are listed
+once, as ``measured`` in the row schemas (:func:`measured_fields`): a field a
+study adds is a case field unless its row schema names it there.
 """
 
 from __future__ import annotations
 
 import json
 
-#: Fields written by a measurement, not part of the case (see :data:`MEASURED_PREFIXES` too).
-MEASURED_FIELDS = frozenset({
-    # the timings and how they were taken
-    "times_ms", "median_ms", "timing", "warmup_ms",
-    # what happened: status, errors, outcomes of the call
-    "status", "error", "unsupported_reason", "out_dtype", "tuned", "recompiles", "dispatch",
-    "deterministic", "final_state_grad", "kernels", "kernels_error",
-    # one-off costs of preparing the call
-    "setup_s", "first_call_s", "compile_s", "mask_compile_s", "mask_build_ms",
-    # the environment: GPU, versions, the anchor's module and version
-    "env", "anchor_module", "anchor_version",
-    # the torch.compile mode the study picks for the device (max-autotune on a GPU)
-    "compile_mode",
-    # counts the study's code computes from the case (a change of formula is not a new case)
-    "bytes", "flops", "flops_blocks", "density_blocks", "density_elements",
-    # the label of the config group a case came from (the studies' cases() drop duplicates without it)
-    "series",
-})
-#: Prefixes of measured fields: device times (``device_ms``, ``device_times_ms``), peak memory
-#: (``peak_mem_bytes``, ``peak_mem_timed_bytes``), errors against the reference (``rel_err_*``).
-MEASURED_PREFIXES = ("device_", "peak_mem", "rel_err")
 
+def measured_fields(study: str) -> frozenset[str]:
+    """Fields a measurement of ``study`` writes: the ``measured`` lists of the common row schema
+    (``workflow/schemas/row.schema.yaml``) and of the study's (``workflow/schemas/rows/<study>.yaml``),
+    the one place they are written. ValueError when the study has no row schema."""
+    from kernels import collect
 
-def is_measured(field: str) -> bool:
-    """True when ``field`` is written by a measurement rather than part of the case."""
-    return field in MEASURED_FIELDS or field.startswith(MEASURED_PREFIXES)
+    return collect.measured_fields(study)
 
 
 def case_fields(row: dict) -> dict:
     """The case of ``row`` (a raw row, or a study's case dict with ``study`` and ``impl``):
-    every field that is not measured, sorted by name."""
-    return {k: row[k] for k in sorted(row) if not is_measured(k)}
+    every field that is not measured (:func:`measured_fields`), sorted by name."""
+    measured = measured_fields(row["study"])
+    return {k: row[k] for k in sorted(row) if k not in measured}
 
 
 def case_id(row: dict) -> str:

@@ -13,11 +13,25 @@ import pytest
 import torch
 import yaml
 
-from kernels import harness, reproduce, rows
+from kernels import collect, harness, reproduce, rows
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "raw" / "h200"
 STUDIES = ("swiglu", "flex", "gdn")
+
+
+@pytest.fixture(autouse=True)
+def toy_row_schema(monkeypatch, tmp_path):
+    """The toy study's row schema for the toy rows here, laid out as in a workflow copy
+    (workflow/schemas/rows/toy.yaml beside the common row schema and the toy's config schema)."""
+    schemas = tmp_path / "schemas"
+    (schemas / "rows").mkdir(parents=True)
+    shutil.copy(collect.SCHEMAS / "row.schema.yaml", schemas / "row.schema.yaml")
+    shutil.copy(ROOT / "tests" / "toy_study" / "toy.schema.yaml", schemas / "toy.schema.yaml")
+    shutil.copy(ROOT / "tests" / "toy_study" / "toy.row.yaml", schemas / "rows" / "toy.yaml")
+    real = collect.row_schema
+    monkeypatch.setattr(collect, "row_schema", lambda study: schemas / "rows" / "toy.yaml"
+                        if study == "toy" else real(study))
 
 
 def config_section(study, name):
@@ -25,15 +39,16 @@ def config_section(study, name):
 
 
 def row(times=(1.0, 1.0, 1.0), status="ok", device=None, **case):
-    """A raw row of a toy case: latency ``times``, device times ``device`` (None: none recorded)."""
+    """A raw row of a toy case: latency ``times``, device times ``device`` (None: the same as ``times``)."""
     case = {"study": "toy", "impl": "scale", "pass": "fwd", "dtype": "float32", "numel": 4, **case}
     ok = status == "ok"
     r = {**case, "times_ms": list(times) if ok else [], "median_ms": float(pd.Series(times).median()) if ok else None,
          "bytes": 32, "flops": 4, "status": status, "error": None if ok else "failed",
          "env": {"gpu_name": "Test GPU", "torch": "x", "triton": "y", "python": "3", "git_commit": "abc"}}
-    if device is not None:
-        r.update(device_times_ms=list(device) if ok else [], timing={"method": "cuda-events+spin"},
-                 device_ms=float(pd.Series(device).median()) if ok else None)
+    device = times if device is None else device
+    r.update(device_times_ms=list(device) if ok else [], device_ms=float(pd.Series(device).median()) if ok else None)
+    if ok:
+        r["timing"] = {"method": "cuda-events+spin"}
     return r
 
 
@@ -42,8 +57,8 @@ def row(times=(1.0, 1.0, 1.0), status="ok", device=None, **case):
 
 def test_case_id_ignores_what_the_measurement_wrote():
     a = row(times=(1.0, 2.0))
-    b = {**row(times=(5.0,), device=(0.5,)), "env": {"gpu_name": "Other"}, "setup_s": 3.0, "rel_err_dq": 0.1,
-         "peak_mem_timed_bytes": 7, "warmup_ms": 1000, "series": "flat", "kernels": []}
+    b = {**row(times=(5.0,), device=(0.5,)), "env": {"gpu_name": "Other"}, "setup_s": 3.0, "rel_err": 0.1,
+         "peak_mem_bytes": 7, "kernels": []}
     assert rows.case_id(a) == rows.case_id(b)
     assert rows.case_id(a) != rows.case_id(row(numel=8)) != rows.case_id(row(**{"pass": "bwd"}))
     assert rows.case_label(row(numel=8, launch="graph")) == "fwd float32 launch=graph numel=8"

@@ -116,6 +116,41 @@ def cases(sweep: dict, impl: str) -> list[dict]:
     return out
 
 
+#: The knobs of a mask point each mask family uses (score_mod: every family).
+MASK_KNOBS = {"causal": (), "window": ("window",), "document": ("documents", "doc_dist"),
+              "document_window": ("documents", "doc_dist", "window"), "prefix": ("prefix",)}
+
+
+def check_config(section: dict) -> None:
+    """Check the ``flex`` config section beyond its schema, before any job runs.
+
+    In each group of ``sweep`` and ``smoke``: heads is a multiple of kv_heads
+    in every ``heads`` pair; a mask point sets only the knobs its family uses
+    (:data:`MASK_KNOBS`), and its ``documents`` and ``prefix`` are at most the
+    seqlen of every shape of the group.
+
+    Raises:
+        ValueError: ``'<run>.groups[<i>].<key>: what is wrong'``.
+    """
+    for run in ("sweep", "smoke"):
+        for i, group in enumerate(section[run]["groups"]):
+            key = f"{run}.groups[{i}]"
+            for heads, kv_heads in group["heads"]:
+                if heads % kv_heads:
+                    raise ValueError(f"{key}.heads: {heads} heads are not a multiple of {kv_heads} kv_heads")
+            seqlen = min(n for _, n in group["shapes"])
+            for j, spec in enumerate(group["masks"]):
+                knobs = MASK_KNOBS[spec["mask"]]
+                unused = sorted(set(spec) - {"mask", "score_mod", *knobs})
+                if unused:
+                    raise ValueError(f"{key}.masks[{j}].{unused[0]}: mask {spec['mask']} does not use "
+                                     f"{unused[0]} (its knobs: {', '.join([*knobs, 'score_mod'])})")
+                for knob in ("documents", "prefix"):
+                    if knob in spec and max(_as_list(spec[knob])) > seqlen:
+                        raise ValueError(f"{key}.masks[{j}].{knob}: {max(_as_list(spec[knob]))} is more than "
+                                         f"seqlen {seqlen} of the group's shapes ({knob} <= seqlen)")
+
+
 def _lengths(point: dict, seqlen: int, seed: int):
     from kernels.flex.masks import document_lengths
 

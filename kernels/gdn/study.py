@@ -118,6 +118,22 @@ def cases(sweep: dict, impl: str) -> list[dict]:
     return out
 
 
+def check_config(section: dict) -> None:
+    """Check the ``gdn`` config section beyond its schema, before any job runs: every
+    ``varlen`` batch of ``sweep`` and ``smoke`` (and of their ``backward``) fits its
+    ``num_seqs`` sequences of at least one token each in ``seqlen`` (:func:`make_inputs`).
+
+    Raises:
+        ValueError: ``'<run>[.backward].varlen[<i>].num_seqs: what is wrong'``.
+    """
+    for run in ("sweep", "smoke"):
+        for key, block in ((run, section[run]), (f"{run}.backward", section[run].get("backward", {}))):
+            for i, batch in enumerate(block.get("varlen", [])):
+                if batch["num_seqs"] > batch["seqlen"]:
+                    raise ValueError(f"{key}.varlen[{i}].num_seqs: {batch['num_seqs']} sequences of at least "
+                                     f"one token do not fit in seqlen {batch['seqlen']}")
+
+
 def make_inputs(case: dict, device, seed: int = 0):
     """Seeded inputs of a case: (q, k, v, g, beta, cu_seqlens or None).
 

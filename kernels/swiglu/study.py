@@ -94,7 +94,7 @@ def _shapes(group: dict) -> list[dict]:
         if "numel_log2" in group:
             for k in group["numel_log2"]:
                 if (2**k) % hidden:
-                    raise ValueError(f"swiglu config: 2**{k} elements is not a whole number of rows of {hidden}")
+                    raise ValueError(f"numel_log2: 2**{k} elements is not a whole number of rows of {hidden}")
                 out.append({"tokens": 2**k // hidden, "hidden": hidden, "numel": 2**k, "gemm_in": 0})
         else:
             out += [{"tokens": t, "hidden": hidden, "numel": t * hidden, "gemm_in": 0} for t in group["tokens"]]
@@ -112,7 +112,8 @@ def cases(sweep: dict, impl: str) -> list[dict]:
 
     Raises:
         ValueError: unknown impl, a gemm-only impl in a group without
-            ``gemm_in`` shapes, or a flat size that is not whole rows.
+            ``gemm_in`` shapes, or a flat size that is not whole rows (the
+            latter two as ``'<key>: what is wrong'``, the group's key).
     """
     if impl not in IMPLS:
         raise ValueError(f"unknown swiglu impl {impl!r}; known: {', '.join(IMPLS)}")
@@ -123,7 +124,7 @@ def cases(sweep: dict, impl: str) -> list[dict]:
         for shape in _shapes(group):
             is_gemm = shape["gemm_in"] > 0
             if (is_gemm and impl not in GEMM_IMPLS) or (not is_gemm and impl in GEMM_ONLY):
-                raise ValueError(f"swiglu config: impl {impl!r} in series {group['series']!r} "
+                raise ValueError(f"impls: impl {impl!r} in series {group['series']!r} "
                                  f"{'cannot run' if is_gemm else 'needs'} gemm_in shapes")
             for dtype in group["dtypes"]:
                 for p in group["passes"]:
@@ -140,6 +141,30 @@ def cases(sweep: dict, impl: str) -> list[dict]:
                             seen.add(key)
                             out.append(case)
     return out
+
+
+def check_config(section: dict) -> None:
+    """Check the ``swiglu`` config section beyond its schema, before any job runs.
+
+    In each group of ``sweep`` and ``smoke``: ``numel_log2`` goes with one
+    ``hidden`` (the flat series holds it fixed), and :func:`cases` accepts
+    every impl the group lists (gemm-only impls need ``shapes`` with
+    ``gemm_in``, only gemm impls run them; flat sizes are whole rows).
+
+    Raises:
+        ValueError: ``'<run>.groups[<i>].<key>: what is wrong'``.
+    """
+    for run in ("sweep", "smoke"):
+        for i, group in enumerate(section[run]["groups"]):
+            key = f"{run}.groups[{i}]"
+            if "numel_log2" in group and len(group["hidden"]) != 1:
+                raise ValueError(f"{key}.hidden: numel_log2 takes one hidden size (the flat series "
+                                 f"holds it fixed), got {group['hidden']}")
+            for impl in group["impls"]:
+                try:
+                    cases({"groups": [group]}, impl)
+                except ValueError as exc:
+                    raise ValueError(f"{key}.{exc}") from None
 
 
 # ----------------------------------------------------------------------------

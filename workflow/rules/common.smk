@@ -5,18 +5,41 @@ import importlib
 import shutil
 import subprocess
 
+from kernels.checks import committed_rows, schema_error
 from kernels.harness import gpu_slug
 
 _KNOWN_STUDIES = {
     p.stem for p in Path(workflow.basedir, "config", "studies").glob("*.yaml")
 }
-_KEYS = ["measure", "gpu", "smoke", "quick", "studies", "timing", "reproduce"]
-_unknown = sorted(set(config) - set(_KEYS) - _KNOWN_STUDIES)
+_TOP_KEYS = (
+    "measure",
+    "gpu",
+    "overwrite",
+    "smoke",
+    "quick",
+    "studies",
+    "timing",
+    "reproduce",
+)
+_unknown = sorted(set(config) - set(_TOP_KEYS) - _KNOWN_STUDIES)
 if _unknown:
     raise WorkflowError(
-        f"unknown config key(s) {_unknown}: expected {', '.join(_KEYS)} "
-        f"or a study of config/studies/ ({sorted(_KNOWN_STUDIES)})"
+        f"unknown config key(s) {_unknown} (config/config.yaml or --config): expected "
+        f"{', '.join(_TOP_KEYS)} or a study of config/studies/ ({sorted(_KNOWN_STUDIES)})"
     )
+
+
+def check_section(section, schema, where, root=""):
+    """Raise WorkflowError '<where>: <key>: <what is wrong>' (one line) for the most relevant
+    violation of workflow/schemas/<schema> by a config section; ``root`` is the section's key.
+    """
+    error = schema_error(
+        section, Path(workflow.basedir, "workflow", "schemas", schema), root
+    )
+    if error:
+        raise WorkflowError(f"{where}: {error}")
+
+
 # --config reproduce='{tolerance: 0.1}' gives text: numbers as numbers (the schema rejects the rest)
 for _key, _value in config.get("reproduce", {}).items():
     if _key != "candidate" and isinstance(_value, str):
@@ -24,14 +47,34 @@ for _key, _value in config.get("reproduce", {}).items():
             config["reproduce"][_key] = float(_value)
         except ValueError:
             pass
-validate(config, "../schemas/config.schema.yaml")
+check_section(config, "config.schema.yaml", "config/config.yaml")
+if config["timing"]["min_reps"] > config["timing"]["max_reps"]:
+    raise WorkflowError(
+        f"config/config.yaml: timing.min_reps ({config['timing']['min_reps']}) is "
+        f"above timing.max_reps ({config['timing']['max_reps']})"
+    )
 for _study in config["studies"]:
+    _file = f"config/studies/{_study}.yaml"
     if _study not in config:
         raise WorkflowError(
-            f"config key 'studies' names '{_study}' but config/studies/"
-            f"{_study}.yaml does not exist"
+            f"config key 'studies' names '{_study}' but {_file} does not exist"
         )
-    validate(config[_study], f"../schemas/{_study}.schema.yaml")
+    for _schema in (f"{_study}.schema.yaml", f"rows/{_study}.yaml"):
+        if not Path(workflow.basedir, "workflow", "schemas", _schema).exists():
+            raise WorkflowError(
+                f"study {_study} (config key 'studies') has no schema workflow/schemas/"
+                f"{_schema} (README.md: Adding an experiment)"
+            )
+    check_section(config[_study], f"{_study}.schema.yaml", _file, _study)
+    # what the schema cannot say (a value against another): the study's own check_config
+    _check = getattr(
+        importlib.import_module(f"kernels.{_study}.study"), "check_config", None
+    )
+    if _check is not None:
+        try:
+            _check(config[_study])
+        except ValueError as _exc:
+            raise WorkflowError(f"{_file}: {_study}.{_exc}") from None
 
 
 def _flag(value):
@@ -46,6 +89,7 @@ if SMOKE and QUICK:
     raise WorkflowError(
         "config keys smoke and quick are both true: choose one (profiles/smoke or profiles/quick)"
     )
+OVERWRITE = _flag(config["overwrite"])
 SWEEP = "smoke" if SMOKE else "quick" if QUICK else "sweep"
 for _study in STUDIES:
     if SWEEP not in config[_study]:
@@ -100,10 +144,12 @@ else:
             )
         GPU = gpu_slug(_gpus[0])
     else:
-        _committed = sorted(p.name for p in Path(RAW).glob("*") if p.is_dir())
+        _committed = sorted(
+            p.name for p in Path(RAW).glob("*") if any(p.glob("*/*.jsonl"))
+        )
         if len(_committed) != 1:
             raise WorkflowError(
-                f"config gpu=auto: expected one folder of committed data under "
+                f"config gpu=auto: expected one folder of committed rows under "
                 f"{RAW}/, found {_committed}; set config key 'gpu'"
             )
         GPU = _committed[0]
@@ -114,13 +160,6 @@ LOGS = f"{RESULTS}/logs"
 FIGURES_DIR = str(Path(OUT, "figures"))
 PAPER_DIR = str(Path(OUT, "paper"))
 BENCH = f"{RAW}/{GPU}/benchmarks"
-
-if not MEASURE:
-    print(
-        f"No measurement on this host (measure={config['measure']}): rendering from the "
-        f"committed data in {RAW}/{GPU}/.",
-        file=sys.stderr,
-    )
 
 
 def study_impls(study):
@@ -135,6 +174,52 @@ def raw_files(study):
     return sorted(str(p) for p in Path(RAW, GPU, study).glob("*.jsonl"))
 
 
+if not MEASURE:
+    # Rendering reads every configured study's rows from one folder: check it before any job.
+    if not Path(RAW, GPU).is_dir():
+        _there = sorted(p.name for p in Path(RAW).glob("*") if any(p.glob("*/*.jsonl")))
+        raise WorkflowError(
+            f"config gpu={GPU}: no folder {RAW}/{GPU}/ to render from (folders "
+            f"there: {', '.join(_there) or 'none'}); set --config gpu=<folder>"
+        )
+    _missing = [s for s in STUDIES if not raw_files(s)]
+    if _missing:
+        raise WorkflowError(
+            f"{RAW}/{GPU}/ holds no rows of the configured study {_missing[0]} "
+            f"(no {RAW}/{GPU}/{_missing[0]}/*.jsonl; config key 'studies')"
+        )
+    print(
+        f"No measurement on this host (measure={config['measure']}): rendering from the "
+        f"committed data in {RAW}/{GPU}/.",
+        file=sys.stderr,
+    )
+
+
+def check_measuring_run():
+    """Stop a real run that measures into data/raw/<gpu>/ before its first job (onstart of
+    measure.smk): when its jobs run on this host and this host lacks that GPU, and when
+    the folder holds committed rows (kernels.checks.committed_rows) unless config overwrite
+    is true. A dry run is not stopped; nor is the smoke run, whose rows are never committed.
+    """
+    if not workflow.is_main_process or not any(
+        j.rule.name == "measure" for j in workflow.dag.needrun_jobs()
+    ):
+        return
+    folder = f"{RAW}/{GPU}"
+    if workflow.local_exec and GPU not in {gpu_slug(name) for name in _gpus}:
+        raise WorkflowError(
+            f"measuring into {folder}/ needs its GPU ({GPU}) on this host, and nvidia-smi "
+            f"lists {', '.join(_gpus) or 'no GPU'}: measure on a host with that GPU, "
+            f"or render the committed rows with --config measure=false"
+        )
+    committed = committed_rows(folder)
+    if committed and not OVERWRITE:
+        raise WorkflowError(
+            f"measuring into {folder}/ would replace its committed rows ({len(committed)} "
+            f"files, e.g. {committed[0]}): add --config overwrite=true to re-measure"
+        )
+
+
 def code_version(*paths):
     """SHA-1 of the files whose code renders an output: as a rule's param, a
     change of that code reruns the rule (Snakemake's params rerun trigger)."""
@@ -146,6 +231,7 @@ def code_version(*paths):
 
 RENDER_CODE = [
     "kernels/collect.py",
+    "kernels/checks.py",
     "kernels/render.py",
     "kernels/style.py",
     "workflow/schemas/row.schema.yaml",
@@ -153,8 +239,12 @@ RENDER_CODE = [
 
 
 def report_code(study):
-    """Code version of a study's rendering: its report module and the shared renderers."""
-    return code_version(f"kernels/{study}/report.py", *RENDER_CODE)
+    """Code version of a study's rendering: its report module, its row schema and the shared renderers."""
+    return code_version(
+        f"kernels/{study}/report.py",
+        f"workflow/schemas/rows/{study}.yaml",
+        *RENDER_CODE,
+    )
 
 
 def report_module(study):

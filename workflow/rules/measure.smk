@@ -7,6 +7,11 @@ if MEASURE:
             "default profile (profiles/default sets resources gpu=1) or pass --resources gpu=N"
         )
 
+    if not SMOKE:
+
+        onstart:
+            check_measuring_run()
+
     rule measure:
         output:
             f"{RAW}/{GPU}/{{study}}/{{impl}}.jsonl",

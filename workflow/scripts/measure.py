@@ -3,19 +3,25 @@
 The job holds a lease on one GPU of the host (kernels/gpulease.py) for its
 whole sweep, so that concurrent jobs under --resources gpu=N never share one.
 Finished rows also go to a checkpoint under .tmp/checkpoints/ (never data/),
-so a job killed part-way resumes where it stopped when run again.
+so a job killed part-way resumes where it stopped when run again. Outside the
+smoke run, the job first checks that its GPU is the one its folder
+data/raw/<gpu>/ names, and fails before measuring or writing anything if not.
 """
 
 import os
+from pathlib import Path
 
 if snakemake.params.interpret:  # noqa: F821 - provided by Snakemake
     os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
 
+from kernels.checks import require_gpu  # noqa: E402
 from kernels.gpulease import lease  # noqa: E402
 from kernels.harness import run_job, setup_logging  # noqa: E402
 
 setup_logging(snakemake.log[0])  # noqa: F821
 with lease(snakemake.params.gpus, ".tmp/gpu-leases"):  # noqa: F821
+    if not snakemake.params.interpret:  # noqa: F821 - the smoke run measures on the CPU
+        require_gpu(Path(snakemake.output[0]).parents[1])  # noqa: F821 - data/raw/<gpu>/<study>/<impl>.jsonl
     run_job(snakemake.wildcards.study, snakemake.wildcards.impl, snakemake.params.sweep,  # noqa: F821
             snakemake.output[0], dict(snakemake.params.timing),  # noqa: F821
             checkpoint=os.path.join(".tmp/checkpoints", snakemake.output[0]))  # noqa: F821

@@ -1,0 +1,129 @@
+"""Checks that stop a run before it can overwrite or corrupt the paper's data.
+
+Each failure is one short message naming what to fix: a config key, a
+file, a folder. Used by ``workflow/rules/common.smk`` before any job runs
+(config sections, committed rows, the measuring host) and by the jobs
+themselves (the measurement job's GPU, ``kernels.collect``'s rows).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import urllib.parse
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+
+import jsonschema
+import referencing
+import referencing.jsonschema
+import yaml
+
+from kernels.harness import gpu_slug
+
+#: Longest text of a schema violation kept in a message (jsonschema quotes whole values).
+MAX_MESSAGE = 160
+
+
+@lru_cache(maxsize=None)
+def _load_schema(uri: str) -> referencing.Resource:
+    """The YAML schema at a ``file://`` URI, for ``$ref`` between schema files."""
+    path = Path(urllib.parse.unquote(urllib.parse.urlparse(uri).path))
+    return referencing.Resource.from_contents(yaml.safe_load(path.read_text()),
+                                              default_specification=referencing.jsonschema.DRAFT202012)
+
+
+@lru_cache(maxsize=None)
+def validator(schema_path: str | Path) -> jsonschema.protocols.Validator:
+    """A validator of the YAML JSON schema at ``schema_path``.
+
+    ``$ref`` to another file is resolved relative to ``schema_path`` (a row
+    schema refers to the common row schema and to its study's config schema,
+    so that each enum is written once).
+    """
+    path = Path(schema_path).resolve()
+    schema = {**yaml.safe_load(path.read_text()), "$id": path.as_uri()}
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema, registry=referencing.Registry(retrieve=_load_schema))
+
+
+def key_path(parts: Iterable, root: str = "") -> str:
+    """``['sweep', 'groups', 0, 'impls']`` -> ``'sweep.groups[0].impls'`` (after ``root``)."""
+    out = root
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def describe(error: jsonschema.ValidationError, root: str = "") -> str:
+    """A schema violation as ``'key: what is wrong'`` on one line.
+
+    An unknown key is named with the keys allowed there, a missing one by its
+    name, a ``oneOf``/``anyOf`` of alternative key sets by those sets; other
+    messages are jsonschema's, cut to :data:`MAX_MESSAGE` characters.
+    """
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(known))
+        if unknown:
+            return f"{key_path([*error.absolute_path, unknown[0]], root)}: unknown key (expected one of: {', '.join(known)})"
+    if error.validator == "required" and isinstance(error.instance, dict):
+        missing = [key for key in error.validator_value if key not in error.instance]
+        if missing:
+            return f"{key_path([*error.absolute_path, missing[0]], root)}: required, missing"
+    forms = [" + ".join(b["required"]) for b in error.validator_value if "required" in b] \
+        if error.validator in ("oneOf", "anyOf") else []
+    if forms:
+        return (f"{key_path(error.absolute_path, root) or '(top level)'}: give "
+                f"{'exactly' if error.validator == 'oneOf' else 'at least'} one of: {'; '.join(forms)}")
+    message = " ".join(error.message.split())
+    if len(message) > MAX_MESSAGE:
+        message = message[:MAX_MESSAGE - 3] + "..."
+    return f"{key_path(error.absolute_path, root) or '(top level)'}: {message}"
+
+
+#: jsonschema's relevance of an error, with an unknown key first among errors at one place
+#: (a misspelt key also makes the key it should have been a missing one).
+_RELEVANCE = jsonschema.exceptions.by_relevance(strong=frozenset({"additionalProperties"}))
+
+
+def schema_error(data, schema_path: str | Path, root: str = "") -> str | None:
+    """The most relevant violation of the schema by ``data`` (:func:`describe`), or None."""
+    error = jsonschema.exceptions.best_match(validator(schema_path).iter_errors(data), key=_RELEVANCE)
+    return None if error is None else describe(error, root)
+
+
+def committed_rows(folder: str | Path) -> list[str]:
+    """The ``*.jsonl`` files under ``folder`` that git tracks, sorted.
+
+    Outside a git work tree (a copy of the artifact without its history)
+    every ``*.jsonl`` file under ``folder`` counts as committed.
+    """
+    try:
+        proc = subprocess.run(["git", "ls-files", "-z", "--", str(folder)], capture_output=True,
+                              text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        proc = None
+    if proc is None or proc.returncode != 0:
+        return sorted(str(p) for p in Path(folder).rglob("*.jsonl"))
+    return sorted(p for p in proc.stdout.split("\0") if p.endswith(".jsonl"))
+
+
+def require_gpu(folder: str | Path) -> None:
+    """Raise RuntimeError unless this process sees the GPU that ``folder`` is named after.
+
+    ``folder`` is ``data/raw/<gpu>``; the GPU is CUDA device 0 (the job's
+    lease, :mod:`kernels.gpulease`), and its name must give ``<gpu>`` by
+    :func:`kernels.harness.gpu_slug` ('NVIDIA H200' -> 'h200'). Called by a
+    measurement job before it measures or writes anything.
+    """
+    import torch
+
+    slug = Path(folder).name
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"measuring into {folder}/ needs a CUDA GPU ({slug}) and this process sees "
+                           "none (torch.cuda.is_available() is False); nothing was written")
+    name = torch.cuda.get_device_name(0)
+    if gpu_slug(name) != slug:
+        raise RuntimeError(f"measuring into {folder}/ needs a {slug} GPU but this one is {name!r} "
+                           f"(folder {gpu_slug(name)}); set --config gpu={gpu_slug(name)}; nothing was written")

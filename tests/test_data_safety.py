@@ -1,0 +1,443 @@
+"""Nothing overwrites or silently corrupts the committed data: a careless run, a bad
+config, a bad row and a killed build each end in a clear error naming the file, the
+line or the config key, and leave data/ as it was.
+
+The workflow runs in a git copy of this repository (the tracked and new files), so
+that `git status` of its data/ shows what a run changed. nvidia-smi is replaced by a
+script that lists the GPUs a test asks for, so that these tests behave the same on
+a host with a GPU.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kernels import checks, collect, render
+from kernels.harness import _row
+
+ROOT = Path(__file__).resolve().parent.parent
+GDN_CHUNK = "data/raw/h200/gdn/chunk.jsonl"
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory):
+    """A git repository holding a copy of this checkout's files (tracked and new, not ignored)."""
+    tree = tmp_path_factory.mktemp("template") / "tree"
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split("\0")
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, tree / name)
+    git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.com"]
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "copy"]):
+        subprocess.run(git + cmd, cwd=tree, check=True, capture_output=True)
+    return tree
+
+
+@pytest.fixture
+def tree(template, tmp_path):
+    """A fresh copy of the template repository for one test."""
+    return Path(shutil.copytree(template, tmp_path / "tree", symlinks=True))
+
+
+def gpus(tmp_path, *names):
+    """Environment whose nvidia-smi lists ``names`` (none: it fails, as on a host without a driver)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    script = "".join(f"echo '{n}'\n" for n in names) if names else "exit 9\n"
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\n" + script)
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def snakemake(tree, *args, env=None):
+    """Run Snakemake in ``tree`` (its jobs import that copy's kernels); returns the process."""
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=tree, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(tree), **(env or {})))
+
+
+def data_state(tree):
+    """`git status` of data/ and the bytes of every file under it."""
+    status = subprocess.run(["git", "status", "--porcelain", "--", "data"], cwd=tree, capture_output=True,
+                            text=True, check=True).stdout
+    files = {str(p.relative_to(tree)): hashlib.sha256(p.read_bytes()).hexdigest()
+             for p in sorted((tree / "data").rglob("*")) if p.is_file()}
+    return status, files
+
+
+def fails(proc, *messages):
+    """Assert that ``proc`` failed and printed every one of ``messages``."""
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    for message in messages:
+        assert message in out, f"{message!r} not in:\n{out[-3000:]}"
+
+
+# ----------------------------------------------------------------------------
+# measuring
+
+
+@pytest.mark.parametrize("overwrite", ["false", "true"])
+def test_measuring_on_a_host_without_the_gpu_stops_before_any_job(tree, tmp_path, overwrite):
+    env = gpus(tmp_path)
+    before = data_state(tree)
+    config = ["--config", "measure=true", "gpu=h200", f"overwrite={overwrite}"]
+    assert snakemake(tree, "-n", "--cores", "1", *config, env=env).returncode == 0  # a dry run still plans
+    proc = snakemake(tree, "--cores", "1", "data/raw/h200/gdn/recurrent.jsonl", *config, env=env)
+    fails(proc, "measuring into data/raw/h200/ needs its GPU (h200) on this host, and nvidia-smi lists no GPU")
+    assert "rule measure:" not in proc.stdout + proc.stderr
+    assert data_state(tree) == before
+    assert not (tree / "results" / "logs").exists()
+
+
+@pytest.mark.parametrize("target", ["gdn/recurrent", "gdn/fla_recurrent"])  # committed, new in the folder
+@pytest.mark.parametrize("git", [True, False])
+def test_remeasuring_a_folder_of_committed_rows_needs_overwrite(tree, tmp_path, target, git):
+    if not git:  # a copy of the artifact without its history: every row file counts as committed
+        shutil.rmtree(tree / ".git")
+    before = data_state(tree) if git else None
+    proc = snakemake(tree, "--cores", "1", f"data/raw/h200/{target}.jsonl", "--config", "measure=true",
+                     env=gpus(tmp_path, "NVIDIA H200"))
+    fails(proc, "measuring into data/raw/h200/ would replace its committed rows (22 files, e.g. "
+                "data/raw/h200/flex/flex.jsonl): add --config overwrite=true to re-measure")
+    assert len([line for line in proc.stderr.splitlines() if "committed rows" in line]) == 1
+    assert not (tree / "results" / "logs").exists()
+    if git:
+        assert data_state(tree) == before
+
+
+@pytest.mark.slow
+def test_a_measurement_job_checks_its_gpu_before_writing(tree, tmp_path):
+    """nvidia-smi names a GPU that torch does not see (or a different one): the job
+    stops before it measures, its log holds the traceback, nothing reaches data/."""
+    before = data_state(tree)
+    proc = snakemake(tree, "--cores", "1", "data/raw/h100/gdn/recurrent.jsonl",
+                     env=gpus(tmp_path, "NVIDIA H100"))
+    fails(proc, "measuring into data/raw/h100/ needs a")
+    log = (tree / "results" / "logs" / "measure_gdn_recurrent.log").read_text()
+    assert "Traceback (most recent call last)" in log and "RuntimeError: measuring into data/raw/h100/" in log
+    assert "nothing was written" in log
+    assert data_state(tree) == before
+    assert not [p for p in (tree / "data" / "raw" / "h100").rglob("*") if p.is_file()]
+    assert not (tree / ".tmp" / "checkpoints").exists()
+
+
+def test_require_gpu_names_the_folder_and_the_gpu(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match=r"measuring into data/raw/h200/ needs a CUDA GPU \(h200\)"):
+        checks.require_gpu("data/raw/h200")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "NVIDIA A100-SXM4-80GB")
+    with pytest.raises(RuntimeError, match=r"needs a h200 GPU but this one is 'NVIDIA A100-SXM4-80GB' "
+                                           r"\(folder a100-sxm4-80gb\); set --config gpu=a100-sxm4-80gb"):
+        checks.require_gpu("data/raw/h200")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "NVIDIA H200")
+    checks.require_gpu("data/raw/h200")
+
+
+def test_committed_rows_are_the_tracked_ones(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rows = tmp_path / "data" / "raw" / "g" / "s"
+    rows.mkdir(parents=True)
+    (rows / "a.jsonl").write_text("{}\n")
+    (rows / "b.jsonl").write_text("{}\n")
+    assert checks.committed_rows("data/raw/g") == ["data/raw/g/s/a.jsonl", "data/raw/g/s/b.jsonl"]  # no git
+    subprocess.run(["git", "init", "-q"], check=True)
+    subprocess.run(["git", "add", "data/raw/g/s/a.jsonl"], check=True)
+    assert checks.committed_rows("data/raw/g") == ["data/raw/g/s/a.jsonl"]
+    assert checks.committed_rows("data/raw/other") == []
+
+
+# ----------------------------------------------------------------------------
+# rendering
+
+
+@pytest.mark.parametrize("dry", [True, False])
+def test_rendering_a_gpu_folder_that_does_not_exist_stops_before_any_job(tree, dry):
+    before = data_state(tree)
+    proc = snakemake(tree, *(["-n"] if dry else []), "--cores", "1", "--config", "measure=false", "gpu=a100")
+    fails(proc, "config gpu=a100: no folder data/raw/a100/ to render from (folders there: h200)")
+    assert data_state(tree) == before
+    assert not (tree / "results").exists() and not (tree / "paper" / "generated").exists()
+    assert not list((tree / "figures").glob("*.pdf"))
+
+
+def test_rendering_without_rows_of_a_configured_study_stops_before_any_job(tree):
+    for path in (tree / "data" / "raw" / "h200" / "flex").glob("*.jsonl"):
+        path.unlink()
+    before = data_state(tree)
+    proc = snakemake(tree, "--cores", "1", "--config", "measure=false")
+    fails(proc, "data/raw/h200/ holds no rows of the configured study flex (no data/raw/h200/flex/*.jsonl")
+    assert data_state(tree) == before
+    assert not (tree / "results").exists()
+
+
+def test_a_folder_without_rows_is_not_a_gpu_to_render(tree):
+    """What a failed measurement leaves (an empty folder) does not make gpu=auto ambiguous."""
+    (tree / "data" / "raw" / "h100" / "benchmarks").mkdir(parents=True)
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "rendering from the committed data in data/raw/h200/" in proc.stderr
+
+
+# ----------------------------------------------------------------------------
+# rows
+
+
+def _edit_line(n, **fields):
+    def edit(lines):
+        row = json.loads(lines[n - 1])
+        row.update(fields)
+        lines[n - 1] = json.dumps(row)
+        return lines
+    return edit
+
+
+ROW_CASES = {
+    # the issue's cases: a string shape field, duplicates, NaN, an empty file, a cut last line
+    "string": (_edit_line(4, seqlen="8192"), f"{GDN_CHUNK}:4: seqlen: '8192' is not of type 'integer'"),
+    "identical": (lambda lines: lines + [lines[2]], f"{GDN_CHUNK}:18: same case as {GDN_CHUNK}:3"),
+    "conflicting": (lambda lines: lines + _edit_line(3, median_ms=0.001)(list(lines))[2:3],
+                    f"{GDN_CHUNK}:18: same case as {GDN_CHUNK}:3"),
+    "nan": (lambda lines: lines[:4] + [lines[4].replace('"median_ms": ', '"median_ms": NaN, "x": ')] + lines[5:],
+            f"{GDN_CHUNK}:5: non-finite number NaN"),
+    "empty": (lambda lines: [], f"{GDN_CHUNK}: no rows (an empty file)"),
+    "cut": (lambda lines: lines[:-1] + [lines[-1][:60]], f"{GDN_CHUNK}:17: not valid JSON: the line ends at column 60"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(ROW_CASES))
+def test_a_bad_row_stops_its_collect_naming_file_and_line(tree, case):
+    edit, message = ROW_CASES[case]
+    path = tree / GDN_CHUNK
+    lines = edit(path.read_text().splitlines())
+    path.write_text("".join(line + "\n" for line in lines))
+    before = data_state(tree)
+    proc = snakemake(tree, "--cores", "1", "results/tidy/gdn.csv", "--config", "measure=false")
+    fails(proc, message)
+    log = (tree / "results" / "logs" / "collect_gdn.log").read_text()
+    assert "Traceback (most recent call last)" in log and message in log
+    assert not (tree / "results" / "tidy" / "gdn.csv").exists()
+    assert data_state(tree) == before
+
+
+def _write(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return str(path)
+
+
+GOOD = json.loads((ROOT / GDN_CHUNK).read_text().splitlines()[0])
+
+
+@pytest.mark.parametrize("text,message", [
+    ('{"a": Infinity}', "non-finite number Infinity"),
+    ('{"a": -Infinity}', "non-finite number -Infinity"),
+    ("[1, 2]", "a row is a JSON object, not list"),
+    ('{"a": 1} {"b": 2}', "not valid JSON: Extra data (column 10)"),
+    ('{"a": 1, "b": "cut', "not valid JSON: the line ends at column 18 inside a row (cut short?)"),
+    ('{"a": 1, "b":', "not valid JSON: the line ends at column 13 inside a row (cut short?)"),
+    (json.dumps({**GOOD, "batch": 0}), "batch: 0 is less than the minimum of 1"),
+    (json.dumps({**GOOD, "varlen": "no"}), "varlen: 'no' is not of type 'boolean'"),
+    (json.dumps({**GOOD, "head_dim": 100}), "head_dim: 100 is not one of [16, 32, 64, 128]"),
+    (json.dumps({**GOOD, "times_ms": [1.0, -1.0]}), "times_ms[1]: -1.0 is less than the minimum of 0"),
+    (json.dumps({**GOOD, "times_ms": []}), "times_ms: [] should be non-empty"),
+    (json.dumps({k: v for k, v in GOOD.items() if k != "num_seqs"}), "num_seqs: required, missing"),
+    (json.dumps({**GOOD, "impl": "fla_chunk"}), "row of impl 'fla_chunk' in the file of impl 'chunk'"),
+    (json.dumps({**GOOD, "study": "flex"}), "row of study 'flex' in 'gdn' data"),
+    (json.dumps({**GOOD, "rel_err_dq": "small"}), "rel_err_dq: 'small' is not of type 'number'"),
+])
+def test_row_problems_name_file_and_line(tmp_path, text, message):
+    path = _write(tmp_path / "gdn" / "chunk.jsonl", [GOOD, "", text])
+    with pytest.raises(ValueError) as err:
+        collect.load_rows([path], "gdn")
+    assert str(err.value).startswith(f"{path}:3: ") and message in str(err.value)
+
+
+def test_files_without_rows_and_duplicates_across_files(tmp_path):
+    blank = _write(tmp_path / "gdn" / "chunk.jsonl", ["", "  "])
+    with pytest.raises(ValueError, match=f"^{blank}: no rows"):
+        collect.load_rows([blank], "gdn")
+    a = _write(tmp_path / "a" / "chunk.jsonl", [GOOD])
+    b = _write(tmp_path / "b" / "chunk.jsonl", [{**GOOD, "status": "error", "times_ms": [], "median_ms": None,
+                                                 "error": "RuntimeError: x", "env": {**GOOD["env"], "gpu_uuid": "y"}}])
+    with pytest.raises(ValueError, match=f"^{b}:1: same case as {a}:1"):
+        collect.load_rows([a, b], "gdn")
+    other = _write(tmp_path / "c" / "chunk.jsonl", [{**GOOD, "seqlen": GOOD["seqlen"] * 2}])
+    assert len(collect.load_rows([a, other], "gdn")) == 2
+
+
+def test_the_committed_rows_are_valid():
+    for study in ("swiglu", "flex", "gdn"):
+        paths = sorted(str(p) for p in (ROOT / "data" / "raw" / "h200" / study).glob("*.jsonl"))
+        assert len(collect.load_rows(paths, study)) > 0
+
+
+@pytest.mark.parametrize("study", ["swiglu", "flex", "gdn"])
+def test_row_schemas_accept_every_configured_case(study):
+    """Every case a study's sweep and smoke run make, as a row, is valid, and its fields are case fields."""
+    import importlib
+
+    mod = importlib.import_module(f"kernels.{study}.study")
+    section = yaml.safe_load((ROOT / "config" / "studies" / f"{study}.yaml").read_text())[study]
+    schema = collect.row_schema(study)
+    required = set(checks.validator(schema).schema["required"])
+    assert set(mod.SHAPE_FIELDS) <= required
+    env = {"gpu_name": "x", "torch": "x", "triton": "x", "python": "x", "git_commit": "x"}
+    for run in ("sweep", "smoke"):
+        for impl in section[run]["impls"]:
+            for case in mod.cases(section[run], impl):
+                assert not set(case) & collect.measured_fields(study), case
+                row = {**_row(study, impl, case, status="unsupported", error="x"), "env": env}
+                assert checks.schema_error(row, schema) is None, (case, checks.schema_error(row, schema))
+
+
+# ----------------------------------------------------------------------------
+# config
+
+
+CONFIG_CASES = {
+    # file, text to replace, replacement, message
+    "flex_documents": ("config/studies/flex.yaml", "documents: [2, 8, 64]", "documents: [2, 8, 9000]",
+                       "config/studies/flex.yaml: flex.sweep.groups[0].masks[2].documents: 9000 is more than "
+                       "seqlen 8192 of the group's shapes (documents <= seqlen)"),
+    "flex_prefix": ("config/studies/flex.yaml", "prefix: [1024, 4096]", "prefix: [1024, 9000]",
+                    "config/studies/flex.yaml: flex.sweep.groups[0].masks[4].prefix: 9000 is more than seqlen 8192"),
+    "flex_misspelt": ("config/studies/flex.yaml", "{mask: window, window: [256, 512",
+                      "{mask: window, windw: [256, 512",
+                      "config/studies/flex.yaml: flex.sweep.groups[0].masks[1].windw: unknown key (expected one of: "
+                      "doc_dist, documents, mask, prefix, score_mod, window)"),
+    "flex_heads": ("config/studies/flex.yaml", "heads: [[16, 4]]", "heads: [[16, 3]]",
+                   "config/studies/flex.yaml: flex.sweep.groups[10].heads: 16 heads are not a multiple of 3 kv_heads"),
+    "flex_unused_knob": ("config/studies/flex.yaml", "{mask: causal, score_mod: [alibi",
+                         "{mask: causal, window: 64, score_mod: [alibi",
+                         "config/studies/flex.yaml: flex.sweep.groups[3].masks[0].window: mask causal does not use "
+                         "window"),
+    "swiglu_misspelt": ("config/studies/swiglu.yaml", "dtypes: [float16, float32]", "dtype: [float16, float32]",
+                        "config/studies/swiglu.yaml: swiglu.sweep.groups[4].dtype: unknown key"),
+    "swiglu_gemm_impl": ("config/studies/swiglu.yaml", "impls: [eager, triton, seed, liger, copy]\n",
+                         "impls: [eager, triton, seed, liger, copy, matmul]\n",
+                         "config/studies/swiglu.yaml: swiglu.sweep.groups[0].impls: impl 'matmul' in series 'grid' "
+                         "needs gemm_in shapes"),
+    "swiglu_two_hidden": ("config/studies/swiglu.yaml", "hidden: [8192]\n", "hidden: [8192, 4096]\n",
+                          "config/studies/swiglu.yaml: swiglu.sweep.groups[1].hidden: numel_log2 takes one hidden"),
+    "swiglu_flat_rows": ("config/studies/swiglu.yaml", "hidden: [8192]\n", "hidden: [14336]\n",
+                         "config/studies/swiglu.yaml: swiglu.sweep.groups[1].numel_log2: 2**16 elements is not a "
+                         "whole number of rows of 14336"),
+    "swiglu_two_shapes": ("config/studies/swiglu.yaml", "hidden: [8192]\n", "hidden: [8192]\n        tokens: [4]\n",
+                          "config/studies/swiglu.yaml: swiglu.sweep.groups[1]: give exactly one of: shapes; "
+                          "tokens + hidden; numel_log2 + hidden"),
+    "gdn_varlen": ("config/studies/gdn.yaml", "{num_seqs: 32, seqlen: 32768", "{num_seqs: 40000, seqlen: 32768",
+                   "config/studies/gdn.yaml: gdn.sweep.varlen[0].num_seqs: 40000 sequences of at least one token "
+                   "do not fit in seqlen 32768"),
+    "gdn_smoke_misspelt": ("config/studies/gdn.yaml", "  smoke:   # 2-core CPU under TRITON_INTERPRET=1\n"
+                           "    impls:", "  smoke:\n    impl:",
+                           "config/studies/gdn.yaml: gdn.smoke.impl: unknown key"),
+    "timing_reps": ("config/config.yaml", "min_reps: 5 ", "min_reps: 500 ",
+                    "config/config.yaml: timing.min_reps (500) is above timing.max_reps (200)"),
+    "timing_misspelt": ("config/config.yaml", "rep_ms: 100", "rep_mss: 100",
+                        "config/config.yaml: timing.rep_mss: unknown key"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONFIG_CASES))
+def test_config_problems_stop_before_any_job_naming_file_and_key(tree, case):
+    name, old, new, message = CONFIG_CASES[case]
+    path = tree / name
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    before = data_state(tree)
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false")
+    fails(proc, message)
+    # one line, not the schema
+    assert "$defs" not in proc.stderr and len(proc.stderr.splitlines()) < 15, proc.stderr
+    assert data_state(tree) == before and not (tree / "results").exists()
+
+
+@pytest.mark.parametrize("schema", ["gdn.schema.yaml", "rows/gdn.yaml"])
+def test_a_study_without_its_schemas_stops_before_any_job(tree, schema):
+    (tree / "workflow" / "schemas" / schema).unlink()
+    fails(snakemake(tree, "-n", "--cores", "1", "--config", "measure=false"),
+          f"study gdn (config key 'studies') has no schema workflow/schemas/{schema}")
+
+
+# ----------------------------------------------------------------------------
+# the paper build and the logs
+
+
+PAPER = r"""\documentclass{article}
+\input{generated/numbers.tex}
+\begin{document}
+Rows: \Rows{}; see \cite{ref}.
+\bibliographystyle{plain}
+\bibliography{references}
+\end{document}
+"""
+
+
+@pytest.fixture
+def paper(tmp_path, monkeypatch):
+    """A small paper (a generated input, a citation: bibtex runs) in tmp_path/paper."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ARTIFACT_TMPDIR", str(tmp_path / ".tmp"))
+    (tmp_path / "paper" / "generated").mkdir(parents=True)
+    (tmp_path / "paper" / "main.tex").write_text(PAPER)
+    (tmp_path / "paper" / "references.bib").write_text("@misc{ref, title={A Title}, author={Ann Author}, year={2020}}\n")
+    (tmp_path / "paper" / "generated" / "numbers.tex").write_text("\\newcommand{\\Rows}{42}\n")
+    return [f"paper/{name}" for name in ("main.tex", "references.bib", "generated/numbers.tex")]
+
+
+def _pdf_text(path):
+    return subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.skipif(not shutil.which("latexmk") or not shutil.which("pdftotext"), reason="needs TeX and poppler")
+def test_a_killed_paper_build_does_not_wedge_the_next(paper, tmp_path):
+    out = tmp_path / "paper" / "main.pdf"
+    render.build_paper(paper[0], str(out), paper)
+    # what a build killed during bibtex leaves: an empty main.aux and a partial PDF in its
+    # folder, and (from builds beside main.tex) LaTeX files next to the sources
+    scratch = next(render.paper_scratch(out).rglob("main.tex")).parent
+    (scratch / "main.aux").write_text("")
+    (scratch / "main.pdf").write_bytes(b"%PDF-1.5 partial")
+    for name in ("main.aux", "main.bbl"):
+        (tmp_path / "paper" / name).write_text("\\bibitem{stale} stale\n")
+    render.build_paper(paper[0], str(out), paper)
+    text = _pdf_text(out)
+    assert "Rows: 42; see [1]" in text and "Ann Author" in text and "stale" not in text
+    assert out.read_bytes()[:4] == b"%PDF"
+    assert "Output written on main.pdf" in (tmp_path / "paper" / "main.log").read_text()
+
+
+@pytest.mark.skipif(not shutil.which("latexmk"), reason="needs TeX")
+def test_a_failed_paper_build_leaves_the_pdf_as_it_was(paper, tmp_path):
+    out = tmp_path / "paper" / "main.pdf"
+    render.build_paper(paper[0], str(out), paper)
+    built = out.read_bytes()
+    (tmp_path / "paper" / "main.tex").write_text(PAPER.replace(r"\Rows{}", r"\NoSuchMacro{}"))
+    with pytest.raises(RuntimeError, match="latexmk failed"):
+        render.build_paper(paper[0], str(out), paper)
+    assert out.read_bytes() == built
+
+
+def test_an_uncaught_exception_goes_to_the_log(tmp_path):
+    script = ("from kernels.harness import setup_logging\n"
+              f"setup_logging({str(tmp_path / 'rule.log')!r})\n"
+              "raise ValueError('data/raw/x.jsonl:3: bad row')\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 1
+    log = (tmp_path / "rule.log").read_text()
+    assert "Traceback (most recent call last)" in log and "ValueError: data/raw/x.jsonl:3: bad row" in log
+    assert proc.stderr.count("Traceback") == 1  # on the console once, as before
