@@ -4,14 +4,15 @@ A *run* is a folder of rows like ``data/raw/<gpu>/``: ``<root>/<study>/<impl>.js
 Rows of two runs are paired by their case (:func:`kernels.rows.case_id`: study,
 impl and every field that is not measured). Per case (:func:`compare`):
 
-``basis``
-    ``device`` when both rows carry a device time (``device_ms``), else
-    ``latency`` (``median_ms``, the host's launch included).
+``ms_reference``, ``ms_candidate``
+    each run's device time (``device_ms``: the median of ``device_times_ms``,
+    the host's launch hidden; :mod:`kernels.timing`), which every timed row has.
 ``ratio``
-    candidate over reference on that basis; ``ratio_device`` and
-    ``ratio_latency`` give both where both rows have them.
+    candidate over reference of the device time, the basis of the verdict;
+    ``ratio_latency`` the same of the latency (``median_ms``, the host's
+    launch included), reported beside it.
 ``band_lo_*``, ``band_hi_*``
-    each run's noise band: the 10th and 90th percentiles of the basis's
+    each run's noise band: the 10th and 90th percentiles of its device-time
     repetitions over their median.
 ``verdict``
     ``reproduced`` (|ratio - 1| <= tolerance), ``slower``, ``faster``,
@@ -54,8 +55,8 @@ OUTSIDE = ("status changed", "missing", "slower", "faster")
 VERDICT_COLORS = {"reproduced": "#55A868", "slower": "#C44E52", "faster": "#4C72B0"}
 #: Rows shown in the LaTeX table of the rows outside the tolerance; the rest are counted.
 TABLE_ROWS = 20
-COLUMNS = ["study", "impl", "case", "verdict", "basis", "status_reference", "status_candidate",
-           "ms_reference", "ms_candidate", "ratio", "ratio_device", "ratio_latency",
+COLUMNS = ["study", "impl", "case", "verdict", "status_reference", "status_candidate",
+           "ms_reference", "ms_candidate", "ratio", "ratio_latency",
            "band_lo_reference", "band_hi_reference", "band_lo_candidate", "band_hi_candidate"]
 
 
@@ -65,22 +66,16 @@ COLUMNS = ["study", "impl", "case", "verdict", "basis", "status_reference", "sta
 
 def load_run(paths: list[str]) -> list[dict]:
     """The rows of the JSONL files ``paths`` (``<root>/<study>/<impl>.jsonl``), validated
-    (:func:`kernels.collect.load_rows`: the study is the file's folder).
+    per study (:func:`kernels.collect.load_rows`: the study is the file's folder).
 
     Raises:
-        ValueError: a row fails the row schema (file and line named), or two
-            rows of one run are the same case (the file and the case named).
+        ValueError: ``'path:line: ...'``: a row fails its study's row schema, or is
+            the same case as an earlier row (``'path:line: same case as path:line'``).
     """
-    out, seen = [], {}
+    by_study = defaultdict(list)
     for path in paths:
-        for row in load_rows([path], Path(path).parent.name):
-            key = rows.case_id(row)
-            if key in seen:
-                raise ValueError(f"{path}: two rows of the case {row['study']} {row['impl']} "
-                                 f"{rows.case_label(row)} (the other in {seen[key]})")
-            seen[key] = path
-            out.append(row)
-    return out
+        by_study[Path(path).parent.name].append(path)
+    return [row for study, study_paths in by_study.items() for row in load_rows(study_paths, study)]
 
 
 def expected_cases(sections: dict[str, dict]) -> set[str]:
@@ -107,10 +102,6 @@ def verdict(ratio: float, tolerance: float) -> str:
     return "slower" if ratio > 1.0 else "faster"
 
 
-def _has_device(row: dict) -> bool:
-    return row.get("device_ms") is not None and bool(row.get("device_times_ms"))
-
-
 def _band(times: list[float]) -> tuple[float, float]:
     """10th and 90th percentiles of ``times`` over their median."""
     t = np.asarray(times, dtype=float)
@@ -124,8 +115,7 @@ def compare_rows(ref: dict | None, cand: dict | None, tolerance: float) -> dict:
     any_row = ref if ref is not None else cand
     rec = {c: np.nan for c in COLUMNS}
     rec.update(study=any_row["study"], impl=any_row["impl"], case=rows.case_label(any_row),
-               status_reference=ref["status"] if ref else None, status_candidate=cand["status"] if cand else None,
-               basis=None)
+               status_reference=ref["status"] if ref else None, status_candidate=cand["status"] if cand else None)
     if cand is None:
         return {**rec, "verdict": "missing"}
     if ref is None:
@@ -134,16 +124,10 @@ def compare_rows(ref: dict | None, cand: dict | None, tolerance: float) -> dict:
         return {**rec, "verdict": "status changed"}
     if ref["status"] != "ok":
         return {**rec, "verdict": "not timed"}
-    device = _has_device(ref) and _has_device(cand)
-    basis = "device" if device else "latency"
-    times = {name: row["device_times_ms"] if device else row["times_ms"] for name, row in
-             (("reference", ref), ("candidate", cand))}
-    ms = {name: float(np.median(t)) for name, t in times.items()}
-    rec.update(basis=basis, ms_reference=ms["reference"], ms_candidate=ms["candidate"],
-               ratio=ms["candidate"] / ms["reference"], ratio_latency=cand["median_ms"] / ref["median_ms"],
-               ratio_device=cand["device_ms"] / ref["device_ms"] if device else np.nan)
-    for name, t in times.items():
-        rec[f"band_lo_{name}"], rec[f"band_hi_{name}"] = _band(t)
+    rec.update(ms_reference=ref["device_ms"], ms_candidate=cand["device_ms"],
+               ratio=cand["device_ms"] / ref["device_ms"], ratio_latency=cand["median_ms"] / ref["median_ms"])
+    for name, row in (("reference", ref), ("candidate", cand)):
+        rec[f"band_lo_{name}"], rec[f"band_hi_{name}"] = _band(row["device_times_ms"])
     rec["verdict"] = verdict(rec["ratio"], tolerance)
     return rec
 
@@ -227,16 +211,6 @@ def is_reproduced(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) 
             and n["status changed"] == 0 and bool(claims["same"].all()))
 
 
-def _basis_words(table: pd.DataFrame) -> str:
-    basis = table["basis"].dropna()
-    latency = int((basis == "latency").sum())
-    if latency == 0:
-        return "device time"
-    if latency == len(basis):
-        return "latency"
-    return f"device time (latency for {latency} rows without one)"
-
-
 def _by_study(table: pd.DataFrame, verdicts) -> str:
     parts = []
     for study, g in table[table["verdict"].isin(verdicts)].groupby("study"):
@@ -255,7 +229,7 @@ def summary_line(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, mi
     pct = f"{100 * n['reproduced'] / timed:.0f} %" if timed else "n/a"
     if timed:
         rows_part = (f"{n['reproduced']} of {timed} rows within ±{100 * tolerance:g} % of "
-                     f"{_basis_words(table)} ({pct}" + ("" if n["reproduced"] >= min_within * timed
+                     f"device time ({pct}" + ("" if n["reproduced"] >= min_within * timed
                                                          else f", needs {100 * min_within:g} %") + ")")
     else:
         rows_part = "no row timed in both runs"
@@ -284,7 +258,7 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
     """The ``Repro*`` macros of the paper: ``ReproRowsWithin``, ``ReproRowsCompared`` (rows
     timed in both runs), ``ReproPercentWithin``, the same per study (``ReproRowsWithinSwiglu``,
     ...), ``ReproRowsMissing``, ``ReproRowsStatusChanged``, ``ReproTolerancePct``,
-    ``ReproBasis``, ``ReproClaimsSame``, ``ReproClaimsCompared``, ``ReproClaimsDifferent``
+    ``ReproClaimsSame``, ``ReproClaimsCompared``, ``ReproClaimsDifferent``
     (names, or "none"), ``ReproOutcome`` (reproduced / not reproduced) and
     ``ReproCandidate`` (the second run's folder)."""
     def within(t):
@@ -300,7 +274,7 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
     n = _counts(table)
     different = claims.loc[~claims["same"], "claim"].tolist()
     out.update(ReproRowsMissing=str(n["missing"]), ReproRowsStatusChanged=str(n["status changed"]),
-               ReproTolerancePct=f"{100 * tolerance:g}", ReproBasis=render.escape_latex(_basis_words(table)),
+               ReproTolerancePct=f"{100 * tolerance:g}",
                ReproClaimsSame=str(int(claims["same"].sum())), ReproClaimsCompared=str(len(claims)),
                ReproClaimsDifferent=render.escape_latex(", ".join(different) if different else "none"),
                ReproOutcome="reproduced" if is_reproduced(table, claims, min_within) else "not reproduced",
@@ -312,8 +286,7 @@ def outside_table(table: pd.DataFrame, limit: int = TABLE_ROWS) -> pd.DataFrame:
     """The rows outside the tolerance (:data:`OUTSIDE`), worst first: status changes, missing
     rows, then slower and faster by how far their ratio is from 1 (in log); at most ``limit``
     rows, then one row counting the rest. Each run's noise band is its q10 and q90 over the
-    median; a case's ``field=value`` parts that most of its study's cases share are left out;
-    where some cases are compared by device time and some by latency, the latter say so."""
+    median; a case's ``field=value`` parts that most of its study's cases share are left out."""
     d = table[table["verdict"].isin(OUTSIDE)].copy()
     if d.empty:
         return pd.DataFrame()
@@ -322,7 +295,6 @@ def outside_table(table: pd.DataFrame, limit: int = TABLE_ROWS) -> pd.DataFrame:
     d = d.sort_values(["_rank", "_far", "study", "impl", "case"], kind="stable")
     shown = d.head(limit)
     common = {study: _common_parts(g["case"]) for study, g in table.groupby("study")}
-    mixed = table["basis"].dropna().nunique() > 1  # then say which rows are compared by latency
 
     def band(r, run):
         lo, hi = getattr(r, f"band_lo_{run}"), getattr(r, f"band_hi_{run}")
@@ -335,9 +307,8 @@ def outside_table(table: pd.DataFrame, limit: int = TABLE_ROWS) -> pd.DataFrame:
         "ratio": shown["ratio"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}"),
         "reference band": [band(r, "reference") for r in shown.itertuples()],
         "candidate band": [band(r, "candidate") for r in shown.itertuples()],
-        "verdict": [f"{a} to {b}" if v == "status changed" else v + (" (latency)" if mixed and basis == "latency" else "")
-                    for v, a, b, basis in zip(shown["verdict"], shown["status_reference"],
-                                              shown["status_candidate"], shown["basis"])]})
+        "verdict": [f"{a} to {b}" if v == "status changed" else v
+                    for v, a, b in zip(shown["verdict"], shown["status_reference"], shown["status_candidate"])]})
     if len(d) > limit:
         rest = pd.DataFrame([{c: "" for c in out.columns} | {"case": f"and {len(d) - limit} more rows"}])
         out = pd.concat([out, rest], ignore_index=True)
@@ -356,9 +327,9 @@ def _common_parts(cases: pd.Series) -> set[str]:
 
 
 def figure(table: pd.DataFrame, tolerance: float):
-    """Reproduction: each case's time in the second run over the reference run's, per study
-    (log scale; shaded: within the tolerance; device time where both rows have one, else the
-    latency, triangles). Cases without a ratio (missing, changed status) are counted in the legend."""
+    """Reproduction: each case's device time in the second run over the reference run's, per
+    study (log scale; shaded: within the tolerance). Cases without a ratio (missing, changed
+    status) are counted in the legend."""
     from matplotlib import ticker
 
     fig, ax = style.figure(width=style.COLUMN_WIDTH, height=2.6)
@@ -366,18 +337,12 @@ def figure(table: pd.DataFrame, tolerance: float):
     studies = sorted(table["study"].unique())
     ax.axhspan(1 - tolerance, 1 + tolerance, color="0.85", zorder=0, lw=0)
     ax.axhline(1.0, color="0.5", lw=0.6, zorder=1)
-    mixed = timed["basis"].nunique() > 1
     for v in ("reproduced", "slower", "faster"):
         d = timed[timed["verdict"] == v]
         if d.empty:
             continue
-        for basis, marker in (("device", "o"), ("latency", "^" if mixed else "o")):
-            b = d[d["basis"] == basis]
-            x = [studies.index(s) + _jitter(i) for s, i in zip(b["study"], b.index)]
-            ax.scatter(x, b["ratio"], s=9, marker=marker, color=VERDICT_COLORS[v], zorder=2, linewidths=0,
-                       label=f"{v} ({len(d)})" if basis == "device" else None)
-    if mixed:
-        ax.scatter([], [], marker="^", color="0.4", label="latency (no device time)")
+        x = [studies.index(s) + _jitter(i) for s, i in zip(d["study"], d.index)]
+        ax.scatter(x, d["ratio"], s=9, color=VERDICT_COLORS[v], zorder=2, linewidths=0, label=f"{v} ({len(d)})")
     n = _counts(table)
     for v in ("missing", "status changed"):
         if n[v]:
@@ -390,8 +355,7 @@ def figure(table: pd.DataFrame, tolerance: float):
     ax.yaxis.set_minor_locator(ticker.NullLocator())
     ax.set_xticks(range(len(studies)), studies)
     ax.set_xlim(-0.6, len(studies) - 0.4)
-    basis = "time" if mixed else ("device time" if (timed["basis"] == "device").all() else "latency")
-    ax.set_ylabel(f"{basis}, second run / reference")
+    ax.set_ylabel("device time, second run / reference")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
@@ -412,7 +376,7 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool) -> st
     text = "\n".join([
         r"\paragraph{Reproduction.} A second run (\texttt{\ReproCandidate}) was compared with these",
         r"data case by case: \ReproRowsWithin{} of the \ReproRowsCompared{} rows timed in both",
-        r"(\ReproPercentWithin\,\%) agree within $\pm$\ReproTolerancePct\,\% in \ReproBasis{}",
+        r"(\ReproPercentWithin\,\%) agree within $\pm$\ReproTolerancePct\,\% in device time",
         rf"({per_study}; Figure~\ref{{fig:reproduction}}); {table_ref}.",
         r"Rows missing from the second run: \ReproRowsMissing; rows whose status changed:",
         r"\ReproRowsStatusChanged. Re-derived from each run, \ReproClaimsSame{} of \ReproClaimsCompared{}",
@@ -422,8 +386,9 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool) -> st
               rf"\caption{{{render._caption(figure)}}}", r"\label{fig:reproduction}", r"\end{figure}"]
     if has_outside:
         floats += [r"\begin{table}[tbp]", r"\centering", r"\small",
-                   r"\caption{Rows of the second run outside the tolerance, worst first (band: each run's q10",
-                   r"and q90 over its median; case fields that most cases of their study share are left out).}",
+                   r"\caption{Rows of the second run outside the tolerance, worst first (ratio: of the device",
+                   r"time; band: each run's q10 and q90 over its median; case fields that most cases of their",
+                   r"study share are left out).}",
                    r"\label{tab:reproduction}", r"\fitwidth{\input{generated/reproduction_outside.tex}}",
                    r"\end{table}"]
     header = "% Generated by the rule `reproduce` (kernels/reproduce.py); do not edit."

@@ -98,7 +98,17 @@ def test_two_rows_of_one_case_in_a_run_are_refused(tmp_path):
     path = tmp_path / "toy" / "scale.jsonl"
     path.parent.mkdir()
     path.write_text(json.dumps(row()) + "\n" + json.dumps(row(times=(2.0,))) + "\n")
-    with pytest.raises(ValueError, match="scale.jsonl: two rows of the case toy scale fwd float32 numel=4"):
+    with pytest.raises(ValueError, match=r"toy/scale\.jsonl:2: same case as \S+/toy/scale\.jsonl:1 "):
+        reproduce.load_run([str(path)])
+
+
+def test_a_timed_row_without_a_device_time_is_refused(tmp_path):
+    """Rows from before the device time was recorded are not compared: the row schema requires it."""
+    path = tmp_path / "toy" / "scale.jsonl"
+    path.parent.mkdir()
+    old = {k: v for k, v in row().items() if k not in ("device_times_ms", "device_ms")}
+    path.write_text(json.dumps(row(numel=8)) + "\n" + json.dumps(old) + "\n")
+    with pytest.raises(ValueError, match=r"toy/scale\.jsonl:2: .*device_"):
         reproduce.load_run([str(path)])
 
 
@@ -123,25 +133,25 @@ def test_compare_rows_per_case():
                         "fwd float32 numel=3": "faster", "fwd float32 numel=4": "status changed",
                         "fwd float32 numel=5": "missing", "fwd float32 numel=6": "not timed",
                         "fwd float32 numel=7": "status changed", "fwd float32 numel=8": "new"}
-    assert table.loc["fwd float32 numel=2", "ratio"] == 2.0
-    assert table.loc["fwd float32 numel=1", "basis"] == "latency"
+    assert table.loc["fwd float32 numel=2", "ratio"] == table.loc["fwd float32 numel=2", "ratio_latency"] == 2.0
+    assert table.loc[["fwd float32 numel=4", "fwd float32 numel=5"], "ratio"].isna().all()
     # only the cases the candidate was meant to measure (1-4): the reference's 5-7 are out of scope
     expected = {rows.case_id(row(numel=n)) for n in (1, 2, 3, 4)}
     scoped = reproduce.compare(cand, ref, 0.05, expected).set_index("case")["verdict"]
     assert "missing" not in set(scoped) and scoped[[f"fwd float32 numel={n}" for n in (6, 7, 8)]].eq("new").all()
 
 
-def test_device_time_is_compared_where_both_rows_have_one():
+def test_the_device_time_is_compared_and_the_latency_reported_beside_it():
     """A launch-bound call: the latency doubled on a busy host, the device time did not."""
     ref = row(times=(0.010,) * 5, device=(0.004, 0.004, 0.004, 0.004, 0.005))
     cand = row(times=(0.020,) * 5, device=(0.0041, 0.004, 0.004, 0.004, 0.004))
     r = reproduce.compare_rows(ref, cand, 0.05)
-    assert r["basis"] == "device" and r["verdict"] == "reproduced"
-    assert r["ratio"] == r["ratio_device"] == 1.0 and r["ratio_latency"] == 2.0
+    assert r["verdict"] == "reproduced" and r["ms_reference"] == r["ms_candidate"] == 0.004
+    assert r["ratio"] == 1.0 and r["ratio_latency"] == 2.0
     assert r["band_lo_reference"] == 1.0 and r["band_hi_reference"] == pytest.approx(1.15)  # q90 of 4, 4, 4, 4, 5 us
-    # the reference lacks a device time (rows from before it was recorded): latency for both
-    old = reproduce.compare_rows(row(times=(0.010,) * 5), cand, 0.05)
-    assert old["basis"] == "latency" and old["verdict"] == "slower" and pd.isna(old["ratio_device"])
+    # the other way round: the same latency, the device time 10 % up
+    slower = reproduce.compare_rows(ref, row(times=(0.010,) * 5, device=(0.0044,) * 5), 0.05)
+    assert slower["verdict"] == "slower" and slower["ratio"] == pytest.approx(1.1) and slower["ratio_latency"] == 1.0
 
 
 # ---------------------------------------------------------------------------- claims and the summary
@@ -160,9 +170,9 @@ def test_summary_line_says_where_not():
                               [row(numel=n) for n in range(1, 21)], 0.05)
     same = reproduce.compare_claims({"AVerdict": "holds"}, {"AVerdict": "holds"})
     assert (reproduce.summary_line(table, same, 0.05, 0.95)
-            == "reproduced: 19 of 20 rows within ±5 % of latency (95 %); claims: 1 of 1 verdicts the same")
+            == "reproduced: 19 of 20 rows within ±5 % of device time (95 %); claims: 1 of 1 verdicts the same")
     assert reproduce.summary_line(table, same, 0.05, 0.96).startswith(
-        "NOT reproduced: 19 of 20 rows within ±5 % of latency (95 %, needs 96 %); outside: toy 1 (1 slower)")
+        "NOT reproduced: 19 of 20 rows within ±5 % of device time (95 %, needs 96 %); outside: toy 1 (1 slower)")
     differ = reproduce.compare_claims({"AVerdict": "holds"}, {"AVerdict": "does not hold"})
     assert reproduce.summary_line(table, differ, 0.05, 0.95).endswith(
         "claims: 0 of 1 verdicts the same, different: AVerdict ('holds' -> 'does not hold')")
@@ -184,7 +194,7 @@ def test_committed_data_reproduce_themselves(tmp_path):
     files = sorted(str(p) for p in DATA.glob("*/*.jsonl"))
     line, table, out = _check(tmp_path, files)
     ok = sum(json.loads(x)["status"] == "ok" for f in files for x in Path(f).read_text().splitlines())
-    assert line == f"reproduced: {ok} of {ok} rows within ±5 % of latency (100 %); claims: 4 of 4 verdicts the same"
+    assert line == f"reproduced: {ok} of {ok} rows within ±5 % of device time (100 %); claims: 4 of 4 verdicts the same"
     assert set(table["verdict"]) <= {"reproduced", "not timed"}
     snippet = out["out_snippet"].read_text()
     assert r"\newcommand{\ReproOutcome}{reproduced}" in snippet
@@ -201,20 +211,23 @@ def test_a_perturbed_second_run_is_caught(tmp_path):
     seed = [json.loads(x) for x in (cand / "swiglu" / "seed.jsonl").read_text().splitlines()]
     for r in seed:
         if r["status"] == "ok" and r["numel"] >= 2**26:
-            r["times_ms"] = [t / 3 for t in r["times_ms"]]
-            r["median_ms"] /= 3
+            for times, median in (("times_ms", "median_ms"), ("device_times_ms", "device_ms")):
+                r[times] = [t / 3 for t in r[times]]
+                r[median] /= 3
     (cand / "swiglu" / "seed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in seed))
     eager = (cand / "swiglu" / "eager.jsonl").read_text().splitlines()
     removed = json.loads(eager[0])
     (cand / "swiglu" / "eager.jsonl").write_text("\n".join(eager[1:]) + "\n")
     qla = [json.loads(x) for x in (cand / "gdn" / "flash_qla.jsonl").read_text().splitlines()]
-    qla[0].update(status="unsupported", times_ms=[], median_ms=None, error="ImportError: flash_qla")
+    qla[0].update(status="unsupported", times_ms=[], median_ms=None, device_times_ms=[], device_ms=None,
+                  error="ImportError: flash_qla")
+    del qla[0]["timing"]
     (cand / "gdn" / "flash_qla.jsonl").write_text("".join(json.dumps(r) + "\n" for r in qla))
 
     line, table, out = _check(tmp_path, sorted(str(p) for p in cand.glob("*/*.jsonl")))
     assert line.startswith("NOT reproduced: ")
     assert "missing: 1 (swiglu 1); status changed: 1 (gdn 1)" in line
-    assert line.endswith("claims: 2 of 4 verdicts the same, different: SwigluClaimBandwidthVerdict ('partly holds' "
+    assert line.endswith("claims: 2 of 4 verdicts the same, different: SwigluClaimBandwidthVerdict ('holds' "
                          "-> 'exceeded'), SwigluClaimLatencyVerdict ('not reached' -> 'exceeded')")
     faster = table[(table["impl"] == "seed") & (table["verdict"] == "faster")]
     assert len(faster) == sum(r["status"] == "ok" and r["numel"] >= 2**26 for r in seed)
