@@ -114,13 +114,16 @@ def require_gpu(folder: str | Path) -> None:
 
     ``folder`` is ``data/raw/<gpu>``; the GPU is CUDA device 0 (the job's
     lease, :mod:`kernels.gpulease`), and its name must give ``<gpu>`` by
-    :func:`kernels.harness.gpu_slug` ('NVIDIA H200' -> 'h200'). Called by a
+    :func:`kernels.harness.gpu_slug` ('NVIDIA H200' -> 'h200'); a process
+    without CUDA measures on the CPU, whose folder is ``cpu``. Called by a
     measurement job before it measures or writes anything.
     """
     import torch
 
     slug = Path(folder).name
     if not torch.cuda.is_available():
+        if slug == "cpu":
+            return
         raise RuntimeError(f"measuring into {folder}/ needs a CUDA GPU ({slug}) and this process sees "
                            "none (torch.cuda.is_available() is False); nothing was written")
     name = torch.cuda.get_device_name(0)

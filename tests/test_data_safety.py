@@ -136,6 +136,7 @@ def test_require_gpu_names_the_folder_and_the_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(RuntimeError, match=r"measuring into data/raw/h200/ needs a CUDA GPU \(h200\)"):
         checks.require_gpu("data/raw/h200")
+    checks.require_gpu("data/raw/cpu")  # without CUDA the harness measures on the CPU
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "NVIDIA A100-SXM4-80GB")
     with pytest.raises(RuntimeError, match=r"needs a h200 GPU but this one is 'NVIDIA A100-SXM4-80GB' "
@@ -143,6 +144,8 @@ def test_require_gpu_names_the_folder_and_the_gpu(monkeypatch):
         checks.require_gpu("data/raw/h200")
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "NVIDIA H200")
     checks.require_gpu("data/raw/h200")
+    with pytest.raises(RuntimeError, match=r"needs a cpu GPU but this one is 'NVIDIA H200'"):
+        checks.require_gpu("data/raw/cpu")  # with CUDA it measures on the GPU: not the folder cpu
 
 
 def test_committed_rows_are_the_tracked_ones(tmp_path, monkeypatch):
@@ -271,7 +274,8 @@ def test_files_without_rows_and_duplicates_across_files(tmp_path):
         collect.load_rows([blank], "gdn")
     a = _write(tmp_path / "a" / "chunk.jsonl", [GOOD])
     b = _write(tmp_path / "b" / "chunk.jsonl", [{**GOOD, "status": "error", "times_ms": [], "median_ms": None,
-                                                 "error": "RuntimeError: x", "env": {**GOOD["env"], "gpu_uuid": "y"}}])
+                                                 "device_times_ms": [], "device_ms": None, "error": "RuntimeError: x",
+                                                 "env": {**GOOD["env"], "gpu_uuid": "y"}}])
     with pytest.raises(ValueError, match=f"^{b}:1: same case as {a}:1"):
         collect.load_rows([a, b], "gdn")
     other = _write(tmp_path / "c" / "chunk.jsonl", [{**GOOD, "seqlen": GOOD["seqlen"] * 2}])

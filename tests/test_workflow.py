@@ -100,15 +100,18 @@ def test_measurement_needs_a_gpu_limit(toy_workflow):
     assert "GPU limit" in proc.stdout + proc.stderr
 
 
-def test_render_mode_never_measures(toy_workflow):
-    raw = toy_workflow / "data" / "raw" / "testgpu" / "toy"
-    raw.mkdir(parents=True)
-    row = {"study": "toy", "impl": "scale", "pass": "fwd", "dtype": "float32", "numel": 4,
+#: A committed row of the toy study.
+TOY_ROW = {"study": "toy", "impl": "scale", "pass": "fwd", "dtype": "float32", "numel": 4,
            "times_ms": [1.0, 2.0], "median_ms": 1.5, "device_times_ms": [0.5, 0.7], "device_ms": 0.6,
            "timing": {"method": "cuda-events+spin"}, "bytes": 32, "flops": 4, "status": "ok",
            "error": None, "env": {"gpu_name": "Test GPU", "torch": "x", "triton": "y",
                                   "python": "3", "git_commit": "abc"}}
-    (raw / "scale.jsonl").write_text(json.dumps(row) + "\n")
+
+
+def test_render_mode_never_measures(toy_workflow):
+    raw = toy_workflow / "data" / "raw" / "testgpu" / "toy"
+    raw.mkdir(parents=True)
+    (raw / "scale.jsonl").write_text(json.dumps(TOY_ROW) + "\n")
     # the code is newer than the data: a render must still not measure
     (toy_workflow / "kernels" / "toy" / "study.py").touch()
     proc = snakemake(toy_workflow, "-n", "--config", "measure=false")
@@ -131,7 +134,9 @@ def test_render_mode_never_measures(toy_workflow):
      "compares with the committed rows in data/raw/h100/, which does not exist"),
 ])
 def test_reproduction_config_errors_name_the_problem(toy_workflow, args, message):
-    (toy_workflow / "data" / "raw" / "cpu").mkdir(parents=True)
+    raw = toy_workflow / "data" / "raw" / "cpu" / "toy"  # committed rows to render from and compare with
+    raw.mkdir(parents=True)
+    (raw / "scale.jsonl").write_text(json.dumps(TOY_ROW) + "\n")
     proc = snakemake(toy_workflow, "-n", *args, check=False)
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
@@ -166,9 +171,12 @@ def test_quick_run_checks_against_the_committed_rows(toy_workflow):
     snakemake(toy_workflow, "--config", "measure=true", "gpu=cpu", "--", str(reference.relative_to(toy_workflow)))
     rows = {r["numel"]: r for r in _rows(reference)}
     assert [r["status"] for r in rows.values()] == ["ok"] * 5
-    rows[8192]["times_ms"] = [t / 100 for t in rows[8192]["times_ms"]]
-    rows[8192]["median_ms"] /= 100
-    rows[16384].update(status="unsupported", times_ms=[], median_ms=None, error="Unsupported: not here")
+    for times, median in (("times_ms", "median_ms"), ("device_times_ms", "device_ms")):
+        rows[8192][times] = [t / 100 for t in rows[8192][times]]
+        rows[8192][median] /= 100
+    rows[16384].update(status="unsupported", times_ms=[], median_ms=None, device_times_ms=[], device_ms=None,
+                       error="Unsupported: not here")
+    del rows[16384]["timing"]
     _write_rows(reference, rows.values())
 
     quick = toy_workflow / "results" / "quick" / "raw" / "cpu" / "toy" / "scale.jsonl"

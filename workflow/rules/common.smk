@@ -206,7 +206,9 @@ def check_measuring_run():
     ):
         return
     folder = f"{RAW}/{GPU}"
-    if workflow.local_exec and GPU not in {gpu_slug(name) for name in _gpus}:
+    # a host without a GPU measures on its CPU (folder cpu), as the harness does
+    here = {gpu_slug(name) for name in _gpus} or {"cpu"}
+    if workflow.local_exec and GPU not in here:
         raise WorkflowError(
             f"measuring into {folder}/ needs its GPU ({GPU}) on this host, and nvidia-smi "
             f"lists {', '.join(_gpus) or 'no GPU'}: measure on a host with that GPU, "
