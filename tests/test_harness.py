@@ -248,8 +248,8 @@ def test_checkpoint_rows_of_other_code_or_timing_are_not_reused(tmp_path, monkey
 
 
 def test_kernel_breakdown_on_the_cpu_lists_ops_longest_first():
-    a = torch.randn(256, 256)
-    entries = harness.kernel_breakdown(lambda: (a @ a).relu_(), torch.device("cpu"), calls=3, top=1)
+    a, b = torch.randn(512, 512), torch.randn(64)  # the product dwarfs the relu (a loaded host cannot swap them)
+    entries = harness.kernel_breakdown(lambda: ((a @ a), b.relu_()), torch.device("cpu"), calls=3, top=1)
     assert entries[0]["us"] > 0 and entries[0]["calls"] >= 1
     names = [e["name"] for e in entries]
     assert any("mm" in n for n in names[:1]) and names[-1] == "other" and len(entries) == 2

@@ -90,6 +90,9 @@ def test_committed_data_renders_to_the_paper(tmp_path):
     numbers = (tree / "paper" / "generated" / "numbers.tex").read_text()
     assert "\\GdnChunkMsBFourTEightK}{n/a}" not in numbers and "\\SwigluCopyTBps}{n/a}" not in numbers
     assert paper_problems((tree / "paper" / "main.log").read_text(errors="replace")) == []
+    text = subprocess.run(["pdftotext", str(tree / "paper" / "main.pdf"), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    assert "snakemake --cores all" in text and "--profile profiles/quick" in text  # copy-pasteable commands
 
 
 @pytest.mark.slow

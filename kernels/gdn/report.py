@@ -248,7 +248,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     memory at the backward's main shapes (``Gdn<Impl>Bwd...``, ``Gdn<Impl>Fwdbwd...``);
     the forward's summed kernel time at B4 T8192 H16 (``Gdn<Impl>KernelMs...``, from
     the profiled breakdown); FlashQLA's speedups over FLA and the verdict on its
-    claim (``GdnFlashQlaVerdict``); the host overhead per call (latency minus device time) at
+    claim (``GdnFlashQlaVerdict``); a training step's device time against its forward and backward
+    timed apart (``Gdn<Impl>FwdbwdMs<shape>``, ``Gdn<Impl>FwdPlusBwdMs<shape>``); the host overhead per call (latency minus device time) at
     B4 T8192 H16 (``Gdn<Impl><Pass>HostUsBFourTEightK``, µs); the largest
     output and gradient RMSE/RMS of ``chunk`` against float64 (``GdnChunkOutErrMax``,
     ``GdnChunkGradErrMax``)."""
@@ -275,6 +276,15 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
             m[f"Gdn{iname}FwdbwdPeakGib{tag}"] = _fmt(_at(df, impl, b, t, h, "peak_mem_gib", "fwdbwd"), ".2f")
     m["GdnFlashQlaVerdict"] = flash_qla_verdict(df)
+    # A training step timed whole against its forward and backward timed apart: where the step's device
+    # time is longer, the GPU idled inside it waiting for the host (ours waits for the g <= 0 check).
+    for (b, t, h), tag in {**bnames, (1, 1024, 16): "BOneTOneK"}.items():
+        for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla")):
+            whole = _at(df, impl, b, t, h, pas="fwdbwd")
+            parts = [_at(df, impl, b, t, h, pas=p) for p in ("fwd", "bwd")]
+            apart = None if None in parts else sum(parts)
+            m.setdefault(f"Gdn{iname}FwdbwdMs{tag}", _fmt(whole, ".3f"))  # the main shapes have theirs
+            m[f"Gdn{iname}FwdPlusBwdMs{tag}"] = _fmt(apart, ".3f")
     for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
         for pas, pname in (("fwd", "Fwd"), ("fwdbwd", "Fwdbwd")):  # latency minus device time, µs
             host = _at(df, impl, 4, 8192, 16, "host_overhead_ms", pas)
