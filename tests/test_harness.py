@@ -281,3 +281,14 @@ def test_nvidia_smi_fields_in_one_call(monkeypatch):
 
     monkeypatch.setattr(harness.subprocess, "run", failing)
     assert harness._nvidia_smi(["driver_version"]) == {"driver_version": None}
+
+
+def test_rows_record_every_pinned_anchor():
+    """env.anchors names the distributions of pyproject's anchors extra, no more and no fewer."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
+    pinned = {re.split(r"[=<>!~ ;\[]", req, maxsplit=1)[0] for req in project["optional-dependencies"]["anchors"]}
+    assert set(harness.ANCHORS) == pinned
