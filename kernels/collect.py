@@ -34,25 +34,10 @@ import numpy as np
 import pandas as pd
 
 from kernels import rows as rows_mod
-from kernels.checks import schema_error, validator
+from kernels.checks import schema_error
 from kernels.harness import write_atomic
 
 log = logging.getLogger("kernels.collect")
-SCHEMAS = Path(__file__).resolve().parent.parent / "workflow" / "schemas"
-
-
-def row_schema(study: str) -> Path:
-    """The row schema of ``study``, ``workflow/schemas/rows/<study>.yaml``; ValueError if there is none."""
-    path = SCHEMAS / "rows" / f"{study}.yaml"
-    if not path.exists():
-        raise ValueError(f"study {study!r} has no row schema {path.relative_to(SCHEMAS.parent.parent)}")
-    return path
-
-
-def measured_fields(study: str) -> frozenset[str]:
-    """Fields a measurement produces: ``measured`` of the common and the study's row schema."""
-    schemas = [validator(SCHEMAS / "row.schema.yaml").schema, validator(row_schema(study)).schema]
-    return frozenset(field for schema in schemas for field in schema.get("measured", ()))
 
 
 def _no_constant(name: str):
@@ -95,7 +80,7 @@ def load_rows(paths: list[str], study: str) -> list[dict]:
     Raises ValueError ``'path:line: what is wrong'`` for the first bad row;
     a second row of a case names both positions.
     """
-    schema = row_schema(study)
+    schema = rows_mod.row_schema(study)
     rows, seen = [], {}
     for path in paths:
         for n, row in read_rows(path):

@@ -15,15 +15,27 @@ study adds is a case field unless its row schema names it there.
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+from kernels.checks import validator
+
+SCHEMAS = Path(__file__).resolve().parent.parent / "workflow" / "schemas"
+
+
+def row_schema(study: str) -> Path:
+    """The row schema of ``study``, ``workflow/schemas/rows/<study>.yaml``; ValueError if there is none."""
+    path = SCHEMAS / "rows" / f"{study}.yaml"
+    if not path.exists():
+        raise ValueError(f"study {study!r} has no row schema {path.relative_to(SCHEMAS.parent.parent)}")
+    return path
 
 
 def measured_fields(study: str) -> frozenset[str]:
     """Fields a measurement of ``study`` writes: the ``measured`` lists of the common row schema
-    (``workflow/schemas/row.schema.yaml``) and of the study's (``workflow/schemas/rows/<study>.yaml``),
-    the one place they are written. ValueError when the study has no row schema."""
-    from kernels import collect
-
-    return collect.measured_fields(study)
+    (``workflow/schemas/row.schema.yaml``) and of the study's (:func:`row_schema`), the one place
+    they are written. ValueError when the study has no row schema."""
+    schemas = [validator(SCHEMAS / "row.schema.yaml").schema, validator(row_schema(study)).schema]
+    return frozenset(field for schema in schemas for field in schema.get("measured", ()))
 
 
 def case_fields(row: dict) -> dict:

@@ -95,12 +95,12 @@ class _CudaTimer:
         self.torch = torch
         self.fn = fn
         self.flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
-        self.cycles_per_us = self._calibrate()
+        self.cycles_per_us = self.calibrate()
 
     def _events(self, n: int) -> list:
         return [self.torch.cuda.Event(enable_timing=True) for _ in range(n)]
 
-    def _calibrate(self) -> float:
+    def calibrate(self) -> float:
         """GPU clock cycles per µs of ``torch.cuda._sleep``, at the current clock."""
         torch = self.torch
         a, b = self._events(2)
@@ -221,7 +221,7 @@ def time_cuda(fn: Callable[[], Any], timing: dict, cuda_graph: bool = False) -> 
     warmup_ms = (time.perf_counter() - t0) * 1e3
     stable = _settled(medians, timing["warmup_tolerance"])
 
-    timer.cycles_per_us = timer._calibrate()  # at the settled clock
+    timer.cycles_per_us = timer.calibrate()  # at the settled clock
     estimate = max(medians[-1], 1e-4)
     n = min(timing["max_reps"], max(timing["min_reps"], int(timing["rep_ms"] / estimate)))
     enqueue = timer.enqueue_us()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernels import checks, collect, render
+from kernels import checks, collect, render, rows
 from kernels.harness import _row
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -295,14 +295,14 @@ def test_row_schemas_accept_every_configured_case(study):
 
     mod = importlib.import_module(f"kernels.{study}.study")
     section = yaml.safe_load((ROOT / "config" / "studies" / f"{study}.yaml").read_text())[study]
-    schema = collect.row_schema(study)
+    schema = rows.row_schema(study)
     required = set(checks.validator(schema).schema["required"])
     assert set(mod.SHAPE_FIELDS) <= required
     env = {"gpu_name": "x", "torch": "x", "triton": "x", "python": "x", "git_commit": "x"}
     for run in ("sweep", "smoke"):
         for impl in section[run]["impls"]:
             for case in mod.cases(section[run], impl):
-                assert not set(case) & collect.measured_fields(study), case
+                assert not set(case) & rows.measured_fields(study), case
                 row = {**_row(study, impl, case, status="unsupported", error="x"), "env": env}
                 assert checks.schema_error(row, schema) is None, (case, checks.schema_error(row, schema))
 

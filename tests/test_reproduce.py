@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from kernels import collect, harness, reproduce, rows
+from kernels import harness, reproduce, rows
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "raw" / "h200"
@@ -26,11 +26,11 @@ def toy_row_schema(monkeypatch, tmp_path):
     (workflow/schemas/rows/toy.yaml beside the common row schema and the toy's config schema)."""
     schemas = tmp_path / "schemas"
     (schemas / "rows").mkdir(parents=True)
-    shutil.copy(collect.SCHEMAS / "row.schema.yaml", schemas / "row.schema.yaml")
+    shutil.copy(rows.SCHEMAS / "row.schema.yaml", schemas / "row.schema.yaml")
     shutil.copy(ROOT / "tests" / "toy_study" / "toy.schema.yaml", schemas / "toy.schema.yaml")
     shutil.copy(ROOT / "tests" / "toy_study" / "toy.row.yaml", schemas / "rows" / "toy.yaml")
-    real = collect.row_schema
-    monkeypatch.setattr(collect, "row_schema", lambda study: schemas / "rows" / "toy.yaml"
+    real = rows.row_schema
+    monkeypatch.setattr(rows, "row_schema", lambda study: schemas / "rows" / "toy.yaml"
                         if study == "toy" else real(study))
 
 

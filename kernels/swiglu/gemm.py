@@ -12,7 +12,7 @@ the epilogue. Against cuBLAS ``x @ [W_gate | W_up]`` followed by an
 elementwise kernel it saves writing and re-reading the ``[tokens, 2*hidden]``
 projection (the fused GEMM-activation idea of CUTLASS epilogues).
 
-On the H200 (session A/B at 8192 x 4096 -> 14336, bf16) two separate dots of
+On the H200 (an A/B run at 8192 x 4096 -> 14336, bf16) two separate dots of
 width 128 per tile were 4 % slower than the packed single dot, and letting
 Triton pipeline across tiles (``tl.range(..., flatten=True)``) helped the
 packed kernel but slowed the two-dot one by a quarter.
