@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kernels import style
+from kernels import style, timing
 from kernels.harness import write_atomic
 
 log = logging.getLogger("kernels.render")
@@ -235,12 +235,13 @@ def drift_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
 def warmup_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
     """How the warm-up and the spin went (tidy ``timing_*`` columns of CUDA rows):
     ``RowsTimed`` (rows with a warm-up), ``RowsWarmupStable`` (their warm-up settled),
-    ``RowsSpinShort`` (rows where more than 5 % of the repetitions' enqueue outlasted the
-    spin, so that their device time may hold host time) and ``WarmupMedianMs``."""
+    ``RowsSpinShort`` (rows whose device time may hold host time, :func:`kernels.timing.host_bound`) and ``WarmupMedianMs``."""
     stable = pd.concat([df["timing_warmup_stable"].dropna().astype(str).str.lower().eq("true")
                         for df in frames if "timing_warmup_stable" in df] or [pd.Series(dtype=bool)])
-    short = pd.concat([(pd.to_numeric(df["timing_spin_short"], errors="coerce")
-                        > 0.05 * pd.to_numeric(df["n_reps"], errors="coerce")).loc[df["timing_spin_short"].notna()]
+    short = pd.concat([pd.Series([timing.host_bound(s, n) for s, n in
+                                  zip(pd.to_numeric(df["timing_spin_short"], errors="coerce"),
+                                      pd.to_numeric(df["n_reps"], errors="coerce"))], dtype=bool)
+                        .loc[df["timing_spin_short"].notna().to_numpy()]
                        for df in frames if "timing_spin_short" in df] or [pd.Series(dtype=bool)])
     warm = _column(frames, "timing_warmup_ms")
     return {"RowsTimed": str(len(stable)), "RowsWarmupStable": str(int(stable.sum())),

@@ -276,15 +276,23 @@ if MEASURE:
 
 # The reproduction check (workflow/rules/reproduce.smk) compares a second run, CANDIDATE (a folder
 # <candidate>/<study>/<impl>.jsonl), with this run's rows: the quick run's rows with the committed
-# ones of the same cases (REFERENCE), or the second run config reproduce.candidate names (if any)
-# with data/raw/<gpu>/.
+# ones of the same cases (REFERENCE), or the second run config reproduce.candidate names with
+# data/raw/<gpu>/, or, when the paper is rendered from the committed rows, the committed second
+# run of that folder (config reproduce.committed).
 REFERENCE = f"data/raw/{GPU}"
 if QUICK and config["reproduce"]["candidate"]:
     raise WorkflowError(
         "config reproduce.candidate is set, but the quick run compares its own rows "
         "with the committed ones: leave reproduce.candidate out"
     )
-CANDIDATE = f"{RAW}/{GPU}" if QUICK else (config["reproduce"]["candidate"] or None)
+if QUICK:
+    CANDIDATE = f"{RAW}/{GPU}"
+elif config["reproduce"]["candidate"]:
+    CANDIDATE = config["reproduce"]["candidate"]
+elif not MEASURE and not SMOKE:
+    CANDIDATE = config["reproduce"]["committed"].get(GPU)
+else:
+    CANDIDATE = None
 if (
     CANDIDATE is not None
     and not QUICK
@@ -307,6 +315,7 @@ REPRO = {
     "figure": f"{FIGURES_DIR}/reproduction.pdf",
     "table": f"{PAPER_DIR}/generated/reproduction_outside.tex",
     "snippet": f"{PAPER_DIR}/generated/reproduction.tex",
+    "numbers": f"{PAPER_DIR}/generated/reproduction_numbers.tex",
 }
 if CANDIDATE is not None:
     ALL_OUTPUTS += list(REPRO.values())
