@@ -173,6 +173,7 @@ def test_host_bound_rows_are_flagged_and_split_by_size():
                                      "host-bound": [0, 1, 1], "within, host-free": ["0 of 1", "1 of 1", "0 of 0"]}
     m = reproduce.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, "x")
     assert (m["ReproRowsWithinHostFree"], m["ReproRowsComparedHostFree"]) == ("1", "2")
+    assert (m["ReproRowsWithinLatency"], m["ReproPercentWithinLatency"]) == ("2", "50")  # latency = device here
     assert reproduce.outside_table(table)["verdict"].tolist() == ["slower, host-bound", "slower"]
     impls = reproduce.impl_table(table)
     assert impls.to_dict("list") == {"study": ["toy"], "impl": ["scale"], "rows": [4], "slower": [2], "faster": [0],
