@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from kernels import style, timing
-from kernels.harness import write_atomic
+from kernels.files import write_atomic
 
 log = logging.getLogger("kernels.render")
 
@@ -109,7 +109,7 @@ _MACRO_NAME = re.compile(r"^[A-Za-z]+$")
 
 def kernel_table(df: pd.DataFrame, order: Sequence[str] = (), min_share: float = 0.02) -> pd.DataFrame:
     """Per-kernel breakdown of the tidy rows that carry one (column ``kernels``,
-    JSON from :func:`kernels.harness.kernel_breakdown`), one block per (pass, impl).
+    JSON from :func:`kernels.profiling.kernel_breakdown`), one block per (pass, impl).
 
     Index (pass, impl, kernel), impls in ``order`` first; columns ``us`` (per
     call) and ``share %`` of that impl's total. Kernels under ``min_share`` of
@@ -279,7 +279,7 @@ def render_numbers(studies: list[str], tidy_csvs: list[str], out: str,
 
 def paper_scratch(out_pdf: str | os.PathLike) -> Path:
     """The folder :func:`build_paper` builds ``out_pdf`` in: ``latex/<name>`` under
-    ``$ARTIFACT_TMPDIR`` (default ``.tmp/``, as :func:`kernels.harness.write_atomic`)."""
+    ``$ARTIFACT_TMPDIR`` (default ``.tmp/``, as :func:`kernels.files.write_atomic`)."""
     out = Path(out_pdf).resolve()
     name = f"{out.parent.name}-{hashlib.sha1(str(out).encode()).hexdigest()[:8]}"
     return Path(os.environ.get("ARTIFACT_TMPDIR", ".tmp"), "latex", name).resolve()

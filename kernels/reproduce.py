@@ -50,7 +50,7 @@ import pandas as pd
 
 from kernels import render, rows, style, timing
 from kernels.collect import load_rows, tidy
-from kernels.harness import write_atomic
+from kernels.files import write_atomic
 
 log = logging.getLogger("kernels.reproduce")
 

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 
 from kernels.checks import committed_rows, schema_error
-from kernels.harness import gpu_slug
+from kernels.env import gpu_slug
 
 _KNOWN_STUDIES = {
     p.stem for p in Path(workflow.basedir, "config", "studies").glob("*.yaml")
@@ -234,8 +234,10 @@ def code_version(*paths):
 RENDER_CODE = [
     "kernels/collect.py",
     "kernels/checks.py",
+    "kernels/files.py",
     "kernels/render.py",
     "kernels/style.py",
+    "kernels/timing.py",
     "workflow/schemas/row.schema.yaml",
 ]
 

@@ -2,7 +2,7 @@
 
 import os
 
-from kernels.harness import setup_logging
+from kernels.logs import setup_logging
 from kernels.reproduce import check
 
 setup_logging(snakemake.log[0])  # noqa: F821
