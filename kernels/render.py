@@ -105,8 +105,19 @@ def table_to_latex(table: pd.DataFrame, caption: str | None = None) -> str:
             styler = styler.format(f"{{:.{_decimals(table[column])}f}}", subset=[column],
                                    na_rep="{" + style.MISSING + "}")
     styler = styler.format_index(escape="latex", axis=0).format_index(escape="latex", axis=1)
-    return styler.to_latex(hrules=True, siunitx=True, caption=caption, sparse_index=False,
-                           sparse_columns=True, multicol_align="c")
+    latex = styler.to_latex(hrules=True, siunitx=True, caption=caption, sparse_index=False,
+                            sparse_columns=True, multicol_align="c")
+    head, rule, body = latex.partition("\\midrule")
+    return re.sub(r"\{([^{}]{10,})\}", lambda m: _two_lines(m.group(1)), head) + rule + body
+
+
+def _two_lines(header: str) -> str:
+    """A header cell of two or more words as two centred lines (split at the space nearest its middle)."""
+    spaces = [i for i, c in enumerate(header) if c == " "]
+    if not spaces:
+        return "{" + header + "}"
+    cut = min(spaces, key=lambda i: abs(i - len(header) / 2))
+    return "{\\shortstack{" + header[:cut] + "\\\\" + header[cut + 1:] + "}}"
 
 
 def render_table(study: str, name: str, tidy_csv: str, out: str) -> None:
@@ -178,7 +189,8 @@ def macro_lines(values: dict[str, str]) -> list[str]:
 
 
 def environment_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
-    """Hardware and software versions of the measurements, from the rows' env columns."""
+    """Hardware and software versions of the measurements, from the rows' env columns, and
+    ``EnvGpuCount``, how many GPUs (distinct UUIDs) the rows come from, in words up to three."""
     keys = {"EnvGpuName": "env_gpu_name", "EnvDriver": "env_driver", "EnvCuda": "env_cuda",
             "EnvTorch": "env_torch", "EnvTriton": "env_triton", "EnvPython": "env_python",
             "EnvCommit": "env_git_commit", "EnvSmClock": "env_max_sm_clock_mhz"}
@@ -188,6 +200,8 @@ def environment_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
         if macro == "EnvCommit":  # short hashes, as git prints them ("-dirty" kept)
             values = {v[:7] + v[40:] if re.fullmatch(r"[0-9a-f]{40}(-dirty)?", v) else v for v in values}
         out[macro] = escape_latex(", ".join(sorted(values)) if values else "n/a")
+    gpus = {str(v) for df in frames if "env_gpu_uuid" in df for v in df["env_gpu_uuid"].dropna()}
+    out["EnvGpuCount"] = {1: "one", 2: "two", 3: "three"}.get(len(gpus), str(len(gpus)))
     return out
 
 
@@ -419,7 +433,7 @@ def render_floats(study: str, out: str) -> None:
     for name, func in report.TABLES.items():
         parts.append("\n".join([
             rf"\expandafter\def\csname float@tab:{name}\endcsname{{%",
-            r"\begin{table}[tbp]", r"\centering", r"\small",
+            r"\begin{table}[tbp]", r"\centering", r"\small", r"\setlength{\tabcolsep}{2.5pt}",
             rf"\caption{{{_caption(func)}}}", rf"\label{{tab:{name}}}",
             r"\input{generated/" + name + ".tex}", r"\end{table}}"]))
     write_atomic(out, "\n\n".join(parts) + "\n")
