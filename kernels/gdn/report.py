@@ -126,17 +126,36 @@ def _shape_label(d):
     return [style.shape(B=b, T=t) + "\n" + style.shape(H=h) for b, t, h in zip(d["batch"], d["seqlen"], d["heads"])]
 
 
+def _fla_band(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with ``speedup_low`` and ``speedup_high``: FLA's 10th percentile over this row's 90th and
+    FLA's 90th over this row's 10th (the spread of ``speedup_vs_fla``; NaN without quantiles)."""
+    if not {"q10_ms", "q90_ms"} <= set(df.columns):
+        return df.assign(speedup_low=np.nan, speedup_high=np.nan)
+    cols = _shape_cols(df)
+    fla = df[df["impl"] == "fla_chunk"][cols + ["q10_ms", "q90_ms"]].drop_duplicates(subset=cols)
+    merged = df[cols].merge(fla.rename(columns={"q10_ms": "_f10", "q90_ms": "_f90"}), on=cols, how="left")
+    return df.assign(speedup_low=merged["_f10"].to_numpy() / df["q90_ms"].to_numpy(),
+                     speedup_high=merged["_f90"].to_numpy() / df["q10_ms"].to_numpy())
+
+
 def _bars(ax, d, col, log=False):
     """Grouped bars of ``col`` per shape (x) and impl (colour) from rows carrying ``shape``; on a
-    log axis (``log``) when the values span orders of magnitude."""
+    log axis (``log``) when the values span orders of magnitude. Speedups over FLA carry error bars
+    from the quantiles (:func:`_fla_band`)."""
     impls = _impls(d)
     shapes = list(dict.fromkeys(d["shape"]))
     pal = style.palette(impls)
     width = 0.8 / max(len(impls), 1)
     for j, impl in enumerate(impls):
-        s = d[d["impl"] == impl].set_index("shape")[col]
-        s = s[~s.index.duplicated()].reindex(shapes)
-        ax.bar(np.arange(len(shapes)) + j * width, s.to_numpy(), width, label=_label(impl), color=pal[impl])
+        rows = d[d["impl"] == impl].set_index("shape")
+        rows = rows[~rows.index.duplicated()].reindex(shapes)
+        s = rows[col]
+        yerr = None
+        if col == "speedup_vs_fla" and {"speedup_low", "speedup_high"} <= set(rows.columns):
+            yerr = np.vstack([(s - rows["speedup_low"]).clip(lower=0), (rows["speedup_high"] - s).clip(lower=0)])
+            yerr = None if np.isnan(yerr).all() else np.nan_to_num(yerr)
+        ax.bar(np.arange(len(shapes)) + j * width, s.to_numpy(), width, label=_label(impl), color=pal[impl],
+               yerr=yerr, error_kw={"elinewidth": 0.6, "capsize": 1.5})
     ax.set_xticks(np.arange(len(shapes)) + 0.4 - width / 2, shapes, fontsize=6)
     values = pd.to_numeric(d[col], errors="coerce")
     if log and (values > 0).any():
@@ -152,7 +171,7 @@ def fig_speedup_main(df: pd.DataFrame):
     fig, ax = style.figure(height=2.4)
     d = _main_rows(_pass(df, "fwd")).dropna(subset=["speedup_vs_fla"])
     if not d.empty:
-        _bars(ax, d.assign(shape=_shape_label(d)), "speedup_vs_fla", log=True)
+        _bars(ax, _fla_band(d).assign(shape=_shape_label(d)), "speedup_vs_fla", log=True)
         ax.axhline(1.0, color="black", lw=0.6)
     ax.set_ylabel("speedup over FLA (log)")
     ax.set_title("forward")
@@ -164,12 +183,13 @@ def fig_speedup_main(df: pd.DataFrame):
 def fig_bwd_speedup_main(df: pd.DataFrame):
     """Gated DeltaNet backward (left) and training step (right, forward + backward as one call):
     speedup over FLA's chunked kernels by device time at the backward's main shapes, per
-    implementation (1 is FLA)."""
+    implementation (1 is FLA); error bars from FLA's 10th percentile over this one's 90th to FLA's
+    90th over this one's 10th."""
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.6, ncols=2, sharey=True)
     for ax, (pas, what) in zip(axes, (("bwd", "backward"), ("fwdbwd", "forward + backward"))):
         d = _main_rows(_pass(df, pas), BWD_MAIN).dropna(subset=["speedup_vs_fla"])
         if not d.empty:
-            _bars(ax, d.assign(shape=_shape_label(d)), "speedup_vs_fla")
+            _bars(ax, _fla_band(d).assign(shape=_shape_label(d)), "speedup_vs_fla")
             ax.axhline(1.0, color="black", lw=0.6)
         ax.set_title(what)
     axes[0].set_ylabel("speedup over FLA")

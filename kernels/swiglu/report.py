@@ -301,7 +301,8 @@ def table_model_shapes(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     d = d.assign(shape=[f"{MODELS[int(h)]}, {int(t)} × {int(h)}" for t, h in zip(d["tokens"], d["hidden"])],
                  passname=d["pass"].map(style.pass_label))
-    order = d.sort_values(["pass", "hidden", "tokens"])[["passname", "shape"]].drop_duplicates()
+    order = d.assign(_p=d["pass"].map(list(style.PASS_LABELS).index)).sort_values(
+        ["_p", "hidden", "tokens"])[["passname", "shape"]].drop_duplicates()
     table = d.pivot_table(index=["passname", "shape"], columns="impl", values="us", aggfunc="median")
     table = table.reindex(index=pd.MultiIndex.from_frame(order),
                           columns=[i for i in _impls(d) if i in table.columns and i != "copy"])
@@ -330,7 +331,7 @@ def table_gemm(df: pd.DataFrame) -> pd.DataFrame:
     if {"gemm_fused", "matmul"} <= set(impls):
         table[("speedup", "fused")] = (ms["matmul"] / ms["gemm_fused"]).round(2)
     table.index.name = "model, tokens × K to N"
-    return table
+    return table.reindex(list(dict.fromkeys(d.sort_values("gemm_in")["shape"])))
 
 
 def table_kernels(df: pd.DataFrame) -> pd.DataFrame:
