@@ -385,7 +385,9 @@ def coverage_table(configured: dict[str, list[str]], frames: dict[str, pd.DataFr
     """Rows measured per study and implementation, by status, against the configured ones.
 
     ``configured`` maps a study to the implementations its sweep lists; an
-    implementation without rows is reported as "not measured".
+    implementation without rows is reported as "not measured". Studies,
+    implementations and passes are given by their display names
+    (:mod:`kernels.style`; "all three" when every pass was measured).
     """
     records = []
     for study, impls in configured.items():
@@ -394,17 +396,20 @@ def coverage_table(configured: dict[str, list[str]], frames: dict[str, pd.DataFr
         for impl in names:
             rows = df[df["impl"] == impl] if not df.empty else df
             counts = rows["status"].value_counts().to_dict() if not rows.empty else {}
-            passes = ", ".join(sorted(rows["pass"].unique())) if not rows.empty else ""
-            records.append({"study": study, "impl": impl, "passes": passes or "not measured",
+            present = [p for p in style.PASS_LABELS if not rows.empty and p in set(rows["pass"])]
+            passes = "all three" if len(present) == len(style.PASS_LABELS) else \
+                ", ".join(style.pass_label(p) for p in present)
+            records.append({"study": style.STUDY_LABELS.get(study, study), "implementation": style.label(study, impl),
+                            "passes": passes or "not measured",
                             **{status: int(counts.get(status, 0)) for status in
                                ("ok", "wrong", "error", "oom", "unsupported")}})
-    return pd.DataFrame.from_records(records).set_index(["study", "impl"])
+    return pd.DataFrame.from_records(records).set_index(["study", "implementation"])
 
 
 def render_coverage(configured: dict[str, list[str]], tidy_csvs: list[str], out: str) -> None:
     """Write the measurement-coverage table (:func:`coverage_table`) as LaTeX to ``out``."""
     frames = {study: read_tidy(path) for study, path in zip(configured, tidy_csvs)}
-    write_atomic(out, table_to_latex(coverage_table(configured, frames)))
+    write_atomic(out, "\\setlength{\\tabcolsep}{2.5pt}\n" + table_to_latex(coverage_table(configured, frames)))
 
 
 def _caption(func) -> str:

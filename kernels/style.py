@@ -48,6 +48,8 @@ IMPL_LABELS = {
     "gdn": {"naive": "token loop", "recurrent": "recurrent (ours)", "chunk": "chunked (ours)",
             "fla_chunk": "FLA", "fla_recurrent": "FLA recurrent", "flash_qla": "FlashQLA"},
 }
+#: Display names of the studies.
+STUDY_LABELS = {"swiglu": "SwiGLU", "flex": "FlexAttention", "gdn": "Gated DeltaNet"}
 #: Display names of passes.
 PASS_LABELS = {"fwd": "forward", "bwd": "backward", "fwdbwd": "forward + backward"}
 #: The one marker of a value that was not measured (tables and macros alike).

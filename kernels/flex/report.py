@@ -326,17 +326,18 @@ def fig_score_mods(df: pd.DataFrame):
 
 
 def fig_tile_cost(df: pd.DataFrame):
-    """Why sparse masks fall short of the ideal speedup: FlexAttention's time per computed 128 × 128
-    tile relative to flex causal's at the same shape and pass (tile cost = 100 / % of ideal; dotted line:
-    80 % of ideal), for every non-causal mask at sequence lengths N of 8192 and more, against the tiles
+    """Why sparse masks fall short of the ideal speedup: FlexAttention's time per computed 128 × 128 tile
+    relative to flex causal's at the same shape and pass (tile cost = 100 / % of ideal; dotted line: 80
+    % of ideal), for every non-causal mask at sequence lengths N of 8192 and more, against the tiles
     computed per query-block row (left: forward, middle: forward + backward) and against the fill of the
-    computed tiles (right; filled markers forward, open ones forward + backward). The tile cost grows as the rows get shorter; the grey curves are the
-    least-squares fit of one fixed cost per query-block row worth k tiles (k and R² in each panel). That
-    fixed cost lumps together the Q load, the softmax epilogue and O write, and the mask function on the
-    row's one or two partial tiles: the data cannot separate them, because the fill falls with the row
-    length too. Fill alone orders the cases less well (at the same fill the tile cost can differ by
-    half). Uniform document packing sits on the fit like the sliding windows; heavy-tailed document
-    lengths sit above it (their rows are uneven, which the mean row length hides)."""
+    computed tiles (right; filled markers forward, open ones forward + backward). The tile cost grows as
+    the rows get shorter; the grey curves are the least-squares fit of one fixed cost per query-block
+    row worth k tiles (k and R² in each panel). That fixed cost lumps together the Q load, the softmax
+    epilogue and O write, and the mask function on the row's one or two partial tiles: the data cannot
+    separate them, because the fill falls with the row length too. Fill alone orders the cases less well
+    (at the same fill the tile cost can differ by half). Uniform document packing sits on the fit like
+    the sliding windows; heavy-tailed document lengths sit above it (their rows are uneven, which the
+    mean row length hides)."""
     from matplotlib.lines import Line2D
 
     d = _sparse_flex(df)
