@@ -134,7 +134,7 @@ def kernel_table(df: pd.DataFrame, order: Sequence[str] = (), min_share: float =
     """Per-kernel breakdown of the tidy rows that carry one (column ``kernels``,
     JSON from :func:`kernels.harness.kernel_breakdown`), one block per (pass, impl).
 
-    Index (pass, impl, kernel), impls in ``order`` first; columns ``µs`` (per
+    Index (pass, implementation, kernel), implementations in ``order`` first; columns ``µs`` (per
     call) and ``share %`` of that impl's total. Kernels under ``min_share`` of
     the total are summed as ``other``; names are shortened by
     :func:`short_kernel_names`; implementations and passes by their display
@@ -161,7 +161,8 @@ def kernel_table(df: pd.DataFrame, order: Sequence[str] = (), min_share: float =
     t["_pass"] = t["pass"].map(lambda p: list(style.PASS_LABELS).index(p) if p in style.PASS_LABELS else 9)
     t = t.sort_values(["_pass", "_rank"], kind="stable").drop(columns=["_rank", "_pass"])
     t = t.assign(impl=t["impl"].map(lambda i: style.label(study, i)), **{"pass": t["pass"].map(style.pass_label)})
-    return t.set_index(["pass", "impl", "kernel"]).round({"µs": 1, "share %": 1})
+    return t.rename(columns={"impl": "implementation"}).set_index(["pass", "implementation", "kernel"]).round(
+        {"µs": 1, "share %": 1})
 
 
 def short_kernel_names(names: Sequence[str]) -> list[str]:

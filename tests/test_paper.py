@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = ROOT / "paper" / "main.tex"
-STUDIES = ("swiglu", "flex", "gdn")
+STUDIES = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["studies"]
 
 
 def _floats() -> list[str]:

@@ -144,7 +144,7 @@ def test_kernel_table_orders_impls_and_sums_small_kernels():
             for impl in ("triton", "eager")]
     rows.append({"impl": "liger", "pass": "fwd", "status": "ok", "kernels": None})
     t = render.kernel_table(pd.DataFrame(rows), order=("eager", "triton"), study="swiglu")
-    assert [i for i in t.index.get_level_values("impl").unique()] == ["eager", "Triton (ours)"]
+    assert [i for i in t.index.get_level_values("implementation").unique()] == ["eager", "Triton (ours)"]
     eager = t.loc[("forward", "eager")]
     assert eager.index[0] == "k" * 60 and eager["µs"].tolist() == [90.0, 10.0]
     assert eager["share %"].tolist() == [90.0, 10.0]

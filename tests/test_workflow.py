@@ -63,11 +63,13 @@ TOY_PAPER = r"""\documentclass{article}
 \usepackage{siunitx}
 \graphicspath{{../figures/}}
 \newcommand{\fitgraphics}[1]{\includegraphics[width=\linewidth]{#1}}
-\newcommand{\fitwidth}[1]{#1}
+\newcommand{\placefloat}[1]{\csname float@#1\endcsname}
 \input{generated/numbers.tex}
-\begin{document}
-Rows: \ToyRows{} on \EnvGpuName.
 \input{generated/toy_floats.tex}
+\begin{document}
+Rows: \ToyRows{} on \EnvGpuName{} (Fig.~\ref{fig:toy_time}, Table~\ref{tab:toy_table}).
+\placefloat{fig:toy_time}
+\placefloat{tab:toy_table}
 \input{generated/coverage.tex}
 \end{document}
 """

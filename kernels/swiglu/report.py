@@ -400,11 +400,9 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         out[f"Swiglu{name}FwdUsEightB"] = _fmt(_one(model, "us", impl=impl, **{"pass": "fwd"}))
         if impl != "seed":  # the source kernel has no backward
             out[f"Swiglu{name}FwdbwdUsEightB"] = _fmt(_one(model, "us", impl=impl, **{"pass": "fwdbwd"}))
-    flat = bf[bf["series"].eq("flat") & bf["pass"].eq("fwdbwd") & bf["impl"].eq("triton")] if not bf.empty else bf
-    slower = flat[flat["speedup_eager"] < 1.0]["numel"] if not flat.empty else pd.Series(dtype=float)
-    out["SwigluTritonFwdbwdSlowerRange"] = (
-        "n/a" if slower.empty else f"$2^{{{math.log2(slower.min()):.0f}}}$--$2^{{{math.log2(slower.max()):.0f}}}$")
-    out["SwigluTritonFwdbwdSlowerCount"] = f"{len(slower)} of {len(flat)}" if len(flat) else "n/a"
+    step = bf[bf["pass"].eq("fwdbwd") & bf["impl"].eq("triton")] if not bf.empty else bf
+    out["SwigluTritonFwdbwdSpeedupAllRange"] = _range(step["speedup_eager"] if not step.empty
+                                                      else pd.Series(dtype=float), 2)
     out["SwigluTritonFwdbwdSpeedupEightB"] = _fmt(_one(model, "speedup_eager", impl="triton",
                                                        **{"pass": "fwdbwd"}), 2)
     out["SwigluTritonFwdbwdLatencySpeedupEightB"] = _fmt(
