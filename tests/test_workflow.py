@@ -58,6 +58,7 @@ def toy_workflow(tmp_path):
 
 #: The paper of the toy workflow: the real one quotes the real studies' numbers.
 TOY_PAPER = r"""\documentclass{article}
+\usepackage[margin=2cm]{geometry}
 \usepackage{graphicx}
 \usepackage{booktabs}
 \usepackage{siunitx}
@@ -70,7 +71,7 @@ TOY_PAPER = r"""\documentclass{article}
 Rows: \ToyRows{} on \EnvGpuName{} (Fig.~\ref{fig:toy_time}, Table~\ref{tab:toy_table}).
 \placefloat{fig:toy_time}
 \placefloat{tab:toy_table}
-\input{generated/coverage.tex}
+{\small\input{generated/coverage.tex}}
 \end{document}
 """
 
