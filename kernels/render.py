@@ -75,11 +75,20 @@ def render_figure(study: str, name: str, tidy_csv: str, out: str) -> None:
     style.save(fig, out)
 
 
+def _decimals(values: pd.Series, most: int = 3) -> int:
+    """The decimals of the most precise of ``values`` (already rounded by a report), at most ``most``."""
+    digits = [len(np.format_float_positional(v, trim="-").partition(".")[2]) for v in values.dropna()]
+    return min(max(digits, default=0), most)
+
+
 def table_to_latex(table: pd.DataFrame, caption: str | None = None) -> str:
     """A booktabs/siunitx tabular of ``table``; index and headers escaped.
 
-    A default integer index (row numbers) is left out; an empty table becomes
-    a one-cell tabular saying that it was not measured.
+    A default integer index (row numbers) is left out; a float column prints
+    every value with the same decimals (those of its most precise value, as
+    the report rounded it, at most three); a missing value prints as
+    :data:`kernels.style.MISSING`. An empty table becomes a one-cell tabular
+    saying that it was not measured.
     """
     if table.empty:
         return "\\begin{tabular}{l}\n\\toprule\n" + escape_latex(NOT_MEASURED) + " \\\\\n\\bottomrule\n\\end{tabular}\n"
@@ -89,13 +98,26 @@ def table_to_latex(table: pd.DataFrame, caption: str | None = None) -> str:
     styler = table.style
     if isinstance(table.index, pd.RangeIndex):
         styler = styler.hide(axis="index")
-    # the report already rounded the numbers: print them without padding
-    styler = styler.format(escape="latex", na_rep="{--}",
-                           formatter=lambda v: np.format_float_positional(v, trim="-")
-                           if isinstance(v, float) else v)
+    # the report rounded the numbers: each column prints with the decimals of its most precise value
+    styler = styler.format(escape="latex", na_rep="{" + style.MISSING + "}")
+    for column in table.columns:
+        if pd.api.types.is_float_dtype(table[column]):
+            styler = styler.format(f"{{:.{_decimals(table[column])}f}}", subset=[column],
+                                   na_rep="{" + style.MISSING + "}")
     styler = styler.format_index(escape="latex", axis=0).format_index(escape="latex", axis=1)
-    return styler.to_latex(hrules=True, siunitx=True, caption=caption, sparse_index=False,
-                           sparse_columns=False)
+    latex = styler.to_latex(hrules=True, siunitx=True, caption=caption, sparse_index=False,
+                            sparse_columns=True, multicol_align="c")
+    head, rule, body = latex.partition("\\midrule")
+    return re.sub(r"\{([^{}]{10,})\}", lambda m: _two_lines(m.group(1)), head) + rule + body
+
+
+def _two_lines(header: str) -> str:
+    """A header cell of two or more words as two centred lines (split at the space nearest its middle)."""
+    spaces = [i for i, c in enumerate(header) if c == " "]
+    if not spaces:
+        return "{" + header + "}"
+    cut = min(spaces, key=lambda i: abs(i - len(header) / 2))
+    return "{\\shortstack{" + header[:cut] + "\\\\" + header[cut + 1:] + "}}"
 
 
 def render_table(study: str, name: str, tidy_csv: str, out: str) -> None:
@@ -107,14 +129,17 @@ def render_table(study: str, name: str, tidy_csv: str, out: str) -> None:
 _MACRO_NAME = re.compile(r"^[A-Za-z]+$")
 
 
-def kernel_table(df: pd.DataFrame, order: Sequence[str] = (), min_share: float = 0.02) -> pd.DataFrame:
+def kernel_table(df: pd.DataFrame, order: Sequence[str] = (), min_share: float = 0.02,
+                 study: str = "") -> pd.DataFrame:
     """Per-kernel breakdown of the tidy rows that carry one (column ``kernels``,
     JSON from :func:`kernels.profiling.kernel_breakdown`), one block per (pass, impl).
 
-    Index (pass, impl, kernel), impls in ``order`` first; columns ``us`` (per
+    Index (pass, implementation, kernel), implementations in ``order`` first; columns ``µs`` (per
     call) and ``share %`` of that impl's total. Kernels under ``min_share`` of
-    the total are summed as ``other``; names are cut to 48 characters. Empty
-    when no row carries a breakdown.
+    the total are summed as ``other``; names are shortened by
+    :func:`short_kernel_names`; implementations and passes by their display
+    names (:func:`kernels.style.label` of ``study``). Empty when no row
+    carries a breakdown.
     """
     if "kernels" not in df.columns:
         return pd.DataFrame()
@@ -126,15 +151,32 @@ def kernel_table(df: pd.DataFrame, order: Sequence[str] = (), min_share: float =
         keep = [e for e in entries if e["us"] >= min_share * total and e["name"] != "other"]
         small = total - sum(e["us"] for e in keep)
         rows = [(e["name"], e["us"]) for e in keep] + ([("other", small)] if small > 0 else [])
-        out += [{"impl": impl, "pass": pas, "kernel": name if len(name) <= 48 else name[:45] + "...",
-                 "us": us, "share %": 100 * us / total} for name, us in rows]
+        out += [{"impl": impl, "pass": pas, "kernel": name, "µs": us, "share %": 100 * us / total}
+                for name, us in zip(short_kernel_names([n for n, _ in rows]), [u for _, u in rows])]
     if not out:
         return pd.DataFrame()
     rank = {name: i for i, name in enumerate(order)}
     t = pd.DataFrame(out)
     t["_rank"] = t["impl"].map(lambda i: rank.get(i, len(rank)))
-    t = t.sort_values(["pass", "_rank"], kind="stable").drop(columns="_rank")
-    return t.set_index(["pass", "impl", "kernel"]).round({"us": 1, "share %": 1})
+    t["_pass"] = t["pass"].map(lambda p: list(style.PASS_LABELS).index(p) if p in style.PASS_LABELS else 9)
+    t = t.sort_values(["_pass", "_rank"], kind="stable").drop(columns=["_rank", "_pass"])
+    t = t.assign(impl=t["impl"].map(lambda i: style.label(study, i)), **{"pass": t["pass"].map(style.pass_label)})
+    return t.rename(columns={"impl": "implementation"}).set_index(["pass", "implementation", "kernel"]).round(
+        {"µs": 1, "share %": 1})
+
+
+def short_kernel_names(names: Sequence[str]) -> list[str]:
+    """Kernel names as a reader knows them: without return type, namespaces, template and
+    argument lists (``void at::native::vectorized_elementwise_kernel<4, ...>(...)`` ->
+    ``vectorized_elementwise_kernel``); a name that repeats within ``names`` gets ``#2``, ``#3``."""
+    out, seen = [], {}
+    for name in names:
+        short = re.sub(r"\(anonymous namespace\)::", "", name)
+        short = re.sub(r"^void ", "", short)
+        short = re.split(r"[<(]", short, maxsplit=1)[0].split("::")[-1].strip() or name
+        seen[short] = seen.get(short, 0) + 1
+        out.append(short if seen[short] == 1 else f"{short} #{seen[short]}")
+    return out
 
 
 def macro_lines(values: dict[str, str]) -> list[str]:
@@ -148,7 +190,8 @@ def macro_lines(values: dict[str, str]) -> list[str]:
 
 
 def environment_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
-    """Hardware and software versions of the measurements, from the rows' env columns."""
+    """Hardware and software versions of the measurements, from the rows' env columns, and
+    ``EnvGpuCount``, how many GPUs (distinct UUIDs) the rows come from, in words up to three."""
     keys = {"EnvGpuName": "env_gpu_name", "EnvDriver": "env_driver", "EnvCuda": "env_cuda",
             "EnvTorch": "env_torch", "EnvTriton": "env_triton", "EnvPython": "env_python",
             "EnvCommit": "env_git_commit", "EnvSmClock": "env_max_sm_clock_mhz"}
@@ -158,6 +201,8 @@ def environment_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
         if macro == "EnvCommit":  # short hashes, as git prints them ("-dirty" kept)
             values = {v[:7] + v[40:] if re.fullmatch(r"[0-9a-f]{40}(-dirty)?", v) else v for v in values}
         out[macro] = escape_latex(", ".join(sorted(values)) if values else "n/a")
+    gpus = {str(v) for df in frames if "env_gpu_uuid" in df for v in df["env_gpu_uuid"].dropna()}
+    out["EnvGpuCount"] = {1: "one", 2: "two", 3: "three"}.get(len(gpus), str(len(gpus)))
     return out
 
 
@@ -329,11 +374,11 @@ def build_paper(main_tex: str, out_pdf: str, inputs: Sequence[str] = ()) -> None
 
 
 def paper_problems(logtext: str) -> list[str]:
-    """Undefined references or citations, and overfull boxes wider than 10 pt, in a LaTeX log."""
+    """Undefined references or citations, and overfull boxes wider than 1 pt, in a LaTeX log."""
     problems = [line for line in logtext.splitlines()
                 if re.search(r"(Reference|Citation) .* undefined|There were undefined", line)]
     for match in re.finditer(r"Overfull \\[hv]box \(([\d.]+)pt too \w+\)[^\n]*", logtext):
-        if float(match.group(1)) > 10.0:
+        if float(match.group(1)) > 1.0:
             problems.append(match.group(0))
     return problems
 
@@ -342,7 +387,9 @@ def coverage_table(configured: dict[str, list[str]], frames: dict[str, pd.DataFr
     """Rows measured per study and implementation, by status, against the configured ones.
 
     ``configured`` maps a study to the implementations its sweep lists; an
-    implementation without rows is reported as "not measured".
+    implementation without rows is reported as "not measured". Studies,
+    implementations and passes are given by their display names
+    (:mod:`kernels.style`; "all three" when every pass was measured).
     """
     records = []
     for study, impls in configured.items():
@@ -351,17 +398,20 @@ def coverage_table(configured: dict[str, list[str]], frames: dict[str, pd.DataFr
         for impl in names:
             rows = df[df["impl"] == impl] if not df.empty else df
             counts = rows["status"].value_counts().to_dict() if not rows.empty else {}
-            passes = ", ".join(sorted(rows["pass"].unique())) if not rows.empty else ""
-            records.append({"study": study, "impl": impl, "passes": passes or "not measured",
+            present = [p for p in style.PASS_LABELS if not rows.empty and p in set(rows["pass"])]
+            passes = "all three" if len(present) == len(style.PASS_LABELS) else \
+                ", ".join(style.pass_label(p) for p in present)
+            records.append({"study": style.STUDY_LABELS.get(study, study), "implementation": style.label(study, impl),
+                            "passes": passes or "not measured",
                             **{status: int(counts.get(status, 0)) for status in
                                ("ok", "wrong", "error", "oom", "unsupported")}})
-    return pd.DataFrame.from_records(records).set_index(["study", "impl"])
+    return pd.DataFrame.from_records(records).set_index(["study", "implementation"])
 
 
 def render_coverage(configured: dict[str, list[str]], tidy_csvs: list[str], out: str) -> None:
     """Write the measurement-coverage table (:func:`coverage_table`) as LaTeX to ``out``."""
     frames = {study: read_tidy(path) for study, path in zip(configured, tidy_csvs)}
-    write_atomic(out, table_to_latex(coverage_table(configured, frames)))
+    write_atomic(out, "\\setlength{\\tabcolsep}{2.5pt}\n" + table_to_latex(coverage_table(configured, frames)))
 
 
 def _caption(func) -> str:
@@ -371,21 +421,42 @@ def _caption(func) -> str:
 
 
 def render_floats(study: str, out: str) -> None:
-    """Write the LaTeX figure and table environments of ``study`` to ``out``.
+    """Write the LaTeX figure and table environments of ``study`` to ``out``, each
+    defined, not placed: the paper places one with ``\\placefloat{fig:<name>}`` (or
+    ``tab:<name>``) where the text first cites it.
 
     Captions are the first paragraph of each figure or table function's
-    docstring; labels are ``fig:<name>`` and ``tab:<name>``.
+    docstring; labels are ``fig:<name>`` and ``tab:<name>``. Tables are set in
+    ``\\small`` at their natural width (never shrunk).
     """
     report = _report(study)
     parts = [f"% Generated by the rule `floats` for study {study}; do not edit."]
-    for name, func in sorted(report.FIGURES.items()):
+    for name, func in report.FIGURES.items():
         parts.append("\n".join([
+            rf"\expandafter\def\csname float@fig:{name}\endcsname{{%",
             r"\begin{figure}[tbp]", r"\centering",
             rf"\fitgraphics{{{name}.pdf}}",
-            rf"\caption{{{_caption(func)}}}", rf"\label{{fig:{name}}}", r"\end{figure}"]))
-    for name, func in sorted(report.TABLES.items()):
+            rf"\caption{{{_caption(func)}}}", rf"\label{{fig:{name}}}", r"\end{figure}}"]))
+    for name, func in report.TABLES.items():
         parts.append("\n".join([
-            r"\begin{table}[tbp]", r"\centering", r"\small",
+            rf"\expandafter\def\csname float@tab:{name}\endcsname{{%",
+            r"\begin{table}[tbp]", r"\centering", r"\small", r"\setlength{\tabcolsep}{2.5pt}",
             rf"\caption{{{_caption(func)}}}", rf"\label{{tab:{name}}}",
-            r"\fitwidth{\input{generated/" + name + ".tex}}", r"\end{table}"]))
+            r"\input{generated/" + name + ".tex}", r"\end{table}}"]))
     write_atomic(out, "\n\n".join(parts) + "\n")
+
+
+def claim_verdict(values: Sequence[float], low: float, high: float = float("inf")) -> str:
+    """The verdict on a claimed range ``[low, high]`` (a single claimed factor is ``[low, inf)``)
+    from the measured values, as the claims table's caption states it: "holds" when every value
+    reaches ``low`` (within the range or beyond it, some within), "exceeded" when every value lies
+    above ``high``, "partly holds" when some values reach ``low`` and some do not, "not reached"
+    when none does; :data:`kernels.style.MISSING` when nothing was measured."""
+    values = [float(v) for v in values if v is not None and np.isfinite(float(v))]
+    if not values:
+        return style.MISSING
+    if min(values) > high:
+        return "exceeded"
+    if min(values) >= low:
+        return "holds"
+    return "partly holds" if max(values) >= low else "not reached"

@@ -37,6 +37,52 @@ IMPL_COLORS = {
 }
 
 
+#: The display name of each implementation, per study: one name in every legend, table and
+#: caption. An implementation missing here is shown by its code name.
+IMPL_LABELS = {
+    "swiglu": {"eager": "eager", "compile": "compile", "compile_no_cudagraphs": "compile (no graphs)",
+               "triton": "Triton (ours)", "decode": "Triton fixed (ours)", "seed": "source kernel",
+               "liger": "Liger", "matmul": "cuBLAS + act.", "gemm_fused": "fused epilogue", "copy": "copy"},
+    "flex": {"flex": "Flex", "flex_autotune": "Flex autotuned", "sdpa_flash": "FA2", "sdpa_cudnn": "cuDNN",
+             "sdpa_efficient": "mem.-efficient", "sdpa_masked": "SDPA + mask", "naive": "naive"},
+    "gdn": {"naive": "token loop", "recurrent": "recurrent (ours)", "chunk": "chunked (ours)",
+            "fla_chunk": "FLA", "fla_recurrent": "FLA recurrent", "flash_qla": "FlashQLA"},
+}
+#: Display names of the studies.
+STUDY_LABELS = {"swiglu": "SwiGLU", "flex": "FlexAttention", "gdn": "Gated DeltaNet"}
+#: Display names of passes.
+PASS_LABELS = {"fwd": "forward", "bwd": "backward", "fwdbwd": "forward + backward"}
+#: The one marker of a value that was not measured (tables and macros alike).
+MISSING = "n/a"
+
+
+def label(study: str, impl: str) -> str:
+    """The display name of implementation ``impl`` of ``study`` (:data:`IMPL_LABELS`)."""
+    return IMPL_LABELS.get(study, {}).get(impl, impl)
+
+
+def pass_label(name: str) -> str:
+    """The display name of a pass (``fwd`` -> ``forward``, :data:`PASS_LABELS`)."""
+    return PASS_LABELS.get(name, name)
+
+
+def shape(**dims) -> str:
+    """The one notation of a shape: letter and size, space-separated, in the order given:
+    ``shape(B=4, T=8192, H=16)`` -> ``"B4 T8192 H16"`` (sizes written out, no ``K``)."""
+    return " ".join(f"{k}{int(v)}" for k, v in dims.items())
+
+
+def legend_below(fig, axes, ncol: int = 4) -> None:
+    """One legend for the labelled artists of ``axes``, centred below the panels (off the data)."""
+    entries = {}
+    for ax in axes:
+        for handle, text in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(text, handle)
+    if entries:
+        fig.legend(list(entries.values()), list(entries), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   ncol=min(ncol, len(entries)))
+
+
 def apply() -> None:
     """Set the shared seaborn/matplotlib style (call before drawing)."""
     sns.set_theme(context="paper", style="whitegrid", font="DejaVu Sans", font_scale=0.9)

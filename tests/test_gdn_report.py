@@ -40,13 +40,13 @@ def test_derive_figures_tables_macros():
         assert name.startswith("gdn_")
         plt.close(fn(df))
     t = report.TABLES["gdn_main"](df)
-    assert "chunk" in t.columns and len(t) == 3
+    assert "chunked (ours)" in t.columns and len(t) == 3
     m = report.macros(df)
     assert m["GdnNaiveMaxShape"] == "B1 T2048 H16" and m["GdnChunkMsBEightTFourK"] == "n/a"
     assert m["GdnFlashQlaSpeedupVsFlaBFourTEightK"] == "2.50"
     assert (m["GdnChunkVarlenMs"], m["GdnFlaVarlenMs"]) == ("28.800", "32.000")
     assert m["GdnVarlenCase"] == "32 sequences, T32768 H16"
-    assert m["GdnFlashQlaVerdict"] == "forward holds; backward n/a"
+    assert (m["GdnFlashQlaFwdVerdict"], m["GdnFlashQlaBwdVerdict"]) == ("holds", "n/a")
     assert all(k.isalpha() and k.startswith("Gdn") for k in m)
 
 
@@ -58,7 +58,7 @@ def test_partial_data_does_not_crash():
     report.TABLES["gdn_main"](df)
     assert report.macros(df)["GdnChunkSpeedupVsNaive"] == "n/a"
     assert report.macros(df)["GdnChunkVarlenMs"] == report.macros(df)["GdnVarlenCase"] == "n/a"
-    assert report.macros(df)["GdnFlashQlaVerdict"] == "forward n/a; backward n/a"
+    assert report.macros(df)["GdnFlashQlaFwdVerdict"] == report.macros(df)["GdnFlashQlaBwdVerdict"] == "n/a"
 
 
 def bwd_tidy():
@@ -86,14 +86,15 @@ def test_backward_figures_tables_macros():
     for fn in report.FIGURES.values():
         plt.close(fn(df))
     t = report.TABLES["gdn_bwd"](df)
-    assert len(t) == 6 and {"chunk", "fla_chunk", "chunk peak GiB"} <= set(t.columns)
+    assert len(t) == 6 and {"chunked (ours)", "FLA", "peak GiB, ours"} <= set(t.columns)
+    assert t["peak GiB, ours"].notna().sum() == 3  # the training step's rows only
     assert len(report.TABLES["gdn_main"](df)) == 3  # forward table unchanged by backward rows
     m = report.macros(df)
     assert m["GdnChunkFwdbwdSpeedupVsFlaBFourTEightK"] == "1.10"
     assert m["GdnChunkFwdbwdPeakGibBFourTEightK"] == "1.00" and m["GdnChunkMsBFourTEightK"] != "n/a"
     assert m["GdnChunkGradErrMax"] == "0.0020" and m["GdnChunkOutErrMax"] == "0.0015"
     assert m["GdnFlashQlaBwdSpeedupVsFlaBFourTEightK"] == "1.65"
-    assert m["GdnFlashQlaVerdict"] == "forward holds; backward does not hold"
+    assert (m["GdnFlashQlaFwdVerdict"], m["GdnFlashQlaBwdVerdict"]) == ("holds", "not reached")
     assert all(k.isalpha() and k.startswith("Gdn") for k in m)
     bwd_only = report.derive(bwd_tidy()[lambda d: d.impl == "chunk"])
     for fn in report.FIGURES.values():
@@ -116,10 +117,10 @@ def test_kernel_table_shares_and_other():
                                {"name": "chunk_gated_delta_rule_fwd_kernel_h", "calls": 1, "us": 250.0}]}
     df["kernels"] = [json.dumps(breakdown[i]) if m and i in breakdown else None for i, m in zip(df.impl, main)]
     t = report.TABLES["gdn_kernels"](report.derive(df))
-    chunk = t.loc[("fwd", "chunk")]
+    chunk = t.loc[("forward", "chunked (ours)")]
     assert list(chunk.index) == ["_chunk_prepare_kernel", "_chunk_state_kernel", "other"]
-    assert chunk.loc["_chunk_prepare_kernel", "share %"] == 60.0 and chunk.loc["other", "us"] == 20.0
-    assert t.loc[("fwd", "fla_chunk")]["share %"].tolist() == [50.0, 50.0]
+    assert chunk.loc["_chunk_prepare_kernel", "share %"] == 60.0 and chunk.loc["other", "µs"] == 20.0
+    assert t.loc[("forward", "FLA")]["share %"].tolist() == [50.0, 50.0]
     assert "\\_chunk\\_prepare\\_kernel" in render.table_to_latex(t)
     m = report.macros(report.derive(df))
     assert m["GdnChunkKernelMsBFourTEightK"] == "2.000" and m["GdnFlaKernelMsBFourTEightK"] == "0.500"

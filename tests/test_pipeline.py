@@ -1,6 +1,6 @@
-"""The whole DAG of this repository: lint and format, the GPU configuration's dry run,
-the committed data rendered to the paper, and the smoke run end to end to a
-PDF (what CI proves on every change)."""
+"""The whole DAG of this repository: lint and format, the GPU configuration's dry run
+and the smoke run end to end to a PDF (what CI proves on every change; the committed
+data rendered to the paper is tests/test_paper.py)."""
 
 import json
 import shutil
@@ -68,37 +68,6 @@ def test_quick_profile_dry_run_on_the_gpu_configuration():
     assert "output: data/raw" not in out and "paper/main.pdf" not in out
     assert "rule reproduce:" in out or "localrule reproduce:" in out
     assert "results/quick/reproduction.txt" in out
-
-
-@pytest.mark.slow
-def test_committed_data_renders_to_the_paper(tmp_path):
-    """The README's main path on a machine without a GPU: figures, tables and the PDF from
-    the committed data in data/raw/, in a copy of the tracked files (this tree is left alone)."""
-    from kernels.render import paper_problems
-
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True,
-                           check=True).stdout.split("\0")
-    tree = tmp_path / "tree"
-    for name in filter(None, files):
-        if (ROOT / name).is_file():
-            (tree / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, tree / name)
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--config", "measure=false"],
-                          cwd=tree, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert (tree / "paper" / "main.pdf").stat().st_size > 0
-    numbers = (tree / "paper" / "generated" / "numbers.tex").read_text()
-    assert "\\GdnChunkMsBFourTEightK}{n/a}" not in numbers and "\\SwigluCopyTBps}{n/a}" not in numbers
-    assert paper_problems((tree / "paper" / "main.log").read_text(errors="replace")) == []
-    text = subprocess.run(["pdftotext", str(tree / "paper" / "main.pdf"), "-"], capture_output=True, text=True,
-                          check=True).stdout
-    assert "snakemake --cores all" in text and "--profile profiles/quick" in text  # copy-pasteable commands
-    # the committed second run (config reproduce.committed) is compared and reported in the appendix
-    second = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["reproduce"]["committed"]["h200"]
-    summary = (tree / "results" / "reproduction.txt").read_text()
-    assert summary.startswith(("reproduced: ", "NOT reproduced: "))
-    numbers = (tree / "paper" / "generated" / "reproduction_numbers.tex").read_text()
-    assert "\\newcommand{\\ReproCandidate}{" + second.replace("_", "\\_") + "}" in numbers
 
 
 @pytest.mark.slow

@@ -21,9 +21,26 @@ def test_row_numbers_are_left_out_and_empty_tables_say_so():
     assert render.NOT_MEASURED in empty and r"\begin{tabular}{l}" in empty
 
 
-def test_missing_values_print_as_a_dash_siunitx_accepts():
-    tex = render.table_to_latex(pd.DataFrame({"a": [1.0, float("nan")]}))
-    assert "{--}" in tex
+def test_missing_values_print_as_one_marker_and_columns_keep_their_decimals():
+    tex = render.table_to_latex(pd.DataFrame({"a": [1.0, float("nan"), 0.25], "b": [2.0, 3.0, 4.0]}))
+    assert "{n/a}" in tex and "1.00 & 2 \\\\" in tex and "0.25 & 4" in tex
+
+
+def test_kernel_names_lose_namespaces_templates_and_arguments():
+    names = ["void at::native::vectorized_elementwise_kernel<4, at::native::mul>(int, float*)",
+             "void at::native::(anonymous namespace)::reduce_kernel<512, 1>(x)",
+             "void at::native::vectorized_elementwise_kernel<4, at::native::silu>(int)", "_swiglu_fwd_kernel"]
+    assert render.short_kernel_names(names) == ["vectorized_elementwise_kernel", "reduce_kernel",
+                                                "vectorized_elementwise_kernel #2", "_swiglu_fwd_kernel"]
+
+
+def test_claim_verdicts_follow_the_stated_criterion():
+    assert render.claim_verdict([2.6, 3.0], 2.5, 3.5) == "holds"
+    assert render.claim_verdict([2.6, 4.0], 2.5, 3.5) == "holds"  # within and beyond
+    assert render.claim_verdict([3.6, 4.0], 2.5, 3.5) == "exceeded"
+    assert render.claim_verdict([84.6, 91.2], 85, 92) == "partly holds"
+    assert render.claim_verdict([1.7, 1.74], 2.5, 3.5) == "not reached"
+    assert render.claim_verdict([float("nan")], 2.5) == "n/a"
 
 
 def test_macro_names_must_be_letters():
@@ -43,10 +60,10 @@ def test_empty_panels_are_marked():
 
 def test_paper_problems_finds_undefined_and_wide_boxes():
     log = ("LaTeX Warning: Reference `fig:x' on page 1 undefined on input line 3.\n"
-           "Overfull \\hbox (3.4pt too wide) in paragraph at lines 1--2\n"
-           "Overfull \\hbox (12.5pt too wide) in paragraph at lines 5--6\n")
+           "Overfull \\hbox (0.4pt too wide) in paragraph at lines 1--2\n"
+           "Overfull \\hbox (1.5pt too wide) in paragraph at lines 5--6\n")
     problems = render.paper_problems(log)
-    assert len(problems) == 2 and "12.5pt" in problems[1]
+    assert len(problems) == 2 and "1.5pt" in problems[1]
 
 
 def test_coverage_lists_configured_impls_without_rows():
@@ -126,9 +143,9 @@ def test_kernel_table_orders_impls_and_sums_small_kernels():
                                     {"name": "other", "calls": 1, "us": 9.0}])}
             for impl in ("triton", "eager")]
     rows.append({"impl": "liger", "pass": "fwd", "status": "ok", "kernels": None})
-    t = render.kernel_table(pd.DataFrame(rows), order=("eager", "triton"))
-    assert [i for i in t.index.get_level_values("impl").unique()] == ["eager", "triton"]
-    eager = t.loc[("fwd", "eager")]
-    assert eager.index[0] == "k" * 45 + "..." and eager["us"].tolist() == [90.0, 10.0]
+    t = render.kernel_table(pd.DataFrame(rows), order=("eager", "triton"), study="swiglu")
+    assert [i for i in t.index.get_level_values("implementation").unique()] == ["eager", "Triton (ours)"]
+    eager = t.loc[("forward", "eager")]
+    assert eager.index[0] == "k" * 60 and eager["µs"].tolist() == [90.0, 10.0]
     assert eager["share %"].tolist() == [90.0, 10.0]
     assert render.kernel_table(pd.DataFrame({"impl": ["a"]})).empty

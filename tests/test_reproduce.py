@@ -220,7 +220,7 @@ def test_committed_data_reproduce_themselves(tmp_path):
     files = sorted(str(p) for p in DATA.glob("*/*.jsonl"))
     line, table, out = _check(tmp_path, files)
     ok = sum(json.loads(x)["status"] == "ok" for f in files for x in Path(f).read_text().splitlines())
-    assert line == f"reproduced: {ok} of {ok} rows within ±5 % of device time (100 %); claims: 4 of 4 verdicts the same"
+    assert line == f"reproduced: {ok} of {ok} rows within ±5 % of device time (100 %); claims: 7 of 7 verdicts the same"
     assert set(table["verdict"]) <= {"reproduced", "not timed"}
     snippet, numbers = out["out_snippet"].read_text(), out["out_numbers"].read_text()
     assert r"\newcommand{\ReproOutcome}{reproduced}" in numbers and r"\newcommand{\ReproThreats}{" in numbers
@@ -228,7 +228,7 @@ def test_committed_data_reproduce_themselves(tmp_path):
     assert r"\label{tab:reproduction}" not in snippet  # no row outside: no table
     assert r"\label{tab:reproduction_sizes}" in snippet and r"\label{tab:reproduction_claims}" in snippet
     assert r"\newcommand{\ReproPercentWithinHostFree}{100}" in numbers
-    assert "FlashQLA 2–3× forward, 2× backward over FLA on Hopper & " in snippet  # claims in words
+    assert "FlashQLA 2–3× FLA's forward on Hopper & " in snippet  # claims in words
     assert out["out_figure"].read_bytes().startswith(b"%PDF")
 
 
@@ -256,7 +256,7 @@ def test_a_perturbed_second_run_is_caught(tmp_path):
     line, table, out = _check(tmp_path, sorted(str(p) for p in cand.glob("*/*.jsonl")))
     assert line.startswith("NOT reproduced: ")
     assert "missing: 1 (swiglu 1); status changed: 1 (gdn 1)" in line
-    assert line.endswith("claims: 2 of 4 verdicts the same, different: SwigluClaimBandwidthVerdict ('holds' "
+    assert line.endswith("claims: 5 of 7 verdicts the same, different: SwigluClaimBandwidthVerdict ('holds' "
                          "-> 'exceeded'), SwigluClaimLatencyVerdict ('not reached' -> 'exceeded')")
     faster = table[(table["impl"] == "seed") & (table["verdict"] == "faster")]
     assert len(faster) == sum(r["status"] == "ok" and r["numel"] >= 2**26 for r in seed)

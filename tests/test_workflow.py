@@ -58,17 +58,20 @@ def toy_workflow(tmp_path):
 
 #: The paper of the toy workflow: the real one quotes the real studies' numbers.
 TOY_PAPER = r"""\documentclass{article}
+\usepackage[margin=2cm]{geometry}
 \usepackage{graphicx}
 \usepackage{booktabs}
 \usepackage{siunitx}
 \graphicspath{{../figures/}}
 \newcommand{\fitgraphics}[1]{\includegraphics[width=\linewidth]{#1}}
-\newcommand{\fitwidth}[1]{#1}
+\newcommand{\placefloat}[1]{\csname float@#1\endcsname}
 \input{generated/numbers.tex}
-\begin{document}
-Rows: \ToyRows{} on \EnvGpuName.
 \input{generated/toy_floats.tex}
-\input{generated/coverage.tex}
+\begin{document}
+Rows: \ToyRows{} on \EnvGpuName{} (Fig.~\ref{fig:toy_time}, Table~\ref{tab:toy_table}).
+\placefloat{fig:toy_time}
+\placefloat{tab:toy_table}
+{\small\input{generated/coverage.tex}}
 \end{document}
 """
 

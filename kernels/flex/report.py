@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import ticker
 
-from kernels import style
+from kernels import render, style
 from kernels.flex.density import BLOCK_SIZE
 
 SHAPE = ["gpu", "dtype", "pass", "batch", "heads", "kv_heads", "seqlen", "head_dim"]
@@ -44,6 +44,8 @@ MASK_KNOBS = ["mask", "window", "documents", "doc_dist", "prefix"]
 DENSE = ["sdpa_flash", "sdpa_cudnn", "sdpa_efficient"]
 MASK_LABEL = {"causal": "causal", "window": "sliding window", "document": "document packing",
               "document_window": "documents + window", "prefix": "prefix-LM"}
+SCORE_MOD_LABEL = {"alibi": "ALiBi", "softcap": "soft-cap (tanh)", "softcap_sigmoid": "soft-cap (sigmoid)",
+                   "alibi_softcap": "ALiBi + soft-cap"}
 FAMILY_COLORS = dict(zip(MASK_LABEL, ["#000000", "#4C72B0", "#DD8452", "#8172B3", "#55A868"]))
 #: The reference shape of the study: B4 H16 N8192 D128 bf16.
 BASE = dict(batch=4, heads=16, kv_heads=16, seqlen=8192, head_dim=128, dtype="bfloat16")
@@ -189,8 +191,8 @@ def _empty(ax, text: str = "no data") -> None:
 
 def fig_speedup_density(df: pd.DataFrame):
     """FlexAttention speedup over flex causal against the tiles it computes (as a fraction of causal's
-    tiles), per mask family, forward and forward+backward, seqlen >= 8K; the line is the ideal
-    (time proportional to tiles)."""
+    tiles), per mask family, at sequence lengths N of 8192 and more; the dashed line is the ideal (time
+    proportional to tiles), the dotted one 80 % of it."""
     d = _ok(_main_gpu(df))
     d = d[(d["impl"] == "flex") & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)] if not d.empty else d
     passes = [p for p in ("fwd", "fwdbwd", "bwd") if not d.empty and (d["pass"] == p).any()] or ["fwd"]
@@ -211,13 +213,13 @@ def fig_speedup_density(df: pd.DataFrame):
             for n, marker in zip(sorted(f["seqlen"].unique()), "osD^v"):
                 g = f[f["seqlen"] == n]
                 ax.scatter(1.0 / g["ideal_ratio"], g["speedup_vs_causal"], color=colors[fam], marker=marker, s=14,
-                           label=f"{MASK_LABEL[fam]}, N={n}")
+                           label=f"{MASK_LABEL[fam]}, {style.shape(N=n)}")
         ax.set_xscale("log")
         ax.set_yscale("log")
         _plain_log(ax)
         ax.set_xlabel("tiles computed / causal's tiles")
         ax.set_ylabel("speedup over flex causal")
-        ax.set_title(pas)
+        ax.set_title(style.pass_label(pas))
     handles, labels = axes[0][0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4)
@@ -226,9 +228,9 @@ def fig_speedup_density(df: pd.DataFrame):
 
 
 def fig_tflops(df: pd.DataFrame):
-    """Causal attention throughput against sequence length at 32K tokens per batch (H16 D128 bf16):
-    FlexAttention against the dense SDPA backends and the materialised-mask baselines, TFLOP/s on the
-    unmasked elements; forward and forward+backward."""
+    """Causal attention throughput against sequence length at 32768 tokens per batch (H16 D128,
+    bfloat16): FlexAttention against the dense SDPA back ends, SDPA with a materialised mask and PyTorch
+    softmax attention (naive), TFLOP/s on the unmasked elements."""
     d = _ok(_main_gpu(df))
     if not d.empty:
         d = d[(d["mask"] == "causal") & (d["score_mod"] == "none") & (d["heads"] == 16) & (d["kv_heads"] == 16)
@@ -246,21 +248,21 @@ def fig_tflops(df: pd.DataFrame):
         for impl in impls:
             g = p[p["impl"] == impl].sort_values("seqlen")
             if not g.empty:
-                ax.plot(g["seqlen"], g["tflops_elements"], marker="o", color=colors[impl], label=impl)
+                ax.plot(g["seqlen"], g["tflops_elements"], marker="o", color=colors[impl],
+                        label=style.label("flex", impl), linestyle="-" if len(g) >= 3 else "none")
         _seqlen_ticks(ax, p["seqlen"] if not p.empty else [])
-        ax.set_xlabel("sequence length (batch x seqlen constant)")
+        ax.set_xlabel("sequence length (batch × length constant)")
         ax.set_ylabel("TFLOP/s (unmasked elements)")
-        ax.set_title(pas)
-    if impls:
-        axes[0][1].legend(loc="best", ncol=2)
+        ax.set_title(style.pass_label(pas))
     fig.tight_layout()
+    style.legend_below(fig, axes[0], ncol=7)
     return fig
 
 
 def fig_memory(df: pd.DataFrame):
-    """Peak device memory of causal attention against sequence length (32K tokens per batch): the
-    materialised mask of SDPA (and of naive attention, where measured) grows as N², FlexAttention's
-    block mask as N; crosses mark out-of-memory runs."""
+    """Peak device memory of causal attention against sequence length (32768 tokens per batch): the
+    materialised mask of SDPA (and the scores of naive attention) grow with N at a constant number of
+    tokens (N² per sequence), FlexAttention's block mask does not; crosses mark out-of-memory runs."""
     d = _main_gpu(df)
     if not d.empty:
         d = d[(d["mask"] == "causal") & (d["score_mod"] == "none") & (d["heads"] == 16) & (d["kv_heads"] == 16)
@@ -280,7 +282,8 @@ def fig_memory(df: pd.DataFrame):
             g = p[p["impl"] == impl].sort_values("seqlen")
             ok = g[(g["status"] == "ok") & _num(g, "peak_mem_bytes").notna()]
             if not ok.empty:
-                ax.plot(ok["seqlen"], _num(ok, "peak_mem_bytes") / 2**30, marker="o", color=colors[impl], label=impl)
+                ax.plot(ok["seqlen"], _num(ok, "peak_mem_bytes") / 2**30, marker="o", color=colors[impl],
+                        label=style.label("flex", impl), linestyle="-" if len(ok) >= 3 else "none")
             oom = g[g["status"] == "oom"]
             if not oom.empty and np.isfinite(top):
                 ax.scatter(oom["seqlen"], [top * 1.3] * len(oom), marker="x", color=colors[impl])
@@ -289,24 +292,24 @@ def fig_memory(df: pd.DataFrame):
         _plain_log(ax, "y")
         ax.set_xlabel("sequence length")
         ax.set_ylabel("peak memory (GiB)")
-        ax.set_title(pas)
-    if impls:
-        axes[0][0].legend(loc="best", ncol=2)
+        ax.set_title(style.pass_label(pas))
     fig.tight_layout()
+    style.legend_below(fig, axes[0], ncol=7)
     return fig
 
 
 def fig_score_mods(df: pd.DataFrame):
-    """Cost of the score mods at the reference shape (B4 H16 N8192 D128 bf16, flex, causal): time over the
-    same mask without a score_mod, for ALiBi alone, the soft-cap alone (through tanh, and the same
-    function through a sigmoid) and the source's combination; forward and forward+backward."""
+    """Cost of the score modifications at the reference shape (B4 H16 N8192 D128, bfloat16,
+    FlexAttention): device time over that of the same mask without a modification, for ALiBi alone,
+    the soft-cap alone (through tanh, and the same function through a sigmoid) and the source's
+    combination; forward and forward + backward."""
     d = _ok(_base(df))
     d = d[(d["impl"] == "flex") & (d["score_mod"] != "none")] if not d.empty else d
     fig, ax = style.figure(height=2.2)
     if d.empty:
         _empty(ax)
         return fig
-    d = d.assign(label=d["mask"].map(MASK_LABEL).fillna(d["mask"]) + ", " + d["pass"])
+    d = d.assign(label=d["mask"].map(MASK_LABEL).fillna(d["mask"]) + ", " + d["pass"].map(style.pass_label))
     order = ["alibi", "softcap", "softcap_sigmoid", "alibi_softcap"]
     labels = sorted(d["label"].unique())
     width = 0.8 / max(1, len(labels))
@@ -316,24 +319,25 @@ def fig_score_mods(df: pd.DataFrame):
     ax.axhline(1.0, color="0.4", lw=0.6)
     ax.set_xticks(np.arange(len(order)) + width * (len(labels) - 1) / 2,
                   ["ALiBi", "soft-cap\n(tanh)", "soft-cap\n(sigmoid)", "ALiBi +\nsoft-cap"])
-    ax.set_ylabel("time / time without score_mod")
-    ax.legend(loc="upper left")
+    ax.set_ylabel("time / time without it")
     fig.tight_layout()
+    style.legend_below(fig, [ax], ncol=2)
     return fig
 
 
 def fig_tile_cost(df: pd.DataFrame):
-    """Why sparse masks fall short of the ideal speedup: FlexAttention's time per computed 128x128 tile
-    relative to flex causal's at the same shape and pass (tile cost = 100 / % of ideal; dotted line: 80 %
-    of ideal), for every non-causal mask at seqlen >= 8K, against the tiles computed per query-block row
-    (left: forward, middle: forward+backward) and against the fill of the computed tiles (right). The
-    tile cost grows as the rows get shorter; the grey curves are the least-squares fit of one fixed cost
-    per query-block row worth k tiles (k and R² in each panel). That fixed cost lumps together the Q load,
-    the softmax epilogue and O write, and the mask_mod on the row's one or two partial tiles: the data
-    cannot separate them, because the fill falls with the row length too. Fill alone orders the cases
-    less well (at the same fill the tile cost can differ by half). Uniform document packing sits on the
-    fit like the sliding windows; heavy-tailed document lengths sit above it (their rows are uneven, which
-    the mean row length hides)."""
+    """Why sparse masks fall short of the ideal speedup: FlexAttention's time per computed 128 × 128 tile
+    relative to flex causal's at the same shape and pass (tile cost = 100 / % of ideal; dotted line: 80
+    % of ideal), for every non-causal mask at sequence lengths N of 8192 and more, against the tiles
+    computed per query-block row (left: forward, middle: forward + backward) and against the fill of the
+    computed tiles (right; filled markers forward, open ones forward + backward). The tile cost grows as
+    the rows get shorter; the grey curves are the least-squares fit of one fixed cost per query-block
+    row worth k tiles (k and R² in each panel). That fixed cost lumps together the Q load, the softmax
+    epilogue and O write, and the mask function on the row's one or two partial tiles: the data cannot
+    separate them, because the fill falls with the row length too. Fill alone orders the cases less well
+    (at the same fill the tile cost can differ by half). Uniform document packing sits on the fit like
+    the sliding windows; heavy-tailed document lengths sit above it (their rows are uneven, which the
+    mean row length hides)."""
     from matplotlib.lines import Line2D
 
     d = _sparse_flex(df)
@@ -345,7 +349,7 @@ def fig_tile_cost(df: pd.DataFrame):
     n_labels = sorted(d["n_label"].unique(), key=lambda x: int(x[:-1])) if not d.empty else []
     markers = dict(zip(n_labels, "osD^v"))
     for ax, pas in zip(axes[0], passes):
-        ax.set_title(pas)
+        ax.set_title(style.pass_label(pas))
         p = d[d["pass"] == pas] if not d.empty else d
         if p.empty:
             _empty(ax)
@@ -362,8 +366,9 @@ def fig_tile_cost(df: pd.DataFrame):
                 if not at_n.empty:
                     causal_rows = (at_n["tiles_per_row"] * at_n["ideal_ratio"]).median()
                     ax.plot(grid, _row_model(k, grid, causal_rows), color="0.55", lw=0.8, ls=ls, zorder=0,
-                            label=f"fit, N={n}")
-            ax.legend(loc="upper right", title=f"row = {k:.1f} tiles, R² {r2:.2f}", title_fontsize=6)
+                            label=f"fit, N{n}")
+            ax.text(0.98, 0.97, f"row = {k:.1f} tiles, R² {r2:.2f}", transform=ax.transAxes, ha="right",
+                    va="top", fontsize=6)
         ax.axhline(1.0, color="0.3", lw=0.5)
         ax.axhline(1.25, color="0.6", lw=0.7, ls=":")
         ax.set_xscale("log")
@@ -371,7 +376,7 @@ def fig_tile_cost(df: pd.DataFrame):
         ax.set_xlabel("tiles computed per query-block row")
         ax.set_ylabel("tile cost (causal = 1)")
     ax = axes[0][2]
-    ax.set_title("fill (filled: fwd, open: fwdbwd)")
+    ax.set_title("fill")
     if d.empty:
         _empty(ax)
     for fam in families:
@@ -383,7 +388,9 @@ def fig_tile_cost(df: pd.DataFrame):
     ax.set_xlabel("fill of computed tiles (% allowed)")
     ax.set_ylabel("tile cost (causal = 1)")
     handles = [Line2D([], [], ls="", marker="o", color=FAMILY_COLORS[f], label=MASK_LABEL[f]) for f in families]
-    handles += [Line2D([], [], ls="", marker=markers[n], color="0.4", label=f"N={n}") for n in n_labels]
+    handles += [Line2D([], [], ls="", marker=markers[n], color="0.4", label=f"N{n}") for n in n_labels]
+    handles += [Line2D([], [], color="0.55", lw=0.8, ls=ls, label=f"fit, N{n}")
+                for n, ls in zip(n_labels, ["-", "--", ":", "-."])]
     if handles:
         fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(handles))
     fig.tight_layout()
@@ -402,46 +409,51 @@ FIGURES = {
 # tables
 
 
-def _knob_label(row) -> str:
+def _case_label(row) -> str:
+    """A mask family and its setting in a few words ("window 1024", "64 docs, heavy")."""
+    if row["mask"] == "causal":
+        return "causal"
     if row["mask"] == "window":
-        return f"w={int(row['window'])}"
+        return f"window {int(row['window'])}"
     if row["mask"] == "document":
-        return f"{int(row['documents'])} {row['doc_dist']}"
+        return f"{int(row['documents'])} docs, {row['doc_dist']}"
     if row["mask"] == "document_window":
-        return f"{int(row['documents'])} {row['doc_dist']}, w={int(row['window'])}"
+        return f"{int(row['documents'])} docs, {row['doc_dist']}, window {int(row['window'])}"
     if row["mask"] == "prefix":
-        return f"p={int(row['prefix'])}"
-    return ""
+        return f"prefix {int(row['prefix'])}"
+    return str(row["mask"])
 
 
 def table_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """FlexAttention per mask family at seqlen >= 8K (flex, no score_mod): tiles computed, time, speedup
-    over flex causal against the ideal ratio of tiles, TFLOP/s on unmasked elements and on computed
-    tiles, and speedup over dense causal FlashAttention-2 and cuDNN at the same shape."""
+    """FlexAttention per mask at sequence lengths N of 8192 and more (no score modification): tiles
+    computed (% of all), device time, speedup over flex causal and as a percentage of the ideal
+    (causal's tiles over the mask's), and speedup over dense causal FlashAttention-2 (FA2) and cuDNN
+    at the same shape."""
     d = _ok(_main_gpu(df))
-    cols = ["pass", "N", "mask", "setting", "tiles %", "ms", "vs causal", "ideal", "% ideal",
-            "TFLOP/s elem.", "TFLOP/s tiles", "vs FA2", "vs cuDNN"]
+    cols = ["pass", "N", "mask", "tiles %", "ms", "vs causal", "% ideal", "vs FA2", "vs cuDNN"]
     if d.empty:
         return pd.DataFrame(columns=cols)
     d = d[(d["impl"] == "flex") & (d["score_mod"] == "none") & (d["seqlen"] >= 8191) & (d["heads"] == 16)
           & (d["kv_heads"] == 16) & (d["head_dim"] == 128) & (d["dtype"] == "bfloat16")]
     if d.empty:
         return pd.DataFrame(columns=cols)
-    d = d.sort_values(["pass", "seqlen", "mask", "density_blocks"])
+    d = d.assign(_p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2})).sort_values(
+        ["_p", "seqlen", "mask", "density_blocks"])
     out = pd.DataFrame({
-        "pass": d["pass"], "N": d["seqlen"].astype(int), "mask": d["mask"].map(MASK_LABEL),
-        "setting": d.apply(_knob_label, axis=1), "tiles %": (100 * d["density_blocks"]).round(1),
+        "pass": d["pass"].map(style.pass_label), "N": d["seqlen"].astype(int), "mask": d.apply(_case_label, axis=1),
+        "tiles %": (100 * d["density_blocks"]).round(1),
         "ms": d["device_ms"].round(3), "vs causal": d["speedup_vs_causal"].round(2),
-        "ideal": d["ideal_ratio"].round(2), "% ideal": d["pct_of_ideal"].round(0),
-        "TFLOP/s elem.": d["tflops_elements"].round(0), "TFLOP/s tiles": d["tflops_blocks"].round(0),
+        "% ideal": d["pct_of_ideal"].round(0),
         "vs FA2": d["speedup_vs_flash"].round(2), "vs cuDNN": d["speedup_vs_cudnn"].round(2)})
     return out.reset_index(drop=True)
 
 
 def table_dense(df: pd.DataFrame) -> pd.DataFrame:
-    """Causal attention time (ms) per implementation and shape (bf16 unless stated): FlexAttention
-    (default and max-autotune) against SDPA's FlashAttention-2, cuDNN and memory-efficient backends and
-    the materialised-mask baselines; oom: out of memory, n/s: not supported."""
+    """Causal attention: device time (ms) per implementation and shape (bfloat16; B batch, H query
+    heads, KV key/value heads where fewer, N sequence length, D head size): FlexAttention (default and
+    max-autotune) against SDPA's FlashAttention-2, cuDNN and memory-efficient back ends, SDPA with a
+    materialised mask and PyTorch softmax attention; OOM: out of memory; n/a: not measured or not
+    supported."""
     d = _main_gpu(df)
     if d.empty:
         return pd.DataFrame(columns=["pass", "shape"])
@@ -449,23 +461,25 @@ def table_dense(df: pd.DataFrame) -> pd.DataFrame:
     if d.empty:
         return pd.DataFrame(columns=["pass", "shape"])
     d = d.assign(cell=np.where(d["status"] == "ok", d["device_ms"].round(3).map("{:.3f}".format),
-                               d["status"].map({"unsupported": "n/s"}).fillna(d["status"])))
-    shape = ("B" + d["batch"].astype(int).astype(str) + " H" + d["heads"].astype(int).astype(str) + "/"
-             + d["kv_heads"].astype(int).astype(str) + " N" + d["seqlen"].astype(int).astype(str) + " D"
-             + d["head_dim"].astype(int).astype(str) + np.where(d["dtype"] == "bfloat16", "", " " + d["dtype"]))
-    t = d.assign(shape=shape).pivot_table(index=["pass", "seqlen", "shape"], columns="impl", values="cell",
-                                          aggfunc="first")
-    t = t.reset_index().drop(columns="seqlen").fillna("")
+                               d["status"].map({"oom": "OOM"}).fillna(style.MISSING)))
+    shape = [style.shape(B=b, H=h, **({"KV": kv} if kv != h else {}), N=n, D=hd)
+             + ("" if dt == "bfloat16" else f" {dt}")
+             for b, h, kv, n, hd, dt in zip(d["batch"], d["heads"], d["kv_heads"], d["seqlen"], d["head_dim"],
+                                            d["dtype"])]
+    d = d.assign(shape=shape, _p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2}))
+    t = d.pivot_table(index=["_p", "pass", "seqlen", "shape"], columns="impl", values="cell", aggfunc="first")
+    t = t.reset_index().drop(columns=["seqlen", "_p"]).fillna(style.MISSING)
     order = [c for c in ["flex", "flex_autotune", *DENSE, "sdpa_masked", "naive"] if c in t]
-    t = t[["pass", "shape", *order]]
-    t.columns.name = None
+    t = t[["pass", "shape", *order]].assign(**{"pass": lambda x: x["pass"].map(style.pass_label)})
+    t.columns = ["pass", "shape", *(style.label("flex", c) for c in order)]
     return t
 
 
 def table_score_mods(df: pd.DataFrame) -> pd.DataFrame:
-    """Score-mod cost at B4 H16 N8192 D128 bf16 (flex): time, time over the same mask without a
-    score_mod, and the added time per unmasked score in picoseconds (whole GPU) for ALiBi, the soft-cap
-    (through tanh and through a sigmoid) and the source's combination."""
+    """Cost of the score modifications at B4 H16 N8192 D128 (bfloat16, FlexAttention): device time,
+    time over the same mask without a modification, and the added time per unmasked score in
+    picoseconds (whole GPU) for ALiBi, the soft-cap (through tanh and through a sigmoid) and the
+    source's combination."""
     d = _ok(_base(df))
     cols = ["pass", "mask", "score_mod", "ms", "slowdown", "added ps / score"]
     if d.empty:
@@ -476,31 +490,33 @@ def table_score_mods(df: pd.DataFrame) -> pd.DataFrame:
     added = (d["device_ms"] - plain) * 1e9 / elements
     keep = plain.notna() & (d["score_mod"] != "none")
     d, added = d[keep], added[keep]
-    out = pd.DataFrame({"pass": d["pass"], "mask": d["mask"].map(MASK_LABEL) + d.apply(
-        lambda r: f" w={int(r['window'])}" if r["mask"] == "window" else "", axis=1),
-        "score_mod": d["score_mod"], "ms": d["device_ms"].round(3),
-        "slowdown": d["slowdown_vs_plain"].round(2), "added ps / score": added.round(3)})
-    return out.sort_values(["pass", "mask", "score_mod"]).reset_index(drop=True)
+    out = pd.DataFrame({"pass": d["pass"].map(style.pass_label), "mask": d.apply(_case_label, axis=1),
+                        "score_mod": d["score_mod"].map(SCORE_MOD_LABEL).fillna(d["score_mod"]),
+                        "ms": d["device_ms"].round(3), "slowdown": d["slowdown_vs_plain"].round(2),
+                        "added ps / score": added.round(3)})
+    out = out.assign(_p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2}))
+    return out.sort_values(["_p", "mask", "score_mod"]).drop(columns="_p").rename(
+        columns={"score_mod": "modification"}).reset_index(drop=True)
 
 
 def _shape_note(row) -> str:
-    """What differs from the reference shape apart from batch and seqlen (e.g. "D64", "H16/4")."""
+    """What differs from the reference shape apart from batch and seqlen (e.g. "D64", "H16 KV4")."""
     notes = []
     if row["heads"] != BASE["heads"] or row["kv_heads"] != BASE["kv_heads"]:
-        notes.append(f"H{int(row['heads'])}/{int(row['kv_heads'])}")
+        notes.append(style.shape(H=row["heads"], KV=row["kv_heads"]))
     if row["head_dim"] != BASE["head_dim"]:
-        notes.append(f"D{int(row['head_dim'])}")
+        notes.append(style.shape(D=row["head_dim"]))
     if row["dtype"] != BASE["dtype"]:
         notes.append(str(row["dtype"]))
     return ", ".join(notes)
 
 
 def table_tile_cost(df: pd.DataFrame) -> pd.DataFrame:
-    """Where the sparse masks lose their ideal speedup (flex, no score_mod, seqlen >= 8K): tiles computed
-    per query-block row, fill of the computed tiles, percentage of the ideal speedup, tile cost (time per
-    computed tile over flex causal's at the same shape and pass) and the tile cost predicted by one fixed
-    cost per query-block row fitted per pass (row_cost_fit)."""
-    cols = ["pass", "N", "mask", "setting", "tiles / row", "fill %", "% ideal", "tile cost", "fit"]
+    """Where the sparse masks lose their ideal speedup (FlexAttention, no score modification, N of 8192
+    and more): tiles computed per query-block row, fill of the computed tiles, percentage of the ideal
+    speedup, tile cost (time per computed tile over flex causal's at the same shape and pass) and the
+    tile cost predicted by one fixed cost per query-block row, fitted per pass."""
+    cols = ["pass", "N", "mask", "tiles / row", "fill %", "% ideal", "tile cost", "fit"]
     d = _sparse_flex(df)
     d = d[d["mask"].isin(["window", "document", "document_window"])] if not d.empty else d
     if d.empty:
@@ -511,10 +527,11 @@ def table_tile_cost(df: pd.DataFrame) -> pd.DataFrame:
         idx = p.index.intersection(d.index)
         rows = d.loc[idx, "tiles_per_row"]
         fit[idx] = _row_model(k, rows, rows * d.loc[idx, "ideal_ratio"])
-    d = d.assign(fit=fit).sort_values(["pass", "tiles_per_row", "seqlen", "mask"])
-    setting = d.apply(lambda r: ", ".join(x for x in (_knob_label(r), _shape_note(r)) if x), axis=1)
+    d = d.assign(fit=fit, _p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2})).sort_values(
+        ["_p", "tiles_per_row", "seqlen", "mask"])
+    setting = d.apply(lambda r: ", ".join(x for x in (_case_label(r), _shape_note(r)) if x), axis=1)
     out = pd.DataFrame({
-        "pass": d["pass"], "N": d["seqlen"].astype(int), "mask": d["mask"].map(MASK_LABEL), "setting": setting,
+        "pass": d["pass"].map(style.pass_label), "N": d["seqlen"].astype(int), "mask": setting,
         "tiles / row": d["tiles_per_row"].round(1), "fill %": (100 * d["tile_fill"]).round(0),
         "% ideal": d["pct_of_ideal"].round(0), "tile cost": d["tile_cost"].round(2), "fit": d["fit"].round(2)})
     return out.reset_index(drop=True)
@@ -545,7 +562,10 @@ def _one(d: pd.DataFrame, col: str):
 
 
 #: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
-CLAIMS = {"FlexSparsityVerdict": "FlexAttention speed follows sparsity"}
+CLAIMS = {"FlexMemoryVerdict": "FlexAttention: dense mask memory from O(N²) to O(N)",
+          "FlexPrefillVerdict": "FlexAttention: 2–4× faster prefill",
+          "FlexSparsityVerdict": "FlexAttention speed follows sparsity (at least 80 % of the ideal speedup)"}
+
 
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text (``Flex...`` macros); "n/a" where not measured."""
@@ -571,9 +591,10 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             out[f"Flex{fname}{pname}TargetMet"] = (f"{int((pct >= 80).sum())} of {len(pct)}" if len(pct) else "n/a")
             fwd_pcts.extend(pct.tolist() if pas == "fwd" else [])
     # verdict on "speed follows sparsity": forward cases of both families at >= 80 % of the ideal
-    met = sum(p >= 80 for p in fwd_pcts)
-    out["FlexSparsityVerdict"] = ("n/a" if not fwd_pcts else "holds" if met == len(fwd_pcts)
-                                  else "does not hold" if met == 0 else f"holds in {met} of {len(fwd_pcts)} cases")
+    out["FlexSparsityVerdict"] = render.claim_verdict(fwd_pcts, 80.0)
+    fwd = _where(base, impl="flex", mask="causal", score_mod="none", **{"pass": "fwd"})
+    out["FlexPrefillVerdict"] = render.claim_verdict([_one(fwd, "speedup_vs_flash"), _one(fwd, "speedup_vs_cudnn")],
+                                                     2.0, 4.0)
     for mod, mname in (("alibi", "Alibi"), ("softcap", "Softcap"), ("softcap_sigmoid", "SoftcapSigmoid"),
                        ("alibi_softcap", "AlibiSoftcap")):
         for pas, pname in names.items():
@@ -583,6 +604,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     out["FlexFwdWindowThousandSpeedup"] = _fmt(_one(w, "speedup_vs_causal"))
     # memory: largest seqlen each materialised baseline ran, and its memory over flex's there
     causal = _where(d, mask="causal", score_mod="none", **{"pass": "fwd"}) if not d.empty else d
+    growth: list[float] = []
     for impl, iname in (("naive", "Naive"), ("sdpa_masked", "SdpaMasked")):
         r = causal[causal["impl"] == impl] if not causal.empty else causal
         out[f"Flex{iname}MaxSeqlen"] = str(int(r["seqlen"].max())) if not r.empty else "n/a"
@@ -592,6 +614,13 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         if not both.empty:
             ratio = (_num(both, "peak_mem_bytes") / _num(both, "peak_mem_bytes_flex")).iloc[-1]
         out[f"Flex{iname}MemOverFlex"] = _fmt(ratio, 1)
+        if len(both) >= 2:  # how the ratio grows from the shortest to the longest length both ran
+            ratios = _num(both, "peak_mem_bytes") / _num(both, "peak_mem_bytes_flex")
+            growth.append(ratios.iloc[-1] / ratios.iloc[0])
+        out[f"Flex{iname}MemMinSeqlen"] = str(int(both["seqlen"].min())) if len(both) else "n/a"
+        out[f"Flex{iname}MemRatioGrowth"] = _fmt(growth[-1] if len(both) >= 2 else np.nan, 1)
+    # O(N^2) against O(N): the materialised baselines' memory over flex's grows with N (by > 10 %)
+    out["FlexMemoryVerdict"] = render.claim_verdict(growth, 1.1)
     flexrows = d[d["impl"] == "flex"] if not d.empty else d
     comp = _num(flexrows, "compile_s")[_num(flexrows, "recompiles") > 0] if not flexrows.empty else pd.Series()
     out["FlexCompileSecondsMedian"] = _fmt(comp.median() if len(comp) else np.nan, 1)

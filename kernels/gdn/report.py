@@ -74,30 +74,44 @@ def _sweep_rows(df):
     return d[(d["batch"] == b) & (d["heads"] == h)]
 
 
+def _label(impl: str) -> str:
+    return style.label("gdn", impl)
+
+
 def _time_vs_seqlen(df: pd.DataFrame, pas: str, what: str):
-    fig, ax = style.figure()
+    from matplotlib import ticker
+
+    fig, ax = style.figure(height=2.6)
     d = _sweep_rows(_pass(df, pas))
     pal = style.palette(_impls(df))
     for impl in _impls(d) if not d.empty else []:
         s = d[d["impl"] == impl].sort_values("seqlen")
-        ax.plot(s["seqlen"], s["device_ms"], marker="o", label=impl, color=pal[impl])
+        ax.plot(s["seqlen"], s["device_ms"], marker="o", label=_label(impl), color=pal[impl],
+                linestyle="-" if len(s) >= 3 else "none")
     if not d.empty:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_title(f"GDN {what}, B={d['batch'].iloc[0]} H={d['heads'].iloc[0]} d={d['head_dim'].iloc[0]}")
-        ax.legend(ncol=2)
+        ticks = sorted(d["seqlen"].unique())
+        ax.set_xticks(ticks, [str(int(t)) for t in ticks], fontsize=6)
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.set_title(f"{what}, " + style.shape(B=d["batch"].iloc[0], H=d["heads"].iloc[0], D=d["head_dim"].iloc[0]))
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("median device time (ms)")
+    fig.tight_layout()
+    style.legend_below(fig, [ax], ncol=3)
     return fig
 
 
 def fig_time_vs_seqlen(df: pd.DataFrame):
-    """Median forward time against seqlen, one line per impl, log-log."""
+    """Gated DeltaNet forward: median device time against sequence length per implementation
+    (log-log); an implementation measured at fewer than three lengths is not joined by a line."""
     return _time_vs_seqlen(df, "fwd", "forward")
 
 
 def fig_fwdbwd_time_vs_seqlen(df: pd.DataFrame):
-    """Median forward + backward time against seqlen, one line per impl, log-log."""
+    """Gated DeltaNet training step (forward + backward timed as one call): median device time
+    against sequence length per implementation (log-log); at batch 1 and short sequences our
+    step's device time holds host time (the text says why)."""
     return _time_vs_seqlen(df, "fwdbwd", "forward + backward")
 
 
@@ -109,61 +123,93 @@ def _main_rows(df, main=MAIN):
 
 
 def _shape_label(d):
-    return [f"B{b} T{t // 1024}K\nH{h}" for b, t, h in zip(d["batch"], d["seqlen"], d["heads"])]
+    return [style.shape(B=b, T=t) + "\n" + style.shape(H=h) for b, t, h in zip(d["batch"], d["seqlen"], d["heads"])]
 
 
-def _bars(ax, d, col):
-    """Grouped bars of ``col`` per shape (x) and impl (colour) from rows carrying ``shape``."""
+def _fla_band(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with ``speedup_low`` and ``speedup_high``: FLA's 10th percentile over this row's 90th and
+    FLA's 90th over this row's 10th (the spread of ``speedup_vs_fla``; NaN without quantiles)."""
+    if not {"q10_ms", "q90_ms"} <= set(df.columns):
+        return df.assign(speedup_low=np.nan, speedup_high=np.nan)
+    cols = _shape_cols(df)
+    fla = df[df["impl"] == "fla_chunk"][cols + ["q10_ms", "q90_ms"]].drop_duplicates(subset=cols)
+    merged = df[cols].merge(fla.rename(columns={"q10_ms": "_f10", "q90_ms": "_f90"}), on=cols, how="left")
+    return df.assign(speedup_low=merged["_f10"].to_numpy() / df["q90_ms"].to_numpy(),
+                     speedup_high=merged["_f90"].to_numpy() / df["q10_ms"].to_numpy())
+
+
+def _bars(ax, d, col, log=False):
+    """Grouped bars of ``col`` per shape (x) and impl (colour) from rows carrying ``shape``; on a
+    log axis (``log``) when the values span orders of magnitude. Speedups over FLA carry error bars
+    from the quantiles (:func:`_fla_band`)."""
     impls = _impls(d)
     shapes = list(dict.fromkeys(d["shape"]))
     pal = style.palette(impls)
     width = 0.8 / max(len(impls), 1)
     for j, impl in enumerate(impls):
-        s = d[d["impl"] == impl].set_index("shape")[col]
-        s = s[~s.index.duplicated()].reindex(shapes)
-        ax.bar(np.arange(len(shapes)) + j * width, s.to_numpy(), width, label=impl, color=pal[impl])
+        rows = d[d["impl"] == impl].set_index("shape")
+        rows = rows[~rows.index.duplicated()].reindex(shapes)
+        s = rows[col]
+        yerr = None
+        if col == "speedup_vs_fla" and {"speedup_low", "speedup_high"} <= set(rows.columns):
+            yerr = np.vstack([(s - rows["speedup_low"]).clip(lower=0), (rows["speedup_high"] - s).clip(lower=0)])
+            yerr = None if np.isnan(yerr).all() else np.nan_to_num(yerr)
+        ax.bar(np.arange(len(shapes)) + j * width, s.to_numpy(), width, label=_label(impl), color=pal[impl],
+               yerr=yerr, error_kw={"elinewidth": 0.6, "capsize": 1.5})
     ax.set_xticks(np.arange(len(shapes)) + 0.4 - width / 2, shapes, fontsize=6)
-    top = pd.to_numeric(d[col], errors="coerce").max()
-    if np.isfinite(top) and top > 0:
-        ax.set_ylim(0, top * 1.3)
-    ax.legend(ncol=3, loc="upper center")
+    values = pd.to_numeric(d[col], errors="coerce")
+    if log and (values > 0).any():
+        ax.set_yscale("log")
+        ax.set_ylim(values[values > 0].min() / 2, values.max() * 2)
+    elif np.isfinite(values.max()) and values.max() > 0:
+        ax.set_ylim(0, values.max() * 1.1)
 
 
 def fig_speedup_main(df: pd.DataFrame):
-    """Speedup over fla_chunk at the main shapes, bars per impl (1 = FLA)."""
-    fig, ax = style.figure(height=2.6)
+    """Gated DeltaNet forward at the main shapes: speedup over FLA's chunked kernels by device
+    time, per implementation (1 is FLA; log axis, the token loop runs thousands of times slower)."""
+    fig, ax = style.figure(height=2.4)
     d = _main_rows(_pass(df, "fwd")).dropna(subset=["speedup_vs_fla"])
     if not d.empty:
-        _bars(ax, d.assign(shape=_shape_label(d)), "speedup_vs_fla")
+        _bars(ax, _fla_band(d).assign(shape=_shape_label(d)), "speedup_vs_fla", log=True)
         ax.axhline(1.0, color="black", lw=0.6)
-    ax.set_ylabel("speedup over fla_chunk (x)")
-    ax.set_title("GDN forward at the main shapes")
+    ax.set_ylabel("speedup over FLA (log)")
+    ax.set_title("forward")
+    fig.tight_layout()
+    style.legend_below(fig, [ax], ncol=4)
     return fig
 
 
 def fig_bwd_speedup_main(df: pd.DataFrame):
-    """Speedup over fla_chunk of the backward (left) and of forward + backward (right)
-    at the backward's main shapes, bars per impl (1 = FLA)."""
+    """Gated DeltaNet backward (left) and training step (right, forward + backward as one call):
+    speedup over FLA's chunked kernels by device time at the backward's main shapes, per
+    implementation (1 is FLA); error bars from FLA's 10th percentile over this one's 90th to FLA's
+    90th over this one's 10th."""
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.6, ncols=2, sharey=True)
     for ax, (pas, what) in zip(axes, (("bwd", "backward"), ("fwdbwd", "forward + backward"))):
         d = _main_rows(_pass(df, pas), BWD_MAIN).dropna(subset=["speedup_vs_fla"])
         if not d.empty:
-            _bars(ax, d.assign(shape=_shape_label(d)), "speedup_vs_fla")
+            _bars(ax, _fla_band(d).assign(shape=_shape_label(d)), "speedup_vs_fla")
             ax.axhline(1.0, color="black", lw=0.6)
-        ax.set_title(f"GDN {what}")
-    axes[0].set_ylabel("speedup over fla_chunk (x)")
+        ax.set_title(what)
+    axes[0].set_ylabel("speedup over FLA")
+    fig.tight_layout()
+    style.legend_below(fig, axes, ncol=4)
     return fig
 
 
 def fig_peak_memory(df: pd.DataFrame):
-    """Peak memory (GiB) of one forward + backward call at the backward's main shapes, bars per impl."""
-    fig, ax = style.figure(height=2.6)
+    """Gated DeltaNet training step: peak memory (GiB) of one forward + backward call at the
+    backward's main shapes, per implementation."""
+    fig, ax = style.figure(height=2.4)
     d = _main_rows(_pass(df, "fwdbwd"), BWD_MAIN)
     d = d.dropna(subset=["peak_mem_gib"]) if "peak_mem_gib" in d.columns else d.iloc[0:0]
     if not d.empty:
         _bars(ax, d.assign(shape=_shape_label(d)), "peak_mem_gib")
     ax.set_ylabel("peak memory (GiB)")
-    ax.set_title("GDN forward + backward, peak memory")
+    ax.set_title("forward + backward")
+    fig.tight_layout()
+    style.legend_below(fig, [ax], ncol=4)
     return fig
 
 
@@ -173,42 +219,49 @@ FIGURES = {"gdn_time_vs_seqlen": fig_time_vs_seqlen, "gdn_speedup_main": fig_spe
 
 
 def table_main(df: pd.DataFrame) -> pd.DataFrame:
-    """Forward median device time (ms) per impl (columns) at the main shapes and the varlen cases (rows)."""
+    """Gated DeltaNet forward: median device time (ms) per implementation at the main shapes and on
+    packed sequences of varying lengths (S: number of sequences, T: their total length); n/a: not
+    measured (FlashQLA ran the main shapes, the token loop the shorter sequences)."""
     d = _pass(df, "fwd")
     d = d[d["device_ms"].notna()]
     keys = set(MAIN)
     d = d[[(b, t, h) in keys or bool(v) for b, t, h, v in zip(d["batch"], d["seqlen"], d["heads"], d["varlen"])]]
     if d.empty:
         return pd.DataFrame()
-    label = [f"{n} seqs, T={t}, H={h}" if v else f"B={b}, T={t}, H={h}"
+    label = [style.shape(S=n, T=t, H=h) if v else style.shape(B=b, T=t, H=h)
              for b, t, h, n, v in zip(d["batch"], d["seqlen"], d["heads"], d["num_seqs"], d["varlen"])]
     t = d.assign(shape=label).pivot_table(index="shape", columns="impl", values="device_ms", aggfunc="first")
     t = t[[i for i in _impls(d) if i in t.columns]].round(3)
+    t.columns = [_label(i) for i in t.columns]
     t.index.name, t.columns.name = "shape", None
     return t
 
 
 def table_bwd(df: pd.DataFrame) -> pd.DataFrame:
-    """Backward and forward + backward median device time (ms) per impl (columns) at the backward's
-    main shapes (rows ``shape, pass``), with fwd+bwd peak memory of chunk in GiB."""
+    """Gated DeltaNet backward and training step (forward + backward): median device time (ms) per
+    implementation at the backward's main shapes, with the peak memory of our chunked kernels'
+    training step (GiB)."""
     d = pd.concat([_main_rows(_pass(df, p), BWD_MAIN) for p in ("bwd", "fwdbwd")])
     if d.empty:
         return pd.DataFrame()
-    d = d.assign(shape=[f"B={b}, T={t}, H={h}, {p}" for b, t, h, p in
-                        zip(d["batch"], d["seqlen"], d["heads"], d["pass"])])
-    t = d.pivot_table(index="shape", columns="impl", values="device_ms", aggfunc="first")
+    d = d.assign(shape=[style.shape(B=b, T=t, H=h) for b, t, h in zip(d["batch"], d["seqlen"], d["heads"])],
+                 passname=d["pass"].map(style.pass_label))
+    t = d.pivot_table(index=["passname", "shape"], columns="impl", values="device_ms", aggfunc="first")
     t = t[[i for i in _impls(d) if i in t.columns]].round(3)
     mem = d[(d["impl"] == "chunk") & (d["pass"] == "fwdbwd")].set_index("shape")["peak_mem_gib"]
-    t["chunk peak GiB"] = mem[~mem.index.duplicated()].reindex(t.index).round(2)
-    t.index.name, t.columns.name = "shape", None
+    mem = mem[~mem.index.duplicated()]
+    t["peak GiB, ours"] = [mem.get(s) if p == style.pass_label("fwdbwd") else np.nan for p, s in t.index]
+    t["peak GiB, ours"] = t["peak GiB, ours"].astype(float).round(2)
+    t.columns = [_label(i) if i in ORDER else i for i in t.columns]
+    t.index.names, t.columns.name = ["pass", "shape"], None
     return t
 
 
 def table_kernels(df: pd.DataFrame) -> pd.DataFrame:
-    """Where the time goes at B4 T8192 H16: device time of each kernel of one call
-    (µs; torch.profiler, L2 not flushed) per impl and pass, longest first, with its
-    share of the impl's total; kernels under 2 % of it are summed as other."""
-    return render.kernel_table(df, ORDER)
+    """Where the time goes at B4 T8192 H16: device time of each kernel of one call (µs;
+    torch.profiler, L2 not flushed) per implementation and pass, longest first, with its share of
+    the implementation's total; kernels under 2 % of it are summed as other."""
+    return render.kernel_table(df, ORDER, study="gdn")
 
 
 TABLES = {"gdn_main": table_main, "gdn_bwd": table_bwd, "gdn_kernels": table_kernels}
@@ -227,21 +280,23 @@ def _at(df, impl, b, t, h, col="device_ms", pas="fwd"):
     return s.iloc[0] if len(s) else None
 
 
-def flash_qla_verdict(df: pd.DataFrame) -> str:
-    """Verdict on FlashQLA's claim (2--3x FLA's forward, 2x its backward, on Hopper) from
-    the rows that pair flash_qla with fla_chunk: per pass, "holds" when every measured
-    speedup reaches the claimed lower bound (2x), "n/a" when none was measured."""
-    words = []
-    for pas in ("fwd", "bwd"):
+def flash_qla_verdicts(df: pd.DataFrame) -> dict[str, str]:
+    """Verdicts on FlashQLA's claim (2--3x FLA's forward, 2x its backward, on Hopper) from the
+    rows that pair flash_qla with fla_chunk, per pass (:func:`kernels.render.claim_verdict` on the
+    speedups over ``[2, 3]`` forward, ``[2, inf)`` backward): ``GdnFlashQlaFwdVerdict``,
+    ``GdnFlashQlaBwdVerdict``."""
+    out = {}
+    for pas, name, high in (("fwd", "Fwd", 3.0), ("bwd", "Bwd", float("inf"))):
         d = _pass(df, pas)
         s = d[d["impl"] == "flash_qla"]["speedup_vs_fla"].dropna() if "speedup_vs_fla" in d.columns else []
-        held = "n/a" if not len(s) else ("holds" if (s >= 2.0).all() else "does not hold")
-        words.append(f"{'forward' if pas == 'fwd' else 'backward'} {held}")
-    return "; ".join(words)
+        out[f"GdnFlashQla{name}Verdict"] = render.claim_verdict(list(s), 2.0, high)
+    return out
 
 
 #: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
-CLAIMS = {"GdnFlashQlaVerdict": "FlashQLA 2–3× forward, 2× backward over FLA on Hopper"}
+CLAIMS = {"GdnFlashQlaFwdVerdict": "FlashQLA 2–3× FLA's forward on Hopper",
+          "GdnFlashQlaBwdVerdict": "FlashQLA 2× FLA's backward on Hopper"}
+
 
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text: forward times, speedups and TFLOP/s at the main
@@ -251,7 +306,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     memory at the backward's main shapes (``Gdn<Impl>Bwd...``, ``Gdn<Impl>Fwdbwd...``);
     the forward's summed kernel time at B4 T8192 H16 (``Gdn<Impl>KernelMs...``, from
     the profiled breakdown); FlashQLA's speedups over FLA and the verdict on its
-    claim (``GdnFlashQlaVerdict``); a training step's device time against its forward and backward
+    claim (:func:`flash_qla_verdicts`); a training step's device time against its forward and backward
     timed apart (``Gdn<Impl>FwdbwdMs<shape>``, ``Gdn<Impl>FwdPlusBwdMs<shape>``); the host overhead per call (latency minus device time) at
     B4 T8192 H16 (``Gdn<Impl><Pass>HostUsBFourTEightK``, µs); the largest
     output and gradient RMSE/RMS of ``chunk`` against float64 (``GdnChunkOutErrMax``,
@@ -278,7 +333,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
                                                             ".2f")
         for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
             m[f"Gdn{iname}FwdbwdPeakGib{tag}"] = _fmt(_at(df, impl, b, t, h, "peak_mem_gib", "fwdbwd"), ".2f")
-    m["GdnFlashQlaVerdict"] = flash_qla_verdict(df)
+    m.update(flash_qla_verdicts(df))
     # A training step timed whole against its forward and backward timed apart: where the step's device
     # time is longer, the GPU idled inside it waiting for the host (ours waits for the g <= 0 check).
     for (b, t, h), tag in {**bnames, (1, 1024, 16): "BOneTOneK"}.items():

@@ -100,17 +100,18 @@ def _passes(df: pd.DataFrame) -> list[str]:
     return [p for p in ("fwd", "bwd", "fwdbwd") if p in present] or ["fwd"]
 
 
-def _legend(axes) -> None:
-    """One legend (in the last panel) for the lines of every panel."""
-    entries = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            entries.setdefault(label, handle)
-    if entries:
-        axes[-1].legend(list(entries.values()), list(entries), loc="best")
+def _label(impl: str) -> str:
+    return style.label("swiglu", impl)
 
 
-def _empty_note(ax, text="no measurements"):
+def _plot(ax, line: pd.Series, **kw) -> None:
+    """``line`` against its index: joined by a line where it has three or more points, else markers alone."""
+    if len(line) < 3:
+        kw = {**kw, "linestyle": "none"}
+    ax.plot(line.index, line.values, **kw)
+
+
+def _empty_note(ax, text=render.NOT_MEASURED):
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=7)
 
 
@@ -127,11 +128,11 @@ def _size_panels(df: pd.DataFrame, metric: str, ylabel: str, title: str):
         for impl in _impls(sub):
             line = sub[sub["impl"].eq(impl)].groupby("numel")[metric].median().sort_index()
             copy = impl == "copy"
-            ax.plot(line.index, line.values, marker="o", color=colors[impl], label=impl,
-                    linestyle="--" if copy else "-", linewidth=1.6 if copy else 1.0)
+            _plot(ax, line, marker="o", color=colors[impl], label=_label(impl),
+                  linestyle="--" if copy else "-", linewidth=1.6 if copy else 1.0)
             if metric == "us" and not copy:  # the latency of the same calls, launched from Python
                 lat = sub[sub["impl"].eq(impl)].groupby("numel")["latency_us"].median().sort_index().dropna()
-                ax.plot(lat.index, lat.values, color=colors[impl], linestyle=":", linewidth=0.8)
+                _plot(ax, lat, color=colors[impl], linestyle=":", linewidth=0.8)
         if metric == "gbps":
             for gpu in sub["gpu"].unique():
                 if gpu in PEAK_GBPS:
@@ -143,11 +144,11 @@ def _size_panels(df: pd.DataFrame, metric: str, ylabel: str, title: str):
         else:
             ax.set_xscale("log", base=2)
             ax.set_yscale("log" if metric == "us" else "linear")
-        ax.set_title(f"{title}, {p}")
-        ax.set_xlabel("elements (numel)")
+        ax.set_title(style.pass_label(p))
+        ax.set_xlabel("elements")
         ax.set_ylabel(ylabel)
-    _legend(axes[0])
     fig.tight_layout()
+    style.legend_below(fig, axes[0], ncol=5)
     return fig
 
 
@@ -156,22 +157,26 @@ def _size_panels(df: pd.DataFrame, metric: str, ylabel: str, title: str):
 
 
 def fig_latency(df: pd.DataFrame):
-    """SwiGLU time against size (bf16, flat sizes of rows of 8192): median device time in
-    microseconds per implementation and pass (solid), the latency of the same calls launched
-    from Python (dotted) and the device-to-device copy of the same bytes (dashed)."""
+    """SwiGLU time against size (bfloat16, 8192 tokens and a growing hidden size): median device
+    time in µs per implementation and pass (solid), the latency of the same calls launched from
+    Python (dotted, same colour) and the device-to-device copy of the same bytes (dashed)."""
     return _size_panels(df, "us", "median device time (µs)", "time")
 
 
 def fig_bandwidth(df: pd.DataFrame):
-    """SwiGLU bandwidth against size (bf16): GB/s on the minimum bytes (fwd 6, bwd 10, fwd+bwd 16
-    bytes per element) against the same run's copy bandwidth (dashed) and the datasheet peak (dotted)."""
+    """SwiGLU bandwidth against size (bfloat16, 8192 tokens and a growing hidden size): GB/s on the
+    minimum bytes (forward 6, backward 10, forward + backward 16 bytes per element) against the same
+    run's copy bandwidth (dashed) and the datasheet peak (dotted)."""
     return _size_panels(df, "gbps", "GB/s (minimum bytes)", "bandwidth")
 
 
 def fig_speedup(df: pd.DataFrame):
-    """Speedup over eager PyTorch per tier (bf16, every token x hidden and flat size, median over
-    shapes of equal size); 1 = eager, the byte-count ceiling of a fused forward is 10/6."""
+    """Speedup over eager PyTorch per implementation and pass (bfloat16, 8192 tokens and a growing
+    hidden size, device time); 1 is eager, the dotted line at 10/6 is eager's bytes over a fused
+    forward's (10 and 6 bytes per element)."""
     data = _elementwise(df)
+    flat = data[data["series"].eq("flat")]
+    data = flat if not flat.empty else data
     data = data[data["impl"].ne("eager") & data["speedup_eager"].notna()]
     passes = _passes(data)
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=len(passes), squeeze=False)
@@ -180,8 +185,8 @@ def fig_speedup(df: pd.DataFrame):
         sub = data[data["pass"].eq(p)]
         for impl in _impls(sub):
             line = sub[sub["impl"].eq(impl)].groupby("numel")["speedup_eager"].median().sort_index()
-            ax.plot(line.index, line.values, marker="o", color=colors[impl], label=impl,
-                    linestyle="--" if impl == "copy" else "-")
+            _plot(ax, line, marker="o", color=colors[impl], label=_label(impl),
+                  linestyle="--" if impl == "copy" else "-")
         ax.axhline(1.0, color="grey", linewidth=0.8)
         if p == "fwd":
             ax.axhline(10 / 6, color="grey", linestyle=":", linewidth=0.8)
@@ -189,18 +194,19 @@ def fig_speedup(df: pd.DataFrame):
             _empty_note(ax)
         else:
             ax.set_xscale("log", base=2)
-        ax.set_title(f"speedup over eager, {p}")
-        ax.set_xlabel("elements (numel)")
-        ax.set_ylabel("eager time / time")
-    _legend(axes[0])
+        ax.set_title(style.pass_label(p))
+        ax.set_xlabel("elements")
+        ax.set_ylabel("speedup over eager")
     fig.tight_layout()
+    style.legend_below(fig, axes[0], ncol=5)
     return fig
 
 
 def fig_decode(df: pd.DataFrame):
-    """Decode sizes (1-64 tokens x 14336, bf16 forward): device time (left) and the latency of a
-    call launched from Python (right), launched per call (solid) and replayed from a CUDA graph
-    (dashed); L2 flushed before each repetition."""
+    """Decode sizes (1 to 64 tokens × 14336, bfloat16 forward): device time (left) and the latency
+    of a call launched from Python (right), launched per call (filled markers, solid) and replayed
+    from a CUDA graph (open markers, dashed); points measured at fewer than three sizes are not
+    joined; L2 flushed before each repetition."""
     d = _ok(df)
     d = d[d["dtype"].eq("bfloat16") & d["pass"].eq("fwd") & d["gemm_in"].astype(float).eq(0)
           & d["hidden"].eq(14336) & d["tokens"].le(64)]
@@ -213,8 +219,9 @@ def fig_decode(df: pd.DataFrame):
                         .median().sort_index())
                 line = line.dropna()
                 if not line.empty:
-                    ax.plot(line.index, line.values, marker="o", linestyle=ls, color=colors[impl],
-                            label=f"{impl} ({launch})")
+                    _plot(ax, line, marker="o" if launch == "stream" else "s", linestyle=ls,
+                          color=colors[impl], markerfacecolor=colors[impl] if launch == "stream" else "none",
+                          label=_label(impl) + (", CUDA graph" if launch == "graph" else ""))
         if not ax.lines:
             _empty_note(ax)
         else:
@@ -223,35 +230,50 @@ def fig_decode(df: pd.DataFrame):
         ax.set_title(title)
         ax.set_xlabel("tokens")
         ax.set_ylabel("median (µs)")
-    if not d.empty:
-        axes[0][1].legend(fontsize=6, ncol=1, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
+    style.legend_below(fig, axes[0], ncol=4)
     return fig
 
 
+#: The GEMM tier's rows: ``eager`` there is cuBLAS followed by eager PyTorch's activation.
+GEMM_LABELS = {"eager": "cuBLAS + eager act.", "matmul": _label("matmul")}
+
+
+def _gemm_shape(t, k, n) -> str:
+    return f"{int(t)} × {int(k)} to {int(n)}"
+
+
 def fig_gemm(df: pd.DataFrame):
-    """Gate/up projection with SwiGLU (bf16, 8192 tokens): SwiGLU in the Triton matmul epilogue
-    (gemm_fused) against cuBLAS matmul + our Triton activation (matmul) and + eager activation."""
+    """Gate/up projection with SwiGLU (bfloat16, 8192 tokens): device time of cuBLAS followed by our
+    Triton activation, and by eager PyTorch's, over that of SwiGLU fused into the epilogue of our
+    Triton matmul (above 1: the fused call is faster), per model shape; bars span the ratio of the
+    10th to the 90th percentiles (low over high and high over low)."""
     d = _ok(df)
     d = d[d["gemm_in"].astype(float) > 0]
-    fig, ax = style.figure(height=2.4)
-    if d.empty:
+    fig, ax = style.figure(height=2.2)
+    if d.empty or not d["impl"].eq("gemm_fused").any():
         _empty_note(ax)
         return fig
-    d = d.assign(shape=[f"{GEMM_MODELS.get((int(k), int(n)), '')}\n{int(t)}x{int(k)} to {int(n)}".strip()
+    d = d.assign(shape=[f"{GEMM_MODELS.get((int(k), int(n)), '')}\n{_gemm_shape(t, k, n)}".strip()
                         for t, k, n in zip(d["tokens"], d["gemm_in"], d["hidden"])])
     shapes = list(dict.fromkeys(d.sort_values("gemm_in")["shape"]))
-    impls = _impls(d)
-    colors = style.palette(impls)
-    width = 0.8 / max(len(impls), 1)
-    for j, impl in enumerate(impls):
-        vals = [d[d["shape"].eq(s) & d["impl"].eq(impl)]["device_ms"].median() for s in shapes]
-        xs = np.arange(len(shapes)) + (j - (len(impls) - 1) / 2) * width
-        ax.bar(xs, vals, width=width, color=colors[impl], label=impl)
+    fused = d[d["impl"].eq("gemm_fused")].groupby("shape")[["device_ms", "q10_ms", "q90_ms"]].median()
+    others = [i for i in _impls(d) if i != "gemm_fused"]
+    colors = style.palette(others)
+    for j, impl in enumerate(others):
+        o = d[d["impl"].eq(impl)].groupby("shape")[["device_ms", "q10_ms", "q90_ms"]].median()
+        o, f = o.reindex(shapes), fused.reindex(shapes)
+        ratio = o["device_ms"] / f["device_ms"]
+        low, high = o["q10_ms"] / f["q90_ms"], o["q90_ms"] / f["q10_ms"]
+        xs = np.arange(len(shapes)) + (j - (len(others) - 1) / 2) * 0.2
+        ax.errorbar(xs, ratio, yerr=[ratio - low, high - ratio], fmt="o", color=colors[impl], capsize=2,
+                    label=GEMM_LABELS.get(impl, _label(impl)))
+    ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_xticks(np.arange(len(shapes)), shapes, fontsize=6)
-    ax.set_ylabel("median device time (ms)")
-    ax.legend()
+    ax.set_xlim(-0.5, len(shapes) - 0.5)
+    ax.set_ylabel("time / fused epilogue's time")
     fig.tight_layout()
+    style.legend_below(fig, [ax], ncol=2)
     return fig
 
 
@@ -269,51 +291,54 @@ FIGURES = {
 
 
 def table_model_shapes(df: pd.DataFrame) -> pd.DataFrame:
-    """SwiGLU at model shapes (bf16, launched per call): median device time (µs) per implementation,
-    for 16 (decode) and 8192 (prefill) tokens at each model's FFN hidden size."""
+    """SwiGLU at model shapes (bfloat16, launched per call): median device time (µs) per
+    implementation, for 16 (decode) and 8192 (prefill) tokens at each model's FFN hidden size;
+    n/a: not measured (the source kernel has no backward, the fixed-configuration launch and
+    torch.compile ran at decode sizes only)."""
     d = _elementwise(df)
     d = d[d["tokens"].isin([16, 8192]) & d["hidden"].isin(list(MODELS))]
     if d.empty:
-        return pd.DataFrame({"note": ["no measurements"]}, index=pd.Index(["-"], name="shape"))
-    d = d.assign(shape=[f"{MODELS[int(h)]} {int(t)}x{int(h)} {p}"
-                        for t, h, p in zip(d["tokens"], d["hidden"], d["pass"])])
-    order = d.sort_values(["pass", "hidden", "tokens"])["shape"].drop_duplicates()
-    table = d.pivot_table(index="shape", columns="impl", values="us", aggfunc="median")
-    table = table.reindex(index=list(order), columns=[i for i in _impls(d) if i in table.columns])
-    table.index.name = "shape (tokens x hidden, pass)"
-    table.columns.name = None
+        return pd.DataFrame()
+    d = d.assign(shape=[f"{MODELS[int(h)]}, {int(t)} × {int(h)}" for t, h in zip(d["tokens"], d["hidden"])],
+                 passname=d["pass"].map(style.pass_label))
+    order = d.assign(_p=d["pass"].map(list(style.PASS_LABELS).index)).sort_values(
+        ["_p", "hidden", "tokens"])[["passname", "shape"]].drop_duplicates()
+    table = d.pivot_table(index=["passname", "shape"], columns="impl", values="us", aggfunc="median")
+    table = table.reindex(index=pd.MultiIndex.from_frame(order),
+                          columns=[i for i in _impls(d) if i in table.columns and i != "copy"])
+    table.index.names = ["pass", "model, tokens × hidden"]
+    table.columns = [_label(i) for i in table.columns]
     return table.round(1)
 
 
 def table_gemm(df: pd.DataFrame) -> pd.DataFrame:
-    """Gate/up projection with SwiGLU (bf16): median device time (ms) and TFLOP/s of the fused
-    epilogue against cuBLAS matmul followed by our or eager's activation (each row timed
-    after its own warm-up, the rows' warmup_ms, else the configured default)."""
+    """Gate/up projection with SwiGLU (bfloat16): median device time (ms) and TFLOP/s of SwiGLU fused
+    into our matmul's epilogue against cuBLAS followed by our Triton activation or eager PyTorch's
+    (each row timed after its own warm-up), and the fused call's speedup over cuBLAS with our
+    activation."""
     d = _ok(df)
     d = d[d["gemm_in"].astype(float) > 0]
     if d.empty:
-        return pd.DataFrame({"note": ["no measurements"]}, index=pd.Index(["-"], name="shape"))
-    d = d.assign(shape=[f"{GEMM_MODELS.get((int(k), int(n)), 'other')} {int(t)}x{int(k)} to {int(n)}"
+        return pd.DataFrame()
+    d = d.assign(shape=[f"{GEMM_MODELS.get((int(k), int(n)), 'other')}, {_gemm_shape(t, k, n)}"
                         for t, k, n in zip(d["tokens"], d["gemm_in"], d["hidden"])])
     ms = d.pivot_table(index="shape", columns="impl", values="device_ms", aggfunc="median")
     tf = d.pivot_table(index="shape", columns="impl", values="tflops", aggfunc="median")
     impls = [i for i in _impls(d) if i in ms.columns]
     table = pd.concat({"ms": ms[impls].round(3), "TFLOP/s": tf[impls].round(0)}, axis=1)
-    table.columns = [f"{impl} {unit}" for unit, impl in table.columns]
+    table.columns = pd.MultiIndex.from_tuples([(unit, GEMM_LABELS.get(impl, _label(impl)))
+                                               for unit, impl in table.columns])
     if {"gemm_fused", "matmul"} <= set(impls):
-        table["fused speedup"] = (ms["matmul"] / ms["gemm_fused"]).round(2)
-    table.index.name = "shape (tokens x K to N)"
-    return table
+        table[("speedup", "fused")] = (ms["matmul"] / ms["gemm_fused"]).round(2)
+    table.index.name = "model, tokens × K to N"
+    return table.reindex(list(dict.fromkeys(d.sort_values("gemm_in")["shape"])))
 
 
 def table_kernels(df: pd.DataFrame) -> pd.DataFrame:
-    """Where the time goes at 8192 x 14336 bf16: device time of each kernel of one
-    call (µs; torch.profiler, L2 not flushed) per impl and pass, with its share of
-    the impl's total; kernels under 2 % of it are summed as other."""
-    t = render.kernel_table(df, ORDER)
-    if t.empty:
-        return pd.DataFrame({"note": ["no measurements"]}, index=pd.Index(["-"], name="kernel"))
-    return t
+    """Where the time goes at 8192 × 14336 (bfloat16): device time of each kernel of one call (µs;
+    torch.profiler, L2 not flushed) per implementation and pass, with its share of the
+    implementation's total; kernels under 2 % of it are summed as other."""
+    return render.kernel_table(df, ORDER, study="swiglu")
 
 
 TABLES = {"swiglu_model_shapes": table_model_shapes, "swiglu_gemm": table_gemm, "swiglu_kernels": table_kernels}
@@ -343,22 +368,10 @@ def _one(d: pd.DataFrame, col: str, **where) -> float:
     return float(d[col].median()) if not d.empty else float("nan")
 
 
-def _verdict(values: pd.Series, lo: float, hi: float) -> str:
-    values = values.dropna()
-    if values.empty:
-        return "n/a"
-    if values.min() >= lo and values.max() <= hi:
-        return "holds"
-    if values.max() < lo:
-        return "not reached"
-    if values.min() > hi:
-        return "exceeded"
-    return "partly holds"
-
-
 #: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
 CLAIMS = {"SwigluClaimLatencyVerdict": "SwiGLU fusion cuts activation latency 2.5–3.5×",
           "SwigluClaimBandwidthVerdict": "SwiGLU kernel reaches 85–92 % of peak HBM bandwidth"}
+
 
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text (plain strings; 'n/a' when not measured)."""
@@ -384,14 +397,17 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     out["SwigluTritonSpeedupAllRange"] = _range(col(fwd, "triton", "speedup_eager"), 2)
     out["SwigluSeedSpeedupAllRange"] = _range(col(fwd, "seed", "speedup_eager"), 2)
     # Source claims: 2.5-3.5x latency over eager and 85-92 % of peak bandwidth.
-    out["SwigluClaimLatencyVerdict"] = _verdict(col(large, "seed", "speedup_eager"), 2.5, 3.5)
-    out["SwigluClaimBandwidthVerdict"] = _verdict(col(large, "seed", "pct_peak"), 85.0, 92.0)
+    out["SwigluClaimLatencyVerdict"] = render.claim_verdict(col(large, "seed", "speedup_eager"), 2.5, 3.5)
+    out["SwigluClaimBandwidthVerdict"] = render.claim_verdict(col(large, "seed", "pct_peak"), 85.0, 92.0)
     model = bf[bf["tokens"].eq(8192) & bf["hidden"].eq(14336)] if not bf.empty else bf
     for impl, name in (("eager", "Eager"), ("compile", "Compile"), ("compile_no_cudagraphs", "CompileNoGraphs"),
                        ("triton", "Triton"), ("liger", "Liger"), ("seed", "Seed")):
         out[f"Swiglu{name}FwdUsEightB"] = _fmt(_one(model, "us", impl=impl, **{"pass": "fwd"}))
         if impl != "seed":  # the source kernel has no backward
             out[f"Swiglu{name}FwdbwdUsEightB"] = _fmt(_one(model, "us", impl=impl, **{"pass": "fwdbwd"}))
+    step = bf[bf["pass"].eq("fwdbwd") & bf["impl"].eq("triton")] if not bf.empty else bf
+    out["SwigluTritonFwdbwdSpeedupAllRange"] = _range(step["speedup_eager"] if not step.empty
+                                                      else pd.Series(dtype=float), 2)
     out["SwigluTritonFwdbwdSpeedupEightB"] = _fmt(_one(model, "speedup_eager", impl="triton",
                                                        **{"pass": "fwdbwd"}), 2)
     out["SwigluTritonFwdbwdLatencySpeedupEightB"] = _fmt(

@@ -1,0 +1,117 @@
+"""The paper as a reader gets it: every figure and table placed once and cited in the text
+(a quick check of paper/main.tex against the studies' registries), and the PDF built from
+the committed data: no undefined reference, no overfull box over 1 pt, every font embedded,
+the page count the README states, and commands that survive copying from the PDF."""
+
+import importlib
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+MAIN = ROOT / "paper" / "main.tex"
+STUDIES = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["studies"]
+
+
+def _floats() -> list[str]:
+    """The label of every figure and table the studies register (``fig:<name>``, ``tab:<name>``)."""
+    labels = []
+    for study in STUDIES:
+        report = importlib.import_module(f"kernels.{study}.report")
+        labels += [f"fig:{n}" for n in report.FIGURES] + [f"tab:{n}" for n in report.TABLES]
+    return labels
+
+
+def _cited(tex: str) -> set[str]:
+    """Labels referenced by ``\\ref`` in ``tex`` (comments left out)."""
+    text = re.sub(r"(?<!\\)%.*", "", tex)
+    return {label for group in re.findall(r"\\ref\{([^}]*)\}", text) for label in group.split(",")}
+
+
+def test_every_study_float_is_placed_once_and_cited_before_it_is_placed():
+    tex = MAIN.read_text()
+    for label in _floats():
+        placed = [m.start() for m in re.finditer(re.escape(f"\\placefloat{{{label}}}"), tex)]
+        assert len(placed) == 1, f"{label} placed {len(placed)} times in paper/main.tex"
+        assert label in _cited(tex[:placed[0]]), f"{label} is placed before the text cites it"
+
+
+def test_every_float_of_the_text_is_cited():
+    tex = MAIN.read_text()
+    labels = set(re.findall(r"\\label\{((?:fig|tab):[^}]*)\}", tex))
+    assert labels, "no float labels in paper/main.tex"
+    assert labels <= _cited(tex), f"never cited: {sorted(labels - _cited(tex))}"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The committed data rendered to the paper in a copy of the tracked files (this tree is left alone)."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split("\0")
+    tree = tmp_path_factory.mktemp("paper") / "tree"
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, tree / name)
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--config", "measure=false"],
+                          cwd=tree, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return tree
+
+
+needs_tex = pytest.mark.skipif(not shutil.which("latexmk") or not shutil.which("pdftotext"),
+                               reason="needs TeX and poppler")
+
+
+@pytest.mark.slow
+@needs_tex
+def test_the_built_paper_has_no_undefined_reference_or_wide_box(built):
+    from kernels.render import paper_problems
+
+    numbers = (built / "paper" / "generated" / "numbers.tex").read_text()
+    assert "\\GdnChunkMsBFourTEightK}{n/a}" not in numbers and "\\SwigluCopyTBps}{n/a}" not in numbers
+    log = (built / "paper" / "main.log").read_text(errors="replace")
+    assert paper_problems(log) == []
+    floats = "".join((built / "paper" / "generated" / f"{s}_floats.tex").read_text() for s in STUDIES)
+    labels = set(re.findall(r"\\label\{((?:fig|tab):[^}]*)\}", floats))
+    assert labels == set(_floats()) and labels <= _cited(MAIN.read_text())
+
+
+@pytest.mark.slow
+@needs_tex
+def test_the_built_paper_embeds_its_fonts_and_has_the_stated_pages(built):
+    pdf = built / "paper" / "main.pdf"
+    fonts = subprocess.run(["pdffonts", str(pdf)], capture_output=True, text=True, check=True).stdout
+    rows = fonts.splitlines()[2:]
+    assert rows and all(line.split()[-5] == "yes" for line in rows), fonts
+    info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True).stdout
+    pages = int(re.search(r"Pages:\s+(\d+)", info).group(1))
+    stated = re.search(r"`paper/main\.pdf` \((\d+) pages\)", (ROOT / "README.md").read_text())
+    assert stated and int(stated.group(1)) == pages, f"the PDF has {pages} pages; README.md says otherwise"
+
+
+@pytest.mark.slow
+@needs_tex
+def test_commands_copied_from_the_pdf_keep_their_double_dashes(built):
+    text = subprocess.run(["pdftotext", str(built / "paper" / "main.pdf"), "-"], capture_output=True,
+                          text=True, check=True).stdout
+    for command in ("snakemake --cores all", "--config measure=true", "--resources gpu=N",
+                    "--profile profiles/quick", "--workflow-profile profiles/slurm"):
+        assert command in text, f"{command!r} not in the PDF's text"
+
+
+@pytest.mark.slow
+@needs_tex
+def test_the_committed_second_run_is_compared_in_the_appendix(built):
+    """Config reproduce.committed names the second run of data/raw/h200/; rendering compares it."""
+    second = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["reproduce"]["committed"]["h200"]
+    summary = (built / "results" / "reproduction.txt").read_text()
+    assert summary.startswith(("reproduced: ", "NOT reproduced: "))
+    numbers = (built / "paper" / "generated" / "reproduction_numbers.tex").read_text()
+    assert "\\newcommand{\\ReproCandidate}{" + second.replace("_", "\\_") + "}" in numbers
+    assert "\\ReproRuntrue" in numbers
