@@ -239,7 +239,8 @@ def impl_table(table: pd.DataFrame) -> pd.DataFrame:
     for (study, impl), g in timed.groupby(["study", "impl"]):
         outside = g[g["verdict"] != "reproduced"]
         if len(outside):
-            out.append({"study": study, "impl": impl, "rows": len(g),
+            out.append({"study": style.STUDY_LABELS.get(study, study), "implementation": style.label(study, impl),
+                        "rows": len(g),
                         "slower": int((outside["verdict"] == "slower").sum()),
                         "faster": int((outside["verdict"] == "faster").sum()),
                         "host-bound": int(outside["host_bound"].astype(bool).sum()),
@@ -320,13 +321,19 @@ def _camel(study: str) -> str:
 
 
 def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_within: float,
-           candidate: str, labels: dict[str, str] | None = None) -> dict[str, str]:
+           candidate: str, labels: dict[str, str] | None = None, env: list[dict] | None = None) -> dict[str, str]:
     """The ``Repro*`` macros of the paper: ``ReproRowsWithin``, ``ReproRowsCompared`` (rows
     timed in both runs), ``ReproPercentWithin``, the same per study (``ReproRowsWithinSwiglu``,
     ...), ``ReproRowsMissing``, ``ReproRowsStatusChanged``, ``ReproTolerancePct``,
     ``ReproClaimsSame``, ``ReproClaimsCompared``, ``ReproClaimsDifferent``
     (the claims in ``labels``' words, else their macro names; or "none"), ``ReproOutcome`` (reproduced / not reproduced) and
-    ``ReproCandidate`` (the second run's folder)."""
+    ``ReproCandidate`` (the second run's folder). Also ``ReproRowsWithinHostFree`` /
+    ``ReproRowsComparedHostFree`` / ``ReproPercentWithinHostFree`` (the rows whose device time is
+    host-free in both runs), ``ReproRowsWithinLatency`` / ``ReproPercentWithinLatency`` (the
+    rows compared by latency instead), ``ReproRowsOutside`` with ``ReproRowsOutsideBelowTenUs``
+    and ``ReproRowsOutsideFromOneMs`` (by the reference's device time), ``ReproMinWithinPct``
+    (the share the check asks, %), and ``ReproCommit`` and
+    ``ReproGpu`` (the second run's commits and GPU UUIDs, from the rows' ``env`` in ``env``)."""
     def within(t):
         timed = t[t["verdict"].isin(TIMED)]
         good = int((timed["verdict"] == "reproduced").sum())
@@ -334,6 +341,14 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
 
     out = {}
     out["ReproRowsWithin"], out["ReproRowsCompared"], out["ReproPercentWithin"] = within(table)
+    out["ReproMinWithinPct"] = f"{100 * min_within:g}"
+    out_rows = table[table["verdict"].isin(("slower", "faster"))]
+    ms = out_rows["ms_reference"].astype(float)
+    out.update(ReproRowsOutside=str(len(out_rows)), ReproRowsOutsideBelowTenUs=str(int((ms < 0.01).sum())),
+               ReproRowsOutsideFromOneMs=str(int((ms >= 1.0).sum())))
+    for name, key, short in (("ReproCommit", "git_commit", 7), ("ReproGpu", "gpu_uuid", 12)):
+        values = sorted({str(e.get(key))[:short] for e in (env or []) if e.get(key)})
+        out[name] = render.escape_latex(", ".join(values) if values else "n/a")
     lat = table.loc[table["verdict"].isin(TIMED), "ratio_latency"].astype(float)
     lat_ok = int(((lat - 1).abs() <= tolerance + 1e-12).sum())
     out["ReproRowsWithinLatency"] = str(lat_ok)
@@ -373,7 +388,8 @@ def outside_table(table: pd.DataFrame, limit: int = TABLE_ROWS) -> pd.DataFrame:
         return "" if pd.isna(lo) else f"{lo:.2f}-{hi:.2f}"
 
     out = pd.DataFrame({
-        "study": shown["study"], "impl": shown["impl"],
+        "study": [style.STUDY_LABELS.get(x, x) for x in shown["study"]],
+        "implementation": [style.label(a, b) for a, b in zip(shown["study"], shown["impl"])],
         "case": [" ".join(p for p in r.case.split(" ") if p not in common[r.study]) for r in shown.itertuples()],
         "ref. ms": shown["ms_reference"].map(_ms), "2nd ms": shown["ms_candidate"].map(_ms),
         "ratio": shown["ratio"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}"),
@@ -399,7 +415,7 @@ OUTSIDE_COLUMNS = r"ll>{\raggedright\arraybackslash}p{0.27\linewidth}rrrll>{\rag
 
 
 def _ms(value) -> str:
-    return "" if pd.isna(value) else f"{value:.4g}"
+    return "" if pd.isna(value) else f"{value:.3g}"
 
 
 def _common_parts(cases: pd.Series) -> set[str]:
@@ -449,8 +465,8 @@ def _jitter(i: int) -> float:
 
 
 #: The threats section's sentences on the second run (macro ``ReproThreats``), given one.
-THREATS = (r"A second cold run on another GPU and host (\texttt{\ReproCandidate},"
-           r" Appendix~\ref{sec:reproducing}) agrees within $\pm$\ReproTolerancePct\,\% of device time"
+THREATS = (r"A second cold run at commit \texttt{\ReproCommit} on another GPU (\texttt{\ReproGpu}) and host"
+           r" (\texttt{\ReproCandidate}, Appendix~\ref{sec:reproducing}) agrees within $\pm$\ReproTolerancePct\,\% of device time"
            r" for \ReproRowsWithin{} of the \ReproRowsCompared{} rows timed in both (\ReproPercentWithin\,\%;"
            r" outcome: \ReproOutcome), and \ReproClaimsSame{} of the \ReproClaimsCompared{} verdicts of"
            r" Table~\ref{tab:claims} come out the same from both.")
@@ -475,7 +491,8 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
     table_ref = (r"Table~\ref{tab:reproduction_impls} counts the rows outside it per implementation and"
                  r" Table~\ref{tab:reproduction} lists the worst" if has_outside else "no row is outside it")
     text = "\n".join([
-        r"\paragraph{Reproduction.} A second run (\texttt{\ReproCandidate}) was compared with these",
+        r"\paragraph{Reproduction.} A second run (\texttt{\ReproCandidate}: commit \texttt{\ReproCommit},",
+        r"GPU \texttt{\ReproGpu}) was compared with these",
         r"data case by case: \ReproRowsWithin{} of the \ReproRowsCompared{} rows timed in both",
         r"(\ReproPercentWithin\,\%) agree within $\pm$\ReproTolerancePct\,\% in device time",
         rf"({per_study}; Figure~\ref{{fig:reproduction}}); {table_ref}.",
@@ -564,7 +581,8 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
     write_atomic(out_table, _columns(render.table_to_latex(outside), OUTSIDE_COLUMNS) + "\n"
                  if not outside.empty else render.table_to_latex(outside))
     studies = sorted(table["study"].unique())
-    values = macros(table, claims, tolerance, min_within, candidate, claim_labels(studies))
+    values = macros(table, claims, tolerance, min_within, candidate, claim_labels(studies),
+                    [r.get("env", {}) for r in cand])
     write_atomic(out_numbers, numbers(values))
     write_atomic(out_snippet, snippet(values, studies, not outside.empty, size_table(table), impl_table(table), claims))
     write_atomic(out_summary, line + "\n")

@@ -174,9 +174,13 @@ def test_host_bound_rows_are_flagged_and_split_by_size():
     m = reproduce.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, "x")
     assert (m["ReproRowsWithinHostFree"], m["ReproRowsComparedHostFree"]) == ("1", "2")
     assert (m["ReproRowsWithinLatency"], m["ReproPercentWithinLatency"]) == ("2", "50")  # latency = device here
+    assert (m["ReproRowsOutside"], m["ReproRowsOutsideBelowTenUs"], m["ReproRowsOutsideFromOneMs"]) == ("2", "1", "1")
+    m = reproduce.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, "x",
+                         env=[{"git_commit": "85bec7eca74", "gpu_uuid": "GPU-640a6f14-1889"}])
+    assert (m["ReproCommit"], m["ReproGpu"]) == ("85bec7e", "GPU-640a6f14")
     assert reproduce.outside_table(table)["verdict"].tolist() == ["slower, host-bound", "slower"]
     impls = reproduce.impl_table(table)
-    assert impls.to_dict("list") == {"study": ["toy"], "impl": ["scale"], "rows": [4], "slower": [2], "faster": [0],
+    assert impls.to_dict("list") == {"study": ["toy"], "implementation": ["scale"], "rows": [4], "slower": [2], "faster": [0],
                                      "host-bound": [1], "median ratio": ["1.135"]}
 
 
