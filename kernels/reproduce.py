@@ -263,7 +263,11 @@ def claim_labels(studies) -> dict[str, str]:
 
 def claims_latex(claims: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
     """The claims' verdicts of both runs for the paper: columns ``claim`` (its words in
-    ``labels``, else the macro's name), ``reference``, ``second run`` and ``same``."""
+    ``labels``, else the macro's name), ``reference``, ``second run`` and ``same``; in the order
+    of ``labels`` (the claims table's), the others after them."""
+    order = {name: i for i, name in enumerate(labels)}
+    claims = claims.iloc[sorted(range(len(claims)), key=lambda i: (order.get(claims["claim"].iloc[i], len(order)), i))]
+    claims = claims.reset_index(drop=True)
     return pd.DataFrame({"claim": [labels.get(c, c) for c in claims["claim"]],
                          "reference": claims["reference"], "second run": claims["candidate"],
                          "same": claims["same"].map({True: "yes", False: "no"})})
@@ -580,7 +584,8 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
     style.save(figure(table, tolerance), out_figure)
     write_atomic(out_table, _columns(render.table_to_latex(outside), OUTSIDE_COLUMNS) + "\n"
                  if not outside.empty else render.table_to_latex(outside))
-    studies = sorted(table["study"].unique())
+    found = sorted(table["study"].unique())  # in the config's order (sections), as the claims table
+    studies = [s for s in (sections or {}) if s in found] + [s for s in found if s not in (sections or {})]
     values = macros(table, claims, tolerance, min_within, candidate, claim_labels(studies),
                     [r.get("env", {}) for r in cand])
     write_atomic(out_numbers, numbers(values))

@@ -293,3 +293,11 @@ def test_a_second_run_without_rows_is_all_missing():
     assert fig.axes[0].get_legend_handles_labels()[1] == ["missing (2)"]
     plt.close(fig)
     assert len(reproduce.outside_table(table)) == 2
+
+
+def test_claims_listed_in_the_claims_tables_order_and_words():
+    claims = reproduce.compare_claims({"AVerdict": "holds", "BVerdict": "holds", "ZVerdict": "holds"},
+                                      {"AVerdict": "holds", "BVerdict": "not reached", "ZVerdict": "holds"})
+    table = reproduce.claims_latex(claims, {"BVerdict": "claim B", "AVerdict": "claim A"})
+    assert table["claim"].tolist() == ["claim B", "claim A", "ZVerdict"]
+    assert table["same"].tolist() == ["no", "yes", "yes"] and table.index.tolist() == [0, 1, 2]
