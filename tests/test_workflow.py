@@ -37,7 +37,10 @@ def toy_workflow(tmp_path):
     wf.mkdir()
     for name in ("Snakefile", "workflow", "profiles", "paper"):
         src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, wf / name)
+        if src.is_dir():  # the sources only: outputs a render left here are not the copy's
+            shutil.copytree(src, wf / name, ignore=shutil.ignore_patterns("generated", "*.pdf", "__pycache__"))
+        else:
+            shutil.copy(src, wf / name)
     shutil.copytree(ROOT / "kernels", wf / "kernels",
                     ignore=shutil.ignore_patterns("__pycache__", "swiglu", "flex", "gdn"))
     (wf / "kernels" / "toy").mkdir()
