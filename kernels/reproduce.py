@@ -248,8 +248,8 @@ def impl_table(table: pd.DataFrame) -> pd.DataFrame:
     if not out:
         return pd.DataFrame()
     d = pd.DataFrame(out)
-    return d.sort_values(by=["slower", "faster"], key=lambda c: -(d["slower"] + d["faster"]),
-                         kind="stable").reset_index(drop=True)
+    most = (d["slower"] + d["faster"]).sort_values(ascending=False, kind="stable").index
+    return d.loc[most].reset_index(drop=True)
 
 
 def claim_labels(studies) -> dict[str, str]:
@@ -266,8 +266,8 @@ def claims_latex(claims: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
     ``labels``, else the macro's name), ``reference``, ``second run`` and ``same``; in the order
     of ``labels`` (the claims table's), the others after them."""
     order = {name: i for i, name in enumerate(labels)}
-    claims = claims.iloc[sorted(range(len(claims)), key=lambda i: (order.get(claims["claim"].iloc[i], len(order)), i))]
-    claims = claims.reset_index(drop=True)
+    rank = claims["claim"].map(lambda c: order.get(c, len(order)))
+    claims = claims.loc[rank.sort_values(kind="stable").index].reset_index(drop=True)
     return pd.DataFrame({"claim": [labels.get(c, c) for c in claims["claim"]],
                          "reference": claims["reference"], "second run": claims["candidate"],
                          "same": claims["same"].map({True: "yes", False: "no"})})
@@ -354,7 +354,7 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
         values = sorted({str(e.get(key))[:short] for e in (env or []) if e.get(key)})
         out[name] = render.escape_latex(", ".join(values) if values else "n/a")
     lat = table.loc[table["verdict"].isin(TIMED), "ratio_latency"].astype(float)
-    lat_ok = int(((lat - 1).abs() <= tolerance + 1e-12).sum())
+    lat_ok = sum(verdict(r, tolerance) == "reproduced" for r in lat)
     out["ReproRowsWithinLatency"] = str(lat_ok)
     out["ReproPercentWithinLatency"] = f"{100 * lat_ok / len(lat):.0f}" if len(lat) else "n/a"
     free = table[~table["host_bound"].fillna(False).astype(bool)]
@@ -411,7 +411,7 @@ def outside_table(table: pd.DataFrame, limit: int = TABLE_ROWS) -> pd.DataFrame:
 def _columns(tabular: str, spec: str) -> str:
     """``tabular`` (:func:`kernels.render.table_to_latex`) with the column spec ``spec``."""
     head, rest = tabular.split("\n", 1)
-    return re.sub(r"\{[^{}]*\}$", "{" + spec.replace("\\", "\\\\") + "}", head) + "\n" + rest.rstrip("\n")
+    return re.sub(r"\{[^{}]*\}$", lambda _: "{" + spec + "}", head) + "\n" + rest.rstrip("\n")
 
 
 #: Column spec of the table of the rows outside the tolerance (the case wraps).
@@ -582,8 +582,8 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
     outside = outside_table(table)
     write_atomic(out_csv, table.to_csv(index=False))
     style.save(figure(table, tolerance), out_figure)
-    write_atomic(out_table, _columns(render.table_to_latex(outside), OUTSIDE_COLUMNS) + "\n"
-                 if not outside.empty else render.table_to_latex(outside))
+    outside_latex = render.table_to_latex(outside)  # the one-cell "not measured" tabular when empty
+    write_atomic(out_table, outside_latex if outside.empty else _columns(outside_latex, OUTSIDE_COLUMNS) + "\n")
     found = sorted(table["study"].unique())  # in the config's order (sections), as the claims table
     studies = [s for s in (sections or {}) if s in found] + [s for s in found if s not in (sections or {})]
     values = macros(table, claims, tolerance, min_within, candidate, claim_labels(studies),
