@@ -19,7 +19,7 @@ import referencing
 import referencing.jsonschema
 import yaml
 
-from kernels.harness import gpu_slug
+from kernels.env import gpu_slug
 
 #: Longest text of a schema violation kept in a message (jsonschema quotes whole values).
 MAX_MESSAGE = 160
@@ -114,7 +114,7 @@ def require_gpu(folder: str | Path) -> None:
 
     ``folder`` is ``data/raw/<gpu>``; the GPU is CUDA device 0 (the job's
     lease, :mod:`kernels.gpulease`), and its name must give ``<gpu>`` by
-    :func:`kernels.harness.gpu_slug` ('NVIDIA H200' -> 'h200'); a process
+    :func:`kernels.env.gpu_slug` ('NVIDIA H200' -> 'h200'); a process
     without CUDA measures on the CPU, whose folder is ``cpu``. Called by a
     measurement job before it measures or writes anything.
     """

@@ -35,7 +35,7 @@ import pandas as pd
 
 from kernels import rows as rows_mod
 from kernels.checks import schema_error
-from kernels.harness import write_atomic
+from kernels.files import write_atomic
 
 log = logging.getLogger("kernels.collect")
 

@@ -12,8 +12,8 @@ A *study* is a module ``kernels.<study>.study`` that defines
     it holds is copied into the row too.
 ``prepare(impl: str, case: dict, device: torch.device) -> Prepared``
     Builds random inputs, runs the implementation once, compares its output
-    with the reference on the same inputs (:func:`check_close`, raising
-    :class:`Mismatch`) and returns the call to time. It raises
+    with the reference on the same inputs (:func:`kernels.correctness.check_close`, raising
+    :class:`kernels.correctness.Mismatch`) and returns the call to time. It raises
     :class:`Unsupported` when the implementation cannot run the case here.
 ``ISOLATE: frozenset[str]`` (optional)
     Implementations whose every case runs in a child process, because a
@@ -43,37 +43,29 @@ import hashlib
 import importlib
 import json
 import logging
-import math
 import os
-import platform
-import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from kernels import timing as timing_mod
+from kernels.correctness import Mismatch
+from kernels.env import environment
+from kernels.files import write_atomic, write_jsonl
+from kernels.profiling import kernel_breakdown
 
 log = logging.getLogger("kernels.harness")
 
 STATUSES = ("ok", "oom", "unsupported", "error", "wrong")
 PASSES = ("fwd", "bwd", "fwdbwd")
-#: Profiler entries that are CUDA runtime/driver calls or profiler bookkeeping, not
-#: kernels (cudaLaunchKernel, cuLaunchKernelEx, Activity Buffer Request); kernels
-#: such as cuBLAS's cutlass* are kept.
-_API_EVENT = re.compile(r"cuda[A-Z]|cu[A-Z]|Activity ")
 
 
 class Unsupported(Exception):
     """The implementation cannot run this case here (missing package, no GPU, ...)."""
-
-
-class Mismatch(Exception):
-    """The implementation's output differs from the reference beyond tolerance."""
 
 
 @dataclasses.dataclass
@@ -102,76 +94,6 @@ class Prepared:
     profile: bool = False
 
 
-def kernel_breakdown(fn: Callable[[], Any], device, calls: int = 5, top: int = 12) -> list[dict]:
-    """Per-kernel time of one call of ``fn``, from ``torch.profiler``.
-
-    Runs ``fn`` twice to warm up, then ``calls`` times under the profiler
-    (CUDA activity on a GPU, where each entry is a kernel or memory copy with
-    its device time; CPU activity elsewhere, where entries are ATen ops with
-    their self CPU time). Unlike the timed repetitions, the L2 cache is not
-    flushed between calls. Returns at most ``top`` entries, longest first,
-    each ``{"name": str, "calls": launches per call of fn, "us": microseconds
-    per call of fn}``, plus ``{"name": "other", ...}`` for the rest.
-    """
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    cuda = device.type == "cuda"
-    for _ in range(2):
-        fn()
-    if cuda:
-        torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
-        for _ in range(calls):
-            fn()
-        if cuda:
-            torch.cuda.synchronize()
-    entries = []
-    for ev in prof.key_averages():
-        us = (ev.self_device_time_total if cuda else ev.self_cpu_time_total) / calls
-        if us > 0 and not _API_EVENT.match(ev.key):
-            entries.append({"name": ev.key[:200], "calls": round(ev.count / calls, 2), "us": round(us, 3)})
-    entries.sort(key=lambda e: -e["us"])
-    rest = entries[top:]
-    if rest:
-        entries = entries[:top] + [{"name": "other", "calls": round(sum(e["calls"] for e in rest), 2),
-                                    "us": round(sum(e["us"] for e in rest), 3)}]
-    return entries
-
-
-def relative_rmse(out, ref) -> float:
-    """RMSE(out, ref) / RMS(ref), computed in float64.
-
-    The ratio FLA's tests use; 0 for identical tensors, ``inf`` for NaN/Inf
-    in ``out``. Both arguments are tensors of the same shape.
-    """
-    import torch
-
-    o = out.detach().to(torch.float64)
-    r = ref.detach().to(device=o.device, dtype=torch.float64)
-    if o.shape != r.shape:
-        raise Mismatch(f"shape {tuple(o.shape)} differs from the reference's {tuple(r.shape)}")
-    if not torch.isfinite(o).all():
-        return math.inf
-    rms = r.pow(2).mean().sqrt().item()
-    err = (o - r).pow(2).mean().sqrt().item()
-    if rms == 0.0:
-        return err
-    return err / rms
-
-
-def check_close(what: str, out, ref, tol: float) -> float:
-    """Compare ``out`` with ``ref`` by :func:`relative_rmse`.
-
-    Returns the error; raises :class:`Mismatch` naming ``what`` when it is
-    above ``tol`` or when ``out`` holds NaN or Inf.
-    """
-    err = relative_rmse(out, ref)
-    if not err <= tol:
-        raise Mismatch(f"{what}: RMSE/RMS {err:.3g} above tolerance {tol:g}")
-    return err
-
-
 # ----------------------------------------------------------------------------
 # timing
 
@@ -186,170 +108,6 @@ def time_call(prepared: Prepared, device, timing: dict) -> "timing_mod.Timed":
     if device.type == "cuda":
         return timing_mod.time_cuda(prepared.fn, timing, cuda_graph=prepared.cuda_graph)
     return timing_mod.time_cpu(prepared.fn, timing["cpu_reps"])
-
-
-# ----------------------------------------------------------------------------
-# environment
-
-
-def _nvidia_smi(fields: list[str], gpu_id: str | None = None) -> dict[str, str | None]:
-    """``nvidia-smi --query-gpu`` fields of GPU ``gpu_id`` (a UUID; default: the first GPU),
-    in one call; every value None when nvidia-smi fails."""
-    ids = [f"--id={gpu_id}"] if gpu_id else []
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", *ids, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=30, check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        out = ""
-    values = [v.strip() for v in out.strip().splitlines()[0].split(",")] if out.strip() else []
-    return dict(zip(fields, values)) if len(values) == len(fields) else dict.fromkeys(fields)
-
-
-def git_commit() -> str:
-    """The commit of the working tree: ``ARTIFACT_GIT_COMMIT`` if set, else git, else 'unknown'."""
-    if os.environ.get("ARTIFACT_GIT_COMMIT"):
-        return os.environ["ARTIFACT_GIT_COMMIT"]
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def _cpu_model() -> str | None:
-    """The host CPU's model name (``/proc/cpuinfo`` on Linux), or None."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
-
-
-#: Distributions whose versions every row records (env ``anchors``; None where not installed).
-ANCHORS = ("flash-linear-attention", "fla-core", "liger-kernel", "flash-qla", "tilelang")
-#: Environment variables that choose an anchor's code path (env ``dispatch``, as set when the job starts).
-DISPATCH_VARIABLES = ("FLA_FLASH_QLA", "FLA_DISABLE_BACKEND_DISPATCH", "TRITON_INTERPRET")
-
-
-def _versions(dists: Iterable[str]) -> dict[str, str | None]:
-    """Installed version of each distribution, None where it is not installed."""
-    from importlib import metadata
-
-    out = {}
-    for dist in dists:
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
-    return out
-
-
-def environment() -> dict:
-    """The environment block of every row: GPU, driver, CUDA, clocks, versions, commit.
-
-    ``gpu_uuid`` and ``cuda_visible_devices`` say which GPU of a multi-GPU
-    host ran the job (:mod:`kernels.gpulease`); clocks are that GPU's, read
-    when the block is made (an idle GPU reports its idle clock). The host's
-    CPU model, core count and 1-minute load average go with them: calls that
-    make the GPU wait for the host are as fast as that host. ``anchors``
-    holds the versions of the external implementations (:data:`ANCHORS`),
-    ``dispatch`` the switches that choose their code paths
-    (:data:`DISPATCH_VARIABLES`); a study that sets one does so when its
-    module is imported, before this block is made.
-    """
-    import torch
-
-    env = {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "git_commit": git_commit(),
-        "host_cpu": platform.processor() or platform.machine(),
-        "host_cpu_model": _cpu_model(),
-        "host_cpus": os.cpu_count(),
-        "host_load_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
-        "anchors": _versions(ANCHORS),
-        "dispatch": {name: os.environ.get(name) for name in DISPATCH_VARIABLES},
-    }
-    try:
-        import triton
-
-        env["triton"] = triton.__version__
-    except ImportError:
-        env["triton"] = None
-    if torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
-        uuid = getattr(props, "uuid", None)
-        uuid = None if uuid is None else str(uuid) if str(uuid).startswith("GPU-") else f"GPU-{uuid}"
-        smi = _nvidia_smi(["driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm"], uuid)
-        env.update(
-            gpu_name=props.name,
-            gpu_uuid=uuid,
-            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
-            sm_count=props.multi_processor_count,
-            capability=f"{props.major}.{props.minor}",
-            memory_gib=round(props.total_memory / 2**30, 1),
-            driver=smi["driver_version"],
-            sm_clock_mhz=smi["clocks.sm"],
-            mem_clock_mhz=smi["clocks.mem"],
-            max_sm_clock_mhz=smi["clocks.max.sm"],
-        )
-    else:
-        env.update(gpu_name="cpu", driver=None)
-    return env
-
-
-def gpu_slug(name: str) -> str:
-    """Folder name of a GPU: 'NVIDIA H200' -> 'h200', 'cpu' -> 'cpu'."""
-    name = name.lower().replace("nvidia", "").strip()
-    return "".join(c if c.isalnum() else "-" for c in name).strip("-") or "unknown"
-
-
-# ----------------------------------------------------------------------------
-# files
-
-
-def write_atomic(path: str | os.PathLike, content: str | bytes) -> None:
-    """Write ``content`` (text or bytes) to ``path`` through a temporary file and a rename.
-
-    The temporary file lives in ``$ARTIFACT_TMPDIR`` (default ``.tmp/`` in
-    the working directory), outside ``data/``, so that a killed run leaves
-    no partial file beside the results; it must be on the file system of
-    ``path`` (``os.replace`` raises OSError otherwise).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmpdir = Path(os.environ.get("ARTIFACT_TMPDIR", ".tmp"))
-    tmpdir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=tmpdir, prefix=path.name + ".", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb" if isinstance(content, bytes) else "w") as f:
-            f.write(content)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files private; results are not
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
-    """Write rows as JSON lines, atomically (:func:`write_atomic`)."""
-    write_atomic(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
-
-
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 # ----------------------------------------------------------------------------
@@ -437,28 +195,6 @@ def _measure_in_child(study: str, impl: str, case: dict, timing: dict) -> dict:
     mod = importlib.import_module(f"kernels.{study}.study")
     return _row(mod.STUDY, impl, case, status="error",
                 error=f"child process exited with {proc.returncode}: {proc.stderr[-1500:]}")
-
-
-def _log_uncaught(kind, exc, tb) -> None:
-    """``sys.excepthook``: an uncaught exception's traceback goes to every log handler."""
-    logging.getLogger("kernels").critical("uncaught exception, the job failed:", exc_info=(kind, exc, tb))
-
-
-def setup_logging(logfile: str | os.PathLike | None = None) -> None:
-    """Log INFO lines to stderr and, when given, to ``logfile`` (a Snakemake rule's log).
-
-    The traceback of an exception that ends the script is logged there too
-    (``sys.excepthook``), so a rule's log says why its job failed.
-    """
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
-    if logfile:
-        Path(logfile).parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(logfile, mode="w"))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
-                        handlers=handlers, force=True)
-    for noisy in ("fontTools", "matplotlib"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    sys.excepthook = _log_uncaught
 
 
 class Progress:

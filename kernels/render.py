@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kernels import style
-from kernels.harness import write_atomic
+from kernels import style, timing
+from kernels.files import write_atomic
 
 log = logging.getLogger("kernels.render")
 
@@ -109,7 +109,7 @@ _MACRO_NAME = re.compile(r"^[A-Za-z]+$")
 
 def kernel_table(df: pd.DataFrame, order: Sequence[str] = (), min_share: float = 0.02) -> pd.DataFrame:
     """Per-kernel breakdown of the tidy rows that carry one (column ``kernels``,
-    JSON from :func:`kernels.harness.kernel_breakdown`), one block per (pass, impl).
+    JSON from :func:`kernels.profiling.kernel_breakdown`), one block per (pass, impl).
 
     Index (pass, impl, kernel), impls in ``order`` first; columns ``us`` (per
     call) and ``share %`` of that impl's total. Kernels under ``min_share`` of
@@ -235,12 +235,13 @@ def drift_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
 def warmup_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
     """How the warm-up and the spin went (tidy ``timing_*`` columns of CUDA rows):
     ``RowsTimed`` (rows with a warm-up), ``RowsWarmupStable`` (their warm-up settled),
-    ``RowsSpinShort`` (rows where more than 5 % of the repetitions' enqueue outlasted the
-    spin, so that their device time may hold host time) and ``WarmupMedianMs``."""
+    ``RowsSpinShort`` (rows whose device time may hold host time, :func:`kernels.timing.host_bound`) and ``WarmupMedianMs``."""
     stable = pd.concat([df["timing_warmup_stable"].dropna().astype(str).str.lower().eq("true")
                         for df in frames if "timing_warmup_stable" in df] or [pd.Series(dtype=bool)])
-    short = pd.concat([(pd.to_numeric(df["timing_spin_short"], errors="coerce")
-                        > 0.05 * pd.to_numeric(df["n_reps"], errors="coerce")).loc[df["timing_spin_short"].notna()]
+    short = pd.concat([pd.Series([timing.host_bound(s, n) for s, n in
+                                  zip(pd.to_numeric(df["timing_spin_short"], errors="coerce"),
+                                      pd.to_numeric(df["n_reps"], errors="coerce"))], dtype=bool)
+                        .loc[df["timing_spin_short"].notna().to_numpy()]
                        for df in frames if "timing_spin_short" in df] or [pd.Series(dtype=bool)])
     warm = _column(frames, "timing_warmup_ms")
     return {"RowsTimed": str(len(stable)), "RowsWarmupStable": str(int(stable.sum())),
@@ -278,7 +279,7 @@ def render_numbers(studies: list[str], tidy_csvs: list[str], out: str,
 
 def paper_scratch(out_pdf: str | os.PathLike) -> Path:
     """The folder :func:`build_paper` builds ``out_pdf`` in: ``latex/<name>`` under
-    ``$ARTIFACT_TMPDIR`` (default ``.tmp/``, as :func:`kernels.harness.write_atomic`)."""
+    ``$ARTIFACT_TMPDIR`` (default ``.tmp/``, as :func:`kernels.files.write_atomic`)."""
     out = Path(out_pdf).resolve()
     name = f"{out.parent.name}-{hashlib.sha1(str(out).encode()).hexdigest()[:8]}"
     return Path(os.environ.get("ARTIFACT_TMPDIR", ".tmp"), "latex", name).resolve()

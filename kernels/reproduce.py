@@ -14,6 +14,10 @@ impl and every field that is not measured). Per case (:func:`compare`):
 ``band_lo_*``, ``band_hi_*``
     each run's noise band: the 10th and 90th percentiles of its device-time
     repetitions over their median.
+``host_bound``
+    either run's device time may hold host time (:func:`kernels.timing.host_bound`:
+    the spin before the call was too short in more than 5 % of its repetitions);
+    such rows are counted like any other and also reported apart.
 ``verdict``
     ``reproduced`` (|ratio - 1| <= tolerance), ``slower``, ``faster``,
     ``status changed`` (ok in one run and not in the other, or two different
@@ -22,13 +26,14 @@ impl and every field that is not measured). Per case (:func:`compare`):
 
 When the candidate was meant to measure only some cases (the quick profile),
 ``expected`` (:func:`expected_cases`, from the config section it ran) limits
-the reference to them. The claims are re-derived too (:func:`claim_verdicts`):
+the reference to them. :func:`size_table` splits the rows timed in both by the
+reference's device time (:data:`SIZE_CLASSES`). The claims are re-derived too (:func:`claim_verdicts`):
 each study's ``report.macros`` runs on both runs' tidy tables and every macro
 whose name ends in ``Verdict`` is compared (:func:`compare_claims`).
 
 :func:`check` writes the comparison (CSV), a figure of the ratios, a LaTeX
 table of the rows outside the tolerance, the paper's snippet with the
-``Repro*`` macros, and the one-line summary (:func:`summary_line`).
+``Repro*`` macros (:func:`numbers`), and the one-line summary (:func:`summary_line`).
 """
 
 from __future__ import annotations
@@ -43,9 +48,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kernels import render, rows, style
+from kernels import render, rows, style, timing
 from kernels.collect import load_rows, tidy
-from kernels.harness import write_atomic
+from kernels.files import write_atomic
 
 log = logging.getLogger("kernels.reproduce")
 
@@ -57,7 +62,11 @@ VERDICT_COLORS = {"reproduced": "#55A868", "slower": "#C44E52", "faster": "#4C72
 TABLE_ROWS = 20
 COLUMNS = ["study", "impl", "case", "verdict", "status_reference", "status_candidate",
            "ms_reference", "ms_candidate", "ratio", "ratio_latency",
-           "band_lo_reference", "band_hi_reference", "band_lo_candidate", "band_hi_candidate"]
+           "band_lo_reference", "band_hi_reference", "band_lo_candidate", "band_hi_candidate", "host_bound"]
+#: Classes of the reference's device time, ms (lower bounds; the last is open), with their labels.
+SIZE_CLASSES = ((0.0, "below 10 µs"), (0.01, "10–100 µs"), (0.1, "0.1–1 ms"), (1.0, "1–10 ms"),
+                (10.0, "10 ms and more"))
+TIMED = ("reproduced", "slower", "faster")
 
 
 # ----------------------------------------------------------------------------
@@ -128,6 +137,8 @@ def compare_rows(ref: dict | None, cand: dict | None, tolerance: float) -> dict:
                ratio=cand["device_ms"] / ref["device_ms"], ratio_latency=cand["median_ms"] / ref["median_ms"])
     for name, row in (("reference", ref), ("candidate", cand)):
         rec[f"band_lo_{name}"], rec[f"band_hi_{name}"] = _band(row["device_times_ms"])
+    rec["host_bound"] = any(timing.host_bound(r.get("timing", {}).get("spin_short"), len(r["device_times_ms"]))
+                            for r in (ref, cand))
     rec["verdict"] = verdict(rec["ratio"], tolerance)
     return rec
 
@@ -202,6 +213,61 @@ def _counts(table: pd.DataFrame) -> dict[str, int]:
     return {v: int(counts.get(v, 0)) for v in VERDICTS}
 
 
+def size_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows timed in both runs by the reference's device time (:data:`SIZE_CLASSES`):
+    columns ``device time`` (the class), ``rows``, ``within`` (reproduced), ``within %``,
+    ``host-bound`` (rows of :func:`kernels.timing.host_bound` in either run) and ``within,
+    host-free`` (reproduced rows among the others); empty classes are left out."""
+    timed = table[table["verdict"].isin(TIMED)]
+    bounds = [lo for lo, _ in SIZE_CLASSES] + [np.inf]
+    cls = pd.cut(timed["ms_reference"].astype(float), bounds, right=False, labels=[lab for _, lab in SIZE_CLASSES])
+    out = []
+    for label, g in timed.groupby(cls, observed=True):
+        ok, host = g["verdict"] == "reproduced", g["host_bound"].astype(bool)
+        out.append({"device time": label, "rows": len(g), "within": int(ok.sum()),
+                    "within %": f"{100 * ok.mean():.0f}", "host-bound": int(host.sum()),
+                    "within, host-free": f"{int((ok & ~host).sum())} of {int((~host).sum())}"})
+    return pd.DataFrame(out)
+
+
+def impl_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per study and implementation with a row outside the tolerance: ``rows`` timed in both,
+    ``slower``, ``faster``, ``host-bound`` among those outside, and the ``median ratio`` of
+    the device time over all its timed rows; most rows outside first."""
+    timed = table[table["verdict"].isin(TIMED)]
+    out = []
+    for (study, impl), g in timed.groupby(["study", "impl"]):
+        outside = g[g["verdict"] != "reproduced"]
+        if len(outside):
+            out.append({"study": study, "impl": impl, "rows": len(g),
+                        "slower": int((outside["verdict"] == "slower").sum()),
+                        "faster": int((outside["verdict"] == "faster").sum()),
+                        "host-bound": int(outside["host_bound"].astype(bool).sum()),
+                        "median ratio": f"{g['ratio'].astype(float).median():.3f}"})
+    if not out:
+        return pd.DataFrame()
+    d = pd.DataFrame(out)
+    return d.sort_values(by=["slower", "faster"], key=lambda c: -(d["slower"] + d["faster"]),
+                         kind="stable").reset_index(drop=True)
+
+
+def claim_labels(studies) -> dict[str, str]:
+    """Each verdict macro's claim as the paper's claims table words it (``report.CLAIMS`` of
+    each study in ``studies``)."""
+    out = {}
+    for study in studies:
+        out.update(getattr(importlib.import_module(f"kernels.{study}.report"), "CLAIMS", {}))
+    return out
+
+
+def claims_latex(claims: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
+    """The claims' verdicts of both runs for the paper: columns ``claim`` (its words in
+    ``labels``, else the macro's name), ``reference``, ``second run`` and ``same``."""
+    return pd.DataFrame({"claim": [labels.get(c, c) for c in claims["claim"]],
+                         "reference": claims["reference"], "second run": claims["candidate"],
+                         "same": claims["same"].map({True: "yes", False: "no"})})
+
+
 def is_reproduced(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) -> bool:
     """True when at least ``min_within`` of the rows timed in both runs are reproduced, no
     row is missing or changed status, and every claim's verdict is the same."""
@@ -254,29 +320,35 @@ def _camel(study: str) -> str:
 
 
 def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_within: float,
-           candidate: str) -> dict[str, str]:
+           candidate: str, labels: dict[str, str] | None = None) -> dict[str, str]:
     """The ``Repro*`` macros of the paper: ``ReproRowsWithin``, ``ReproRowsCompared`` (rows
     timed in both runs), ``ReproPercentWithin``, the same per study (``ReproRowsWithinSwiglu``,
     ...), ``ReproRowsMissing``, ``ReproRowsStatusChanged``, ``ReproTolerancePct``,
     ``ReproClaimsSame``, ``ReproClaimsCompared``, ``ReproClaimsDifferent``
-    (names, or "none"), ``ReproOutcome`` (reproduced / not reproduced) and
+    (the claims in ``labels``' words, else their macro names; or "none"), ``ReproOutcome`` (reproduced / not reproduced) and
     ``ReproCandidate`` (the second run's folder)."""
     def within(t):
-        timed = t[t["verdict"].isin(("reproduced", "slower", "faster"))]
+        timed = t[t["verdict"].isin(TIMED)]
         good = int((timed["verdict"] == "reproduced").sum())
         return str(good), str(len(timed)), f"{100 * good / len(timed):.0f}" if len(timed) else "n/a"
 
     out = {}
     out["ReproRowsWithin"], out["ReproRowsCompared"], out["ReproPercentWithin"] = within(table)
+    lat = table.loc[table["verdict"].isin(TIMED), "ratio_latency"].astype(float)
+    lat_ok = int(((lat - 1).abs() <= tolerance + 1e-12).sum())
+    out["ReproRowsWithinLatency"] = str(lat_ok)
+    out["ReproPercentWithinLatency"] = f"{100 * lat_ok / len(lat):.0f}" if len(lat) else "n/a"
+    free = table[~table["host_bound"].fillna(False).astype(bool)]
+    out["ReproRowsWithinHostFree"], out["ReproRowsComparedHostFree"], out["ReproPercentWithinHostFree"] = within(free)
     for study, g in table.groupby("study"):
         name = _camel(study)
         out[f"ReproRowsWithin{name}"], out[f"ReproRowsCompared{name}"], out[f"ReproPercentWithin{name}"] = within(g)
     n = _counts(table)
-    different = claims.loc[~claims["same"], "claim"].tolist()
+    different = [(labels or {}).get(c, c) for c in claims.loc[~claims["same"], "claim"]]
     out.update(ReproRowsMissing=str(n["missing"]), ReproRowsStatusChanged=str(n["status changed"]),
                ReproTolerancePct=f"{100 * tolerance:g}",
                ReproClaimsSame=str(int(claims["same"].sum())), ReproClaimsCompared=str(len(claims)),
-               ReproClaimsDifferent=render.escape_latex(", ".join(different) if different else "none"),
+               ReproClaimsDifferent=render.escape_latex("; ".join(different) if different else "none"),
                ReproOutcome="reproduced" if is_reproduced(table, claims, min_within) else "not reproduced",
                ReproCandidate=render.escape_latex(candidate))
     return out
@@ -303,16 +375,27 @@ def outside_table(table: pd.DataFrame, limit: int = TABLE_ROWS) -> pd.DataFrame:
     out = pd.DataFrame({
         "study": shown["study"], "impl": shown["impl"],
         "case": [" ".join(p for p in r.case.split(" ") if p not in common[r.study]) for r in shown.itertuples()],
-        "reference ms": shown["ms_reference"].map(_ms), "candidate ms": shown["ms_candidate"].map(_ms),
+        "ref. ms": shown["ms_reference"].map(_ms), "2nd ms": shown["ms_candidate"].map(_ms),
         "ratio": shown["ratio"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}"),
-        "reference band": [band(r, "reference") for r in shown.itertuples()],
-        "candidate band": [band(r, "candidate") for r in shown.itertuples()],
-        "verdict": [f"{a} to {b}" if v == "status changed" else v
-                    for v, a, b in zip(shown["verdict"], shown["status_reference"], shown["status_candidate"])]})
+        "ref. band": [band(r, "reference") for r in shown.itertuples()],
+        "2nd band": [band(r, "candidate") for r in shown.itertuples()],
+        "verdict": [f"{a} to {b}" if v == "status changed" else v + (", host-bound" if h is True else "")
+                    for v, a, b, h in zip(shown["verdict"], shown["status_reference"], shown["status_candidate"],
+                                          shown["host_bound"])]})
     if len(d) > limit:
         rest = pd.DataFrame([{c: "" for c in out.columns} | {"case": f"and {len(d) - limit} more rows"}])
         out = pd.concat([out, rest], ignore_index=True)
     return out.reset_index(drop=True)
+
+
+def _columns(tabular: str, spec: str) -> str:
+    """``tabular`` (:func:`kernels.render.table_to_latex`) with the column spec ``spec``."""
+    head, rest = tabular.split("\n", 1)
+    return re.sub(r"\{[^{}]*\}$", "{" + spec.replace("\\", "\\\\") + "}", head) + "\n" + rest.rstrip("\n")
+
+
+#: Column spec of the table of the rows outside the tolerance (the case wraps).
+OUTSIDE_COLUMNS = r"ll>{\raggedright\arraybackslash}p{0.27\linewidth}rrrll>{\raggedright\arraybackslash}p{0.09\linewidth}"
 
 
 def _ms(value) -> str:
@@ -333,11 +416,11 @@ def figure(table: pd.DataFrame, tolerance: float):
     from matplotlib import ticker
 
     fig, ax = style.figure(width=style.COLUMN_WIDTH, height=2.6)
-    timed = table[table["verdict"].isin(("reproduced", "slower", "faster"))]
+    timed = table[table["verdict"].isin(TIMED)]
     studies = sorted(table["study"].unique())
     ax.axhspan(1 - tolerance, 1 + tolerance, color="0.85", zorder=0, lw=0)
     ax.axhline(1.0, color="0.5", lw=0.6, zorder=1)
-    for v in ("reproduced", "slower", "faster"):
+    for v in TIMED:
         d = timed[timed["verdict"] == v]
         if d.empty:
             continue
@@ -365,34 +448,73 @@ def _jitter(i: int) -> float:
     return ((i * 0.6180339887) % 1.0 - 0.5) * 0.6
 
 
-def snippet(values: dict[str, str], studies: list[str], has_outside: bool) -> str:
-    """The appendix paragraph on the second run with its figure and table (``values``:
-    :func:`macros`; ``studies``: those compared; ``has_outside``: whether any row is
-    outside the tolerance)."""
+#: The threats section's sentences on the second run (macro ``ReproThreats``), given one.
+THREATS = (r"A second cold run on another GPU and host (\texttt{\ReproCandidate},"
+           r" Appendix~\ref{sec:reproducing}) agrees within $\pm$\ReproTolerancePct\,\% of device time"
+           r" for \ReproRowsWithin{} of the \ReproRowsCompared{} rows timed in both (\ReproPercentWithin\,\%;"
+           r" outcome: \ReproOutcome), and \ReproClaimsSame{} of the \ReproClaimsCompared{} verdicts of"
+           r" Table~\ref{tab:claims} come out the same from both.")
+
+
+def numbers(values: dict[str, str]) -> str:
+    """The ``Repro*`` macros (``values``: :func:`macros`) and ``ReproThreats`` (:data:`THREATS`),
+    read in the paper's preamble."""
+    header = "% Generated by the rule `reproduce` (kernels/reproduce.py); do not edit."
+    return "\n".join([header, *render.macro_lines({**values, "ReproThreats": THREATS})]) + "\n"
+
+
+def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes: pd.DataFrame,
+            impls: pd.DataFrame, claims: pd.DataFrame) -> str:
+    """The appendix paragraph on the second run with its figure and tables (``values``:
+    :func:`macros`, defined in :func:`numbers`; only their names are used here; ``studies``: those compared; ``has_outside``: whether any row is
+    outside the tolerance; ``sizes``: :func:`size_table`; ``impls``: :func:`impl_table`;
+    ``claims``: :func:`compare_claims`)."""
     per_study = ", ".join(rf"{study} \ReproRowsWithin{_camel(study)}{{}} of \ReproRowsCompared{_camel(study)}{{}}"
                           for study in studies)
-    table_ref = (r"Table~\ref{tab:reproduction} lists the rows outside it" if has_outside
-                 else "no row is outside it")
+    table_ref = (r"Table~\ref{tab:reproduction_impls} counts the rows outside it per implementation and"
+                 r" Table~\ref{tab:reproduction} lists the worst" if has_outside else "no row is outside it")
     text = "\n".join([
         r"\paragraph{Reproduction.} A second run (\texttt{\ReproCandidate}) was compared with these",
         r"data case by case: \ReproRowsWithin{} of the \ReproRowsCompared{} rows timed in both",
         r"(\ReproPercentWithin\,\%) agree within $\pm$\ReproTolerancePct\,\% in device time",
         rf"({per_study}; Figure~\ref{{fig:reproduction}}); {table_ref}.",
+        r"Of the \ReproRowsComparedHostFree{} rows whose device time is host-free in both runs (the spin",
+        r"before the call outlasted its enqueue in at least 95\,\% of the repetitions),",
+        r"\ReproRowsWithinHostFree{} (\ReproPercentWithinHostFree\,\%) agree;",
+        r"Table~\ref{tab:reproduction_sizes} splits the rows by their device time. Compared by latency",
+        r"(the host's launch included) instead, \ReproRowsWithinLatency{} of the \ReproRowsCompared{} rows",
+        r"(\ReproPercentWithinLatency\,\%) agree.",
         r"Rows missing from the second run: \ReproRowsMissing; rows whose status changed:",
         r"\ReproRowsStatusChanged. Re-derived from each run, \ReproClaimsSame{} of \ReproClaimsCompared{}",
-        r"verdicts of Table~\ref{tab:claims} are the same (different: \ReproClaimsDifferent).",
+        r"verdicts of Table~\ref{tab:claims} are the same (Table~\ref{tab:reproduction_claims};",
+        r"different: \ReproClaimsDifferent).",
         r"Outcome: \ReproOutcome."])
     floats = [r"\begin{figure}[tbp]", r"\centering", r"\fitgraphics{reproduction.pdf}",
               rf"\caption{{{render._caption(figure)}}}", r"\label{fig:reproduction}", r"\end{figure}"]
+    floats += [r"\begin{table}[tbp]", r"\centering", r"\small",
+               r"\caption{Rows timed in both runs by the reference's device time: how many agree within",
+               r"the tolerance, how many either run flags host-bound (the spin before the call was too",
+               r"short in more than 5\,\% of the repetitions) and how many of the others agree.}",
+               r"\label{tab:reproduction_sizes}", render.table_to_latex(sizes).rstrip("\n"), r"\end{table}",
+               r"\begin{table}[tbp]", r"\centering", r"\small",
+               r"\caption{The verdicts of Table~\ref{tab:claims} derived from each run.}",
+               r"\label{tab:reproduction_claims}",
+               _columns(render.table_to_latex(claims_latex(claims, claim_labels(studies))),
+                        r"p{0.34\linewidth}p{0.25\linewidth}p{0.25\linewidth}l"), r"\end{table}"]
     if has_outside:
         floats += [r"\begin{table}[tbp]", r"\centering", r"\small",
-                   r"\caption{Rows of the second run outside the tolerance, worst first (ratio: of the device",
-                   r"time; band: each run's q10 and q90 over its median; case fields that most cases of their",
-                   r"study share are left out).}",
-                   r"\label{tab:reproduction}", r"\fitwidth{\input{generated/reproduction_outside.tex}}",
+                   r"\caption{Implementations with rows outside the tolerance: rows timed in both runs,",
+                   r"those slower and faster in the second run, how many of those either run flags",
+                   r"host-bound, and the median ratio of the device time over all the rows.}",
+                   r"\label{tab:reproduction_impls}", render.table_to_latex(impls).rstrip("\n"), r"\end{table}"]
+        floats += [r"\begin{table}[tbp]", r"\centering", r"\small",
+                   r"\caption{Rows of the second run (2nd) outside the tolerance, worst first (ratio: of the",
+                   r"device time; band: each run's q10 and q90 over its median; case fields that most cases of",
+                   r"their study share are left out).}",
+                   r"\label{tab:reproduction}", r"\footnotesize", r"\fitwidth{\input{generated/reproduction_outside.tex}}",
                    r"\end{table}"]
     header = "% Generated by the rule `reproduce` (kernels/reproduce.py); do not edit."
-    return "\n".join([header, *render.macro_lines(values), text, "", *floats]) + "\n"
+    return "\n".join([header, text, "", *floats]) + "\n"
 
 
 #: The appendix paragraph when no second run is configured (rule ``reproduction_none``).
@@ -401,11 +523,16 @@ NO_SECOND_RUN = (
     r"\paragraph{Reproduction.} No second run of these measurements is committed. "
     r"\texttt{snakemake --profile profiles/quick} measures the main cases of each study on a GPU "
     "and compares them with these data case by case (\\texttt{docs/reproducing.md})." "\n")
+#: The macros then (rule ``reproduction_none``): the threats section's sentence alone.
+NO_SECOND_RUN_NUMBERS = (
+    "% Generated by the rule `reproduction_none` (kernels/reproduce.py); do not edit.\n"
+    + render.macro_lines({"ReproThreats": "No second run of these measurements is committed, so their variation"
+                                          " across GPUs and hosts is not quantified here."})[0] + "\n")
 
 
 def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, tolerance: float,
           min_within: float, sections: dict[str, dict] | None, candidate: str, out_csv: str,
-          out_summary: str, out_figure: str, out_table: str, out_snippet: str) -> str:
+          out_summary: str, out_figure: str, out_table: str, out_snippet: str, out_numbers: str) -> str:
     """Compare a candidate run with the reference run and write every output.
 
     Args:
@@ -416,7 +543,8 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
             None to compare every reference row.
         candidate: the candidate's folder, as the paper names it.
         out_*: the comparison (CSV), the one-line summary (text), the figure (PDF), the
-            table of rows outside the tolerance (LaTeX) and the paper's snippet.
+            table of rows outside the tolerance (LaTeX), the paper's snippet (appendix) and
+            its macros (:func:`numbers`).
 
     Returns:
         The summary line (also logged).
@@ -431,9 +559,12 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
     outside = outside_table(table)
     write_atomic(out_csv, table.to_csv(index=False))
     style.save(figure(table, tolerance), out_figure)
-    write_atomic(out_table, render.table_to_latex(outside))
-    write_atomic(out_snippet, snippet(macros(table, claims, tolerance, min_within, candidate),
-                                      sorted(table["study"].unique()), not outside.empty))
+    write_atomic(out_table, _columns(render.table_to_latex(outside), OUTSIDE_COLUMNS) + "\n"
+                 if not outside.empty else render.table_to_latex(outside))
+    studies = sorted(table["study"].unique())
+    values = macros(table, claims, tolerance, min_within, candidate, claim_labels(studies))
+    write_atomic(out_numbers, numbers(values))
+    write_atomic(out_snippet, snippet(values, studies, not outside.empty, size_table(table), impl_table(table), claims))
     write_atomic(out_summary, line + "\n")
     log.info("%s", line)
     for r in claims.itertuples():

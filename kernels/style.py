@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from kernels.harness import write_atomic  # noqa: E402
+from kernels.files import write_atomic  # noqa: E402
 
 #: Figure widths in inches: one column and the full text width of the paper.
 COLUMN_WIDTH = 3.4

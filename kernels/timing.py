@@ -59,6 +59,15 @@ MAX_SHORT_SHARE = 0.05
 STABLE_WINDOWS = 3
 
 
+def host_bound(spin_short: float | None, n_reps: float | None) -> bool:
+    """Whether a row's device time may hold host time: more than :data:`MAX_SHORT_SHARE`
+    of its ``n_reps`` repetitions had a host enqueue that outlasted the spin
+    (``spin_short`` of the row's ``timing``). False when either count is missing."""
+    if spin_short is None or n_reps is None or math.isnan(spin_short) or math.isnan(n_reps):
+        return False
+    return spin_short > MAX_SHORT_SHARE * n_reps
+
+
 @dataclasses.dataclass
 class Timed:
     """Every repetition of one case.

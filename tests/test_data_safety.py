@@ -437,7 +437,7 @@ def test_a_failed_paper_build_leaves_the_pdf_as_it_was(paper, tmp_path):
 
 
 def test_an_uncaught_exception_goes_to_the_log(tmp_path):
-    script = ("from kernels.harness import setup_logging\n"
+    script = ("from kernels.logs import setup_logging\n"
               f"setup_logging({str(tmp_path / 'rule.log')!r})\n"
               "raise ValueError('data/raw/x.jsonl:3: bad row')\n")
     proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from kernels import harness
+from kernels import correctness
 from kernels.flex import masks, ops, reference, score_mods
 
 H, HKV, D, N = 2, 1, 16, 200  # N = 200: not a multiple of the 128 tile
@@ -65,7 +65,7 @@ def _run_all(knobs):
     errs = {}
     for i, (fam, (mask_mod, smod)) in enumerate(zip(FAMILIES, mods)):
         ref = reference.attention_reference(q[i:i + 1], k[i:i + 1], v[i:i + 1], mask_mod, smod, batch_offset=i)
-        errs[fam] = harness.relative_rmse(out[i:i + 1], ref)
+        errs[fam] = correctness.relative_rmse(out[i:i + 1], ref)
     return errs
 
 
@@ -173,4 +173,4 @@ def test_backward_matches_float64_gpu(mask, score_mod):
     got = (out, *torch.autograd.grad(out, (q, k, v), dout))
     want = reference.attention_reference_grads(q, k, v, dout, mask_mod, smod)
     for name, x, y in zip(("out", "dq", "dk", "dv"), got, want):
-        harness.check_close(name, x, y, 0.02 if name == "out" else 0.04)
+        correctness.check_close(name, x, y, 0.02 if name == "out" else 0.04)

@@ -9,7 +9,8 @@ import pytest
 import torch
 from conftest import configured_timing
 
-from kernels import harness
+from kernels import correctness, files, harness, profiling
+from kernels import env as env_mod
 from kernels import timing as timing_mod
 
 
@@ -24,13 +25,13 @@ class FakeStudy:
         x = torch.arange(case["n"], dtype=torch.float32, device=device)
         if impl == "ok":
             out = x * 2
-            err = harness.check_close("out", out, x.double() * 2, 1e-6)
+            err = correctness.check_close("out", out, x.double() * 2, 1e-6)
             return harness.Prepared(fn=lambda: x * 2, bytes=8 * case["n"], flops=case["n"],
                                     extra={"rel_err": err})
         if impl == "wrong":
-            harness.check_close("out", x * 3, x.double() * 2, 1e-3)
+            correctness.check_close("out", x * 3, x.double() * 2, 1e-3)
         if impl == "nan":
-            harness.check_close("out", x * float("nan"), x.double(), 1e-3)
+            correctness.check_close("out", x * float("nan"), x.double(), 1e-3)
         if impl == "unsupported":
             raise harness.Unsupported("not on this device")
         if impl == "missing":
@@ -74,19 +75,19 @@ def test_case_warmup_replaces_the_configured_one(monkeypatch, device):
 
 def test_relative_rmse():
     ref = torch.ones(100, dtype=torch.float64)
-    assert harness.relative_rmse(ref, ref) == 0.0
-    assert harness.relative_rmse(ref * 1.01, ref) == pytest.approx(0.01)
-    assert harness.relative_rmse(torch.full((100,), float("inf")), ref) == float("inf")
-    with pytest.raises(harness.Mismatch, match="shape"):
-        harness.relative_rmse(torch.ones(3), torch.ones(4))
-    with pytest.raises(harness.Mismatch, match="o_final: RMSE/RMS"):
-        harness.check_close("o_final", ref * 2, ref, 0.01)
+    assert correctness.relative_rmse(ref, ref) == 0.0
+    assert correctness.relative_rmse(ref * 1.01, ref) == pytest.approx(0.01)
+    assert correctness.relative_rmse(torch.full((100,), float("inf")), ref) == float("inf")
+    with pytest.raises(correctness.Mismatch, match="shape"):
+        correctness.relative_rmse(torch.ones(3), torch.ones(4))
+    with pytest.raises(correctness.Mismatch, match="o_final: RMSE/RMS"):
+        correctness.check_close("o_final", ref * 2, ref, 0.01)
 
 
 def test_write_jsonl_is_atomic(tmp_path, monkeypatch):
     monkeypatch.setenv("ARTIFACT_TMPDIR", str(tmp_path / "tmp"))
     target = tmp_path / "data" / "x.jsonl"
-    harness.write_jsonl(target, [{"a": 1}, {"b": 2}])
+    files.write_jsonl(target, [{"a": 1}, {"b": 2}])
     assert [json.loads(line) for line in target.read_text().splitlines()] == [{"a": 1}, {"b": 2}]
     umask = os.umask(0)
     os.umask(umask)
@@ -96,14 +97,14 @@ def test_write_jsonl_is_atomic(tmp_path, monkeypatch):
         pass
 
     with pytest.raises(TypeError):
-        harness.write_jsonl(target, [{"a": 3}, {"b": Boom()}])
+        files.write_jsonl(target, [{"a": 3}, {"b": Boom()}])
     assert [json.loads(line) for line in target.read_text().splitlines()] == [{"a": 1}, {"b": 2}]
     assert os.listdir(tmp_path / "tmp") == []
     assert sorted(os.listdir(target.parent)) == ["x.jsonl"]
 
 
 def test_environment_block():
-    env = harness.environment()
+    env = env_mod.environment()
     for key in ("gpu_name", "torch", "triton", "python", "git_commit", "cuda", "driver", "host_cpu_model",
                 "host_cpus", "host_load_1min"):
         assert key in env
@@ -112,9 +113,9 @@ def test_environment_block():
 
 
 def test_gpu_slug():
-    assert harness.gpu_slug("NVIDIA H200") == "h200"
-    assert harness.gpu_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
-    assert harness.gpu_slug("cpu") == "cpu"
+    assert env_mod.gpu_slug("NVIDIA H200") == "h200"
+    assert env_mod.gpu_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
+    assert env_mod.gpu_slug("cpu") == "cpu"
 
 
 def test_child_process_isolation_records_a_crash(tmp_path):
@@ -227,7 +228,7 @@ def test_killed_job_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setattr(harness, "measure_case", _fake_measure(second))
     rows = harness.run_job("gdn", "chunk", GDN_SWEEP, out, timing, checkpoint=ckpt)
     assert second == [48, 64, 80]
-    assert [r["seqlen"] for r in harness.read_jsonl(out)] == [16, 32, 48, 64, 80] == [r["seqlen"] for r in rows]
+    assert [r["seqlen"] for r in files.read_jsonl(out)] == [16, 32, 48, 64, 80] == [r["seqlen"] for r in rows]
     assert not ckpt.exists()
 
 
@@ -249,7 +250,7 @@ def test_checkpoint_rows_of_other_code_or_timing_are_not_reused(tmp_path, monkey
 
 def test_kernel_breakdown_on_the_cpu_lists_ops_longest_first():
     a, b = torch.randn(512, 512), torch.randn(64)  # the product dwarfs the relu (a loaded host cannot swap them)
-    entries = harness.kernel_breakdown(lambda: ((a @ a), b.relu_()), torch.device("cpu"), calls=3, top=1)
+    entries = profiling.kernel_breakdown(lambda: ((a @ a), b.relu_()), torch.device("cpu"), calls=3, top=1)
     assert entries[0]["us"] > 0 and entries[0]["calls"] >= 1
     names = [e["name"] for e in entries]
     assert any("mm" in n for n in names[:1]) and names[-1] == "other" and len(entries) == 2
@@ -258,8 +259,8 @@ def test_kernel_breakdown_on_the_cpu_lists_ops_longest_first():
 def test_kernel_breakdown_drops_api_calls_not_kernels():
     api = ["cudaLaunchKernel", "cuLaunchKernelEx", "cudaDeviceSynchronize", "Activity Buffer Request"]
     kernels = ["cutlass3x_sm90_tensorop_gemm_bf16", "cub::DeviceReduceKernel", "_chunk_state_kernel"]
-    assert all(harness._API_EVENT.match(n) for n in api)
-    assert not any(harness._API_EVENT.match(n) for n in kernels)
+    assert all(profiling._API_EVENT.match(n) for n in api)
+    assert not any(profiling._API_EVENT.match(n) for n in kernels)
 
 
 def test_nvidia_smi_fields_in_one_call(monkeypatch):
@@ -271,16 +272,16 @@ def test_nvidia_smi_fields_in_one_call(monkeypatch):
         calls.append(cmd)
         return subprocess.CompletedProcess(cmd, 0, stdout="580.1, 1980\n", stderr="")
 
-    monkeypatch.setattr(harness.subprocess, "run", fake_run)
-    assert harness._nvidia_smi(["driver_version", "clocks.max.sm"], "GPU-x") == {
+    monkeypatch.setattr(env_mod.subprocess, "run", fake_run)
+    assert env_mod._nvidia_smi(["driver_version", "clocks.max.sm"], "GPU-x") == {
         "driver_version": "580.1", "clocks.max.sm": "1980"}
     assert len(calls) == 1 and "--id=GPU-x" in calls[0] and "--query-gpu=driver_version,clocks.max.sm" in calls[0]
 
     def failing(cmd, **kw):
         raise FileNotFoundError("nvidia-smi")
 
-    monkeypatch.setattr(harness.subprocess, "run", failing)
-    assert harness._nvidia_smi(["driver_version"]) == {"driver_version": None}
+    monkeypatch.setattr(env_mod.subprocess, "run", failing)
+    assert env_mod._nvidia_smi(["driver_version"]) == {"driver_version": None}
 
 
 def test_rows_record_every_pinned_anchor():
@@ -291,4 +292,4 @@ def test_rows_record_every_pinned_anchor():
 
     project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
     pinned = {re.split(r"[=<>!~ ;\[]", req, maxsplit=1)[0] for req in project["optional-dependencies"]["anchors"]}
-    assert set(harness.ANCHORS) == pinned
+    assert set(env_mod.ANCHORS) == pinned

@@ -9,7 +9,7 @@ import torch
 import yaml
 from conftest import configured_timing
 
-from kernels import harness
+from kernels import correctness, files, harness
 from kernels.swiglu import study
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,7 +90,7 @@ def test_prepare_copy_moves_the_same_bytes(device):
 
 
 def test_prepare_seed_float32_is_wrong_and_bf16_is_checked_upcast(device):
-    with pytest.raises(harness.Mismatch, match=r"seed out \(torch.float16\)"):
+    with pytest.raises(correctness.Mismatch, match=r"seed out \(torch.float16\)"):
         study.prepare("seed", _case(dtype="float32"), device)
     assert study.prepare("seed", _case(), device).extra["out_dtype"] == "float16"
 
@@ -127,4 +127,4 @@ def test_run_job_writes_rows(tmp_path, monkeypatch):
     assert rows[0]["status"] == "ok" and rows[0]["bytes"] == 3 * 2 * 64 * 2
     expected = "ok" if torch.cuda.is_available() else "unsupported"
     assert rows[1]["status"] == expected
-    assert len(harness.read_jsonl(tmp_path / "decode.jsonl")) == 2
+    assert len(files.read_jsonl(tmp_path / "decode.jsonl")) == 2

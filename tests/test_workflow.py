@@ -200,9 +200,9 @@ def test_quick_run_checks_against_the_committed_rows(toy_workflow):
     # (missing now: 4096, removed, and 65536, which the quick run does not measure)
     snakemake(toy_workflow, "--config", "measure=false", "gpu=cpu", "reproduce={candidate: results/quick/raw/cpu}",
               "--", "paper/generated/reproduction.tex")
-    snippet = (toy_workflow / "paper" / "generated" / "reproduction.tex").read_text()
-    assert r"\newcommand{\ReproOutcome}{not reproduced}" in snippet
-    assert r"\newcommand{\ReproRowsMissing}{2}" in snippet
+    numbers = (toy_workflow / "paper" / "generated" / "reproduction_numbers.tex").read_text()
+    assert r"\newcommand{\ReproOutcome}{not reproduced}" in numbers
+    assert r"\newcommand{\ReproRowsMissing}{2}" in numbers
 
 
 @pytest.mark.slow

@@ -544,6 +544,9 @@ def _one(d: pd.DataFrame, col: str):
     return d[col].iloc[0] if not d.empty and col in d else np.nan
 
 
+#: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
+CLAIMS = {"FlexSparsityVerdict": "FlexAttention speed follows sparsity"}
+
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text (``Flex...`` macros); "n/a" where not measured."""
     out: dict[str, str] = {}

@@ -42,7 +42,7 @@ import itertools
 import statistics
 import time
 
-from kernels import harness
+from kernels import correctness, harness
 from kernels.flex import density
 
 STUDY = "flex"
@@ -257,7 +257,7 @@ def prepare(impl: str, case: dict, device) -> harness.Prepared:
     """Build seeded inputs on ``device``, run ``impl`` once, check it against float64, return the timed call.
 
     Raises harness.Unsupported where the impl cannot run the case here,
-    harness.Mismatch when it is wrong, ValueError for a case that makes no
+    correctness.Mismatch when it is wrong, ValueError for a case that makes no
     sense (a dense baseline with a non-causal mask, an unknown impl).
     """
     import torch
@@ -319,7 +319,7 @@ def prepare(impl: str, case: dict, device) -> harness.Prepared:
         want, got, names = (reference.attention_reference(*args, mask_mod, score_mod, head_offset=h - g),), \
             (got[0][:1, hs],), ("out",)
     tol = TOLERANCE[case["dtype"]]
-    extra["rel_err"] = max(harness.check_close(f"{impl} {name}", x, y, tol if name == "out" else 2 * tol)
+    extra["rel_err"] = max(correctness.check_close(f"{impl} {name}", x, y, tol if name == "out" else 2 * tol)
                            for name, x, y in zip(names, got, want))
     del want, got
     if device.type == "cuda":

@@ -240,6 +240,9 @@ def flash_qla_verdict(df: pd.DataFrame) -> str:
     return "; ".join(words)
 
 
+#: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
+CLAIMS = {"GdnFlashQlaVerdict": "FlashQLA 2–3× forward, 2× backward over FLA on Hopper"}
+
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text: forward times, speedups and TFLOP/s at the main
     shapes, the speedup over naive at the largest seqlen naive ran (and that

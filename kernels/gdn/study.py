@@ -34,7 +34,7 @@ graph kept from one forward (``retain_graph=True``), i.e. the backward
 kernels alone; ``fwdbwd`` = forward + that backward.
 
 Rows at ``PROFILE_SHAPES`` (B4 T8192 H16) also carry ``kernels``, the device
-time of each kernel of one call (:func:`kernels.harness.kernel_breakdown`),
+time of each kernel of one call (:func:`kernels.profiling.kernel_breakdown`),
 so the paper can say which kernel a gap comes from; not for ``naive``, whose
 token loop launches tens of thousands of tiny kernels per call: its breakdown
 would say nothing and only lengthen the job.
@@ -46,7 +46,7 @@ import os
 import sys
 import time
 
-from kernels import harness
+from kernels import correctness, harness
 from kernels.gdn.flops import gdn_bwd_bytes, gdn_bwd_flops, gdn_fwd_bytes, gdn_fwd_flops
 
 # FLA's own kernels, not its FlashQLA dispatch (FLA >= 0.5.2 hands chunk_gated_delta_rule to
@@ -251,8 +251,8 @@ def _prepare_fwd(impl: str, case: dict, device) -> harness.Prepared:
         extra["dispatch"] = "flash_qla" if "flash_qla" in sys.modules else "fla_triton"
     ref_o, ref_h = naive_chunk_gated_delta_rule(q.float(), k.float(), v.float(), g, beta, output_final_state=True,
                                                 cu_seqlens=cu)
-    extra["rel_err"] = harness.check_close(f"{impl} o", o, ref_o, TOL)
-    extra["rel_err_state"] = harness.check_close(f"{impl} final state", ht, ref_h, TOL)
+    extra["rel_err"] = correctness.check_close(f"{impl} o", o, ref_o, TOL)
+    extra["rel_err_state"] = correctness.check_close(f"{impl} final state", ht, ref_h, TOL)
     del ref_o, ref_h, o, ht
     tokens = case["batch"] * case["seqlen"]
     d = case["head_dim"]
@@ -330,13 +330,13 @@ def _prepare_bwd(impl: str, case: dict, device) -> harness.Prepared:
     errs = {}
     for name, x in zip(("dq", "dk", "dv", "dg", "dbeta"), got):
         if x is None:
-            raise harness.Mismatch(f"{impl} returned no gradient {name}")
+            raise correctness.Mismatch(f"{impl} returned no gradient {name}")
         errs[name] = grad_error(x, ref[name])
         extra[f"rel_err_{name}"] = errs[name]
     extra["rel_err"] = max(errs.values())
     bad = [f"{n} {e:.3g} > {GRAD_TOL[n]}" for n, e in errs.items() if not e <= GRAD_TOL[n]]
     if bad:
-        raise harness.Mismatch(f"{impl} gradients: RMSE/RMS " + ", ".join(bad))
+        raise correctness.Mismatch(f"{impl} gradients: RMSE/RMS " + ", ".join(bad))
     again = backward(outs, cots, True)
     extra["deterministic"] = all(torch.equal(a, b) for a, b in zip(got, again))
     del got, again, ref

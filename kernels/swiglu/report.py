@@ -356,6 +356,10 @@ def _verdict(values: pd.Series, lo: float, hi: float) -> str:
     return "partly holds"
 
 
+#: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
+CLAIMS = {"SwigluClaimLatencyVerdict": "SwiGLU fusion cuts activation latency 2.5–3.5×",
+          "SwigluClaimBandwidthVerdict": "SwiGLU kernel reaches 85–92 % of peak HBM bandwidth"}
+
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text (plain strings; 'n/a' when not measured)."""
     d = _ok(df)

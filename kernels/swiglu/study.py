@@ -56,7 +56,7 @@ from contextlib import nullcontext
 
 import torch
 
-from kernels import harness
+from kernels import correctness, harness
 from kernels.swiglu.reference import swiglu_backward_reference, swiglu_eager, swiglu_reference
 
 STUDY = "swiglu"
@@ -220,7 +220,7 @@ def _prepare_copy(case: dict, dtype, device) -> harness.Prepared:
     src = _randn((n_copy,), dtype, device, gen)
     dst = torch.empty_like(src)
     dst.copy_(src)
-    err = harness.check_close("copy", dst, src, 0.0)
+    err = correctness.check_close("copy", dst, src, 0.0)
     return harness.Prepared(fn=lambda: dst.copy_(src), bytes=2 * n_copy * size, flops=0,
                             extra={"rel_err": err, "out_dtype": str(dst.dtype).replace("torch.", "")})
 
@@ -241,7 +241,7 @@ def _prepare_gemm(impl: str, case: dict, dtype, device) -> harness.Prepared:
     fn = fns[impl]
     out = fn()
     ref = swiglu_reference(*(x.float() @ w.float()).chunk(2, dim=-1))
-    err = harness.check_close(f"{impl} gemm out", out, ref, TOL[case["dtype"]])
+    err = correctness.check_close(f"{impl} gemm out", out, ref, TOL[case["dtype"]])
     size = x.element_size()
     return harness.Prepared(fn=fn, bytes=(m * k + k * 2 * n + m * n) * size, flops=2 * m * k * 2 * n,
                             extra={"rel_err": err, "out_dtype": str(out.dtype).replace("torch.", "")})
@@ -281,7 +281,7 @@ def prepare(impl: str, case: dict, device: torch.device) -> harness.Prepared:
     Raises:
         harness.Unsupported: graph launch off CUDA; an impl without this
             pass or series; Liger not installed (ImportError).
-        harness.Mismatch: output or gradients beyond ``TOL[dtype]``.
+        correctness.Mismatch: output or gradients beyond ``TOL[dtype]``.
     """
     dtype = getattr(torch, case["dtype"])
     if case["launch"] == "graph" and device.type != "cuda":
@@ -315,7 +315,7 @@ def prepare(impl: str, case: dict, device: torch.device) -> harness.Prepared:
         t0 = time.perf_counter()
         fn, results = _first_call(impl, p, forward, gate, up, d_out)
         setup = time.perf_counter() - t0
-    err = max(harness.check_close(f"{impl} {name} ({results[name].dtype})", results[name], ref, tol)
+    err = max(correctness.check_close(f"{impl} {name} ({results[name].dtype})", results[name], ref, tol)
               for name, ref in refs.items())
     out = results.get("out", results.get("d_gate"))
     extra.update(rel_err=err, out_dtype=str(out.dtype).replace("torch.", ""))

@@ -3,7 +3,7 @@ experiment is added: this file, report.py, a config file and a schema."""
 
 import torch
 
-from kernels import harness
+from kernels import correctness, harness
 
 STUDY = "toy"
 SHAPE_FIELDS = ("numel",)
@@ -19,6 +19,6 @@ def prepare(impl: str, case: dict, device) -> harness.Prepared:
     x = torch.randn(case["numel"], device=device, generator=None)
     out = torch.empty_like(x)
     torch.mul(x, 2.0, out=out)
-    err = harness.check_close("y", out, x.double() * 2, 1e-6)
+    err = correctness.check_close("y", out, x.double() * 2, 1e-6)
     return harness.Prepared(fn=lambda: torch.mul(x, 2.0, out=out), bytes=2 * 4 * x.numel(),
                             flops=x.numel(), extra={"rel_err": err})

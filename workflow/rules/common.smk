@@ -6,7 +6,7 @@ import shutil
 import subprocess
 
 from kernels.checks import committed_rows, schema_error
-from kernels.harness import gpu_slug
+from kernels.env import gpu_slug
 
 _KNOWN_STUDIES = {
     p.stem for p in Path(workflow.basedir, "config", "studies").glob("*.yaml")
@@ -234,8 +234,10 @@ def code_version(*paths):
 RENDER_CODE = [
     "kernels/collect.py",
     "kernels/checks.py",
+    "kernels/files.py",
     "kernels/render.py",
     "kernels/style.py",
+    "kernels/timing.py",
     "workflow/schemas/row.schema.yaml",
 ]
 
@@ -276,15 +278,23 @@ if MEASURE:
 
 # The reproduction check (workflow/rules/reproduce.smk) compares a second run, CANDIDATE (a folder
 # <candidate>/<study>/<impl>.jsonl), with this run's rows: the quick run's rows with the committed
-# ones of the same cases (REFERENCE), or the second run config reproduce.candidate names (if any)
-# with data/raw/<gpu>/.
+# ones of the same cases (REFERENCE), or the second run config reproduce.candidate names with
+# data/raw/<gpu>/, or, when the paper is rendered from the committed rows, the committed second
+# run of that folder (config reproduce.committed).
 REFERENCE = f"data/raw/{GPU}"
 if QUICK and config["reproduce"]["candidate"]:
     raise WorkflowError(
         "config reproduce.candidate is set, but the quick run compares its own rows "
         "with the committed ones: leave reproduce.candidate out"
     )
-CANDIDATE = f"{RAW}/{GPU}" if QUICK else (config["reproduce"]["candidate"] or None)
+if QUICK:
+    CANDIDATE = f"{RAW}/{GPU}"
+elif config["reproduce"]["candidate"]:
+    CANDIDATE = config["reproduce"]["candidate"]
+elif not MEASURE and not SMOKE:
+    CANDIDATE = config["reproduce"]["committed"].get(GPU)
+else:
+    CANDIDATE = None
 if (
     CANDIDATE is not None
     and not QUICK
@@ -307,6 +317,7 @@ REPRO = {
     "figure": f"{FIGURES_DIR}/reproduction.pdf",
     "table": f"{PAPER_DIR}/generated/reproduction_outside.tex",
     "snippet": f"{PAPER_DIR}/generated/reproduction.tex",
+    "numbers": f"{PAPER_DIR}/generated/reproduction_numbers.tex",
 }
 if CANDIDATE is not None:
     ALL_OUTPUTS += list(REPRO.values())

@@ -34,7 +34,11 @@ rule paper:
         f"{PAPER_DIR}/generated/numbers.tex",
         f"{PAPER_DIR}/generated/coverage.tex",
         # the appendix on a second run: its figure and table when there is one
-        [REPRO["snippet"], *([REPRO["figure"], REPRO["table"]] if CANDIDATE else [])],
+        [
+            REPRO["snippet"],
+            REPRO["numbers"],
+            *([REPRO["figure"], REPRO["table"]] if CANDIDATE else []),
+        ],
     output:
         f"{PAPER_DIR}/main.pdf",
     log:

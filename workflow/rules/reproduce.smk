@@ -18,6 +18,7 @@ if CANDIDATE is not None:
             figure=report(REPRO["figure"], category="Figures"),
             table=REPRO["table"],
             snippet=REPRO["snippet"],
+            numbers=REPRO["numbers"],
         log:
             f"{LOGS}/reproduce.log",
         benchmark:
@@ -52,7 +53,8 @@ else:
 
     rule reproduction_none:
         output:
-            REPRO["snippet"],
+            snippet=REPRO["snippet"],
+            numbers=REPRO["numbers"],
         log:
             f"{LOGS}/reproduction_none.log",
         conda:

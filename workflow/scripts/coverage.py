@@ -1,6 +1,6 @@
 """Snakemake script of rule `coverage`: which configured implementations have rows, by status."""
 
-from kernels.harness import setup_logging
+from kernels.logs import setup_logging
 from kernels.render import render_coverage
 
 setup_logging(snakemake.log[0])  # noqa: F821

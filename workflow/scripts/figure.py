@@ -1,6 +1,6 @@
 """Snakemake script of rule `figure`: one tidy CSV -> one figure PDF."""
 
-from kernels.harness import setup_logging
+from kernels.logs import setup_logging
 from kernels.render import render_figure
 
 setup_logging(snakemake.log[0])  # noqa: F821

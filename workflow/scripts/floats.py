@@ -1,6 +1,6 @@
 """Snakemake script of rule `floats`: the figure and table environments of one study."""
 
-from kernels.harness import setup_logging
+from kernels.logs import setup_logging
 from kernels.render import render_floats
 
 setup_logging(snakemake.log[0])  # noqa: F821

@@ -16,7 +16,8 @@ if snakemake.params.interpret:  # noqa: F821 - provided by Snakemake
 
 from kernels.checks import require_gpu  # noqa: E402
 from kernels.gpulease import lease  # noqa: E402
-from kernels.harness import run_job, setup_logging  # noqa: E402
+from kernels.harness import run_job  # noqa: E402
+from kernels.logs import setup_logging  # noqa: E402
 
 setup_logging(snakemake.log[0])  # noqa: F821
 with lease(snakemake.params.gpus, ".tmp/gpu-leases"):  # noqa: F821

@@ -1,6 +1,6 @@
 """Snakemake script of rule `numbers`: tidy CSVs -> LaTeX macros for every number in the text."""
 
-from kernels.harness import setup_logging
+from kernels.logs import setup_logging
 from kernels.render import render_numbers
 
 setup_logging(snakemake.log[0])  # noqa: F821

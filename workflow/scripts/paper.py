@@ -1,7 +1,7 @@
 """Snakemake script of rule `paper`: latexmk builds main.pdf from the rule's inputs in a
 scratch folder, then moves it into place (kernels/render.py: build_paper)."""
 
-from kernels.harness import setup_logging
+from kernels.logs import setup_logging
 from kernels.render import build_paper
 
 setup_logging(snakemake.log[0])  # noqa: F821

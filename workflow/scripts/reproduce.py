@@ -2,7 +2,7 @@
 
 import os
 
-from kernels.harness import setup_logging
+from kernels.logs import setup_logging
 from kernels.reproduce import check
 
 setup_logging(snakemake.log[0])  # noqa: F821
@@ -14,4 +14,4 @@ check(candidate, list(snakemake.input.reference), gpu=params.gpu,  # noqa: F821
       tolerance=float(params.tolerance), min_within=float(params.min_within),
       sections={study: dict(section) for study, section in params.sections.items()},
       candidate=folder, out_csv=out.csv, out_summary=out.summary, out_figure=out.figure,
-      out_table=out.table, out_snippet=out.snippet)
+      out_table=out.table, out_snippet=out.snippet, out_numbers=out.numbers)

@@ -1,6 +1,6 @@
 """Snakemake script of rule `table`: one tidy CSV -> one LaTeX table."""
 
-from kernels.harness import setup_logging
+from kernels.logs import setup_logging
 from kernels.render import render_table
 
 setup_logging(snakemake.log[0])  # noqa: F821
