@@ -155,16 +155,27 @@ def test_value_block_fills_sms_and_respects_floor(monkeypatch):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("fn", [chunk_gated_delta_rule, fused_recurrent_gated_delta_rule])
 def test_gpu_gate_error_and_no_wait_for_kernels(fn):
-    """On the GPU g > 0 still raises (the check's result travels by an async copy), and a
-    valid call returns before its kernels have finished."""
+    """On the GPU g > 0 raises when checked, and a call returns before its kernels have finished."""
     q, k, v, g, beta, _ = inputs(1, 300, 4, 128, "mild")
     with pytest.raises(ValueError, match="g is a log decay and must be <= 0; max is 0.5"):
-        fn(q, k, v, torch.where(torch.arange(300, device=g.device)[None, :, None] == 3, 0.5, g), beta)
+        fn(q, k, v, torch.where(torch.arange(300, device=g.device)[None, :, None] == 3, 0.5, g), beta,
+           check_gate=True)
     q, k, v, g, beta, _ = inputs(4, 8192, 16, 128, "mild")   # kernels of a millisecond or more
     fn(q, k, v, g, beta)   # compiled and tuned
     torch.cuda.synchronize()
     fn(q, k, v, g, beta)
     assert not torch.cuda.current_stream().query()
+
+
+@pytest.mark.parametrize("fn", [chunk_gated_delta_rule, fused_recurrent_gated_delta_rule])
+def test_gate_checked_only_when_asked(fn):
+    """Like FLA's ops, ours do not read g unless ``check_gate``: a positive g then runs."""
+    q, k, v, g, beta, _ = inputs(1, 8, 1, 32, "mild", device="cpu")
+    g = torch.where(torch.arange(8)[None, :, None] == 3, 0.5, g)
+    with pytest.raises(ValueError, match="g is a log decay and must be <= 0; max is 0.5"):
+        fn(q, k, v, g, beta, check_gate=True)
+    o, _ = fn(q, k, v, g, beta)
+    assert o.shape == v.shape
 
 
 @pytest.mark.parametrize("fn", [chunk_gated_delta_rule, fused_recurrent_gated_delta_rule,
@@ -177,14 +188,15 @@ def test_errors(fn):
         fn(q, k, v[:, :4], g, beta)
     with pytest.raises(ValueError, match="g must be"):
         fn(q, k, v, g[..., None], beta)
-    with pytest.raises(ValueError, match="g is a log decay and must be <= 0; max is 0.5"):
-        fn(q, k, v, torch.where(torch.arange(8)[None, :, None] == 3, 0.5, g), beta)
+    if fn is naive_recurrent_gated_delta_rule:   # the reference always checks g
+        with pytest.raises(ValueError, match="g is a log decay and must be <= 0; max is 0.5"):
+            fn(q, k, v, torch.where(torch.arange(8)[None, :, None] == 3, 0.5, g), beta)
     with pytest.raises(TypeError, match="share a dtype"):
         fn(q, k.float(), v, g, beta)
     with pytest.raises(TypeError, match="float16/bfloat16/float32"):
         fn(q, k, v, g.to(torch.int32), beta)
     with pytest.raises(ValueError, match="<= 0"):
-        fn(q, k, v, g.abs() + 0.1, beta)
+        fn(q, k, v, g.abs() + 0.1, beta, **({} if fn is naive_recurrent_gated_delta_rule else {"check_gate": True}))
     with pytest.raises(ValueError, match="head dims"):
         fn(q[..., :24], k[..., :24], v, g, beta)
     with pytest.raises(ValueError, match="batch must be 1"):

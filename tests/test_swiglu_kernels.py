@@ -258,3 +258,18 @@ def test_gemm_fused_autotuned_on_gpu(tokens, k, n):
     ref = swiglu_reference(*(x.float() @ w.float()).chunk(2, dim=-1))
     assert rel(swiglu_gemm(x, pack_gate_up(*w.chunk(2, dim=-1))), ref) < 1e-2
     assert rel(swiglu_matmul(x, w), ref) < 1e-2
+
+
+def test_autotune_candidates_keep_half_the_sms_busy():
+    """The autotuner times only blocks that launch at least half as many programs as the GPU
+    has SMs (132 on an H200), or the smallest block when none does."""
+    import triton
+
+    from kernels.swiglu.elementwise import FWD_CONFIGS, busy_configs
+
+    configs = [triton.Config({"BLOCK_SIZE": b}, num_warps=w) for b, w in FWD_CONFIGS]
+    blocks = lambda n: sorted({c.kwargs["BLOCK_SIZE"] for c in busy_configs(configs, n.bit_length(), 132)})  # noqa: E731
+    assert blocks(229376) == [1024]                       # >= 2**17 elements: 128 programs of 1024, 64 of 2048
+    assert blocks(1048576) == [1024, 2048, 4096, 8192]    # >= 2**20: 128 programs of 8192, 64 of 16384
+    assert blocks(8192 * 14336) == [1024, 2048, 4096, 8192, 16384]
+    assert blocks(14336) == [1024]                        # 14 programs at most: the smallest block

@@ -78,7 +78,7 @@ from kernels.gdn._launch import value_block
 from kernels.gdn._triton import (_chunk_bounds, _inv_unit_lower16, _kkt_block, _load_rows, _load_t, _mm,
                                  _seq_bounds, _solve_mm, _store_rows)
 from kernels.launch import interpreting, maybe_autotune
-from kernels.gdn.validate import cached_per_tensor, check_inputs, checked_offsets, gate_check, l2norm
+from kernels.gdn.validate import cached_per_tensor, check_inputs, checked_offsets, l2norm
 
 CHUNK_SIZE = 64
 _PREP_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (2, 4, 8)]
@@ -397,7 +397,7 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
 
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
-                           cu_seqlens=None, use_qk_l2norm_in_kernel=False):
+                           cu_seqlens=None, use_qk_l2norm_in_kernel=False, check_gate=False):
     """Gated delta rule forward by the chunked algorithm (chunk 64), three Triton kernels.
 
     Args (flash-linear-attention's names and order):
@@ -412,6 +412,8 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
         cu_seqlens: optional ``[N + 1]`` int32/int64 offsets of packed
             sequences (B == 1); chunks restart at every sequence start.
         use_qk_l2norm_in_kernel: L2-normalise q and k first (float32, eps 1e-6).
+        check_gate: check g <= 0 before launching (reads g, so the host waits
+            for the GPU); off by default, as flash-linear-attention never reads g.
     Returns:
         ``(o, final_state)``: o ``[B, T, H, V]`` in v's dtype, final_state or None.
         Differentiable (q, k, v, g, beta, initial_state) when any input
@@ -419,12 +421,11 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     Raises:
         TypeError/ValueError from :func:`kernels.gdn.validate.check_inputs`
         (shapes, dtypes, devices, cu_seqlens, head dims), ValueError for g > 0
-        (:func:`kernels.gdn.validate.gate_check`, raised after the kernels were enqueued).
+        when ``check_gate`` (:func:`kernels.gdn.validate.gate_check`).
     Method: Yang, Kautz, Hatamizadeh, "Gated Delta Networks", ICLR 2025 (WY
     representation with the UT transform), as in flash-linear-attention.
     """
-    B, T, H, K, V, N = check_inputs(q, k, v, g, beta, initial_state, cu_seqlens, check_gate=False)
-    gate_ok = gate_check(g)   # finished after the launches: the GPU need not wait for the host's check
+    B, T, H, K, V, N = check_inputs(q, k, v, g, beta, initial_state, cu_seqlens, check_gate=check_gate)
     scale = K ** -0.5 if scale is None else float(scale)
     if use_qk_l2norm_in_kernel:
         q, k = l2norm(q), l2norm(k)
@@ -441,5 +442,4 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     else:
         o, ht, _ = chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_final_state,
                                               cu_seqlens)
-    gate_ok()
     return o, ht

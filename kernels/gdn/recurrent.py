@@ -17,7 +17,7 @@ import triton.language as tl
 
 from kernels.gdn._launch import value_block
 from kernels.launch import maybe_autotune
-from kernels.gdn.validate import check_inputs, gate_check, l2norm
+from kernels.gdn.validate import check_inputs, l2norm
 
 _CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (1, 2, 4)]
 
@@ -59,7 +59,7 @@ def _fused_recurrent_fwd_kernel(q, k, v, g, beta, o, h0, ht, cu_seqlens, scale, 
 
 def fused_recurrent_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
                                      output_final_state=False, cu_seqlens=None,
-                                     use_qk_l2norm_in_kernel=False):
+                                     use_qk_l2norm_in_kernel=False, check_gate=False):
     """Gated delta rule forward, token by token in one fused Triton kernel.
 
     Args (flash-linear-attention's names and order):
@@ -72,15 +72,16 @@ def fused_recurrent_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state
         output_final_state: return the ``[N, H, K, V]`` float32 final state.
         cu_seqlens: optional ``[N + 1]`` int32/int64 offsets of packed sequences (B == 1).
         use_qk_l2norm_in_kernel: L2-normalise q and k first.
+        check_gate: check g <= 0 before launching (reads g, so the host waits
+            for the GPU); off by default, as flash-linear-attention never reads g.
     Returns:
         ``(o, final_state)`` with o ``[B, T, H, V]`` in v's dtype and the final
         state or None.
     Raises:
         TypeError/ValueError from :func:`kernels.gdn.validate.check_inputs`;
-        ValueError for g > 0 (:func:`kernels.gdn.validate.gate_check`, after the kernel was enqueued).
+        ValueError for g > 0 when ``check_gate`` (:func:`kernels.gdn.validate.gate_check`).
     """
-    B, T, H, K, V, N = check_inputs(q, k, v, g, beta, initial_state, cu_seqlens, check_gate=False)
-    gate_ok = gate_check(g)   # finished after the launch: the GPU need not wait for the host's check
+    B, T, H, K, V, N = check_inputs(q, k, v, g, beta, initial_state, cu_seqlens, check_gate=check_gate)
     scale = K ** -0.5 if scale is None else float(scale)
     if use_qk_l2norm_in_kernel:
         q, k = l2norm(q), l2norm(k)
@@ -88,7 +89,6 @@ def fused_recurrent_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state
     o = torch.empty_like(v)
     ht = torch.empty(N, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else None
     if N == 0 or T == 0:
-        gate_ok()
         return o, (ht.zero_() if ht is not None else None)
     BV = value_block(V, N * H, q.device)
     grid = (V // BV, N * H)
@@ -98,5 +98,4 @@ def fused_recurrent_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state
         cu_seqlens if cu_seqlens is not None else o, scale, T,
         H=H, K=K, V=V, BV=BV, USE_H0=initial_state is not None, STORE_HT=ht is not None,
         IS_VARLEN=cu_seqlens is not None)
-    gate_ok()
     return o, ht

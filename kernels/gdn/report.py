@@ -335,7 +335,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             m[f"Gdn{iname}FwdbwdPeakGib{tag}"] = _fmt(_at(df, impl, b, t, h, "peak_mem_gib", "fwdbwd"), ".2f")
     m.update(flash_qla_verdicts(df))
     # A training step timed whole against its forward and backward timed apart: where the step's device
-    # time is longer, the GPU idled inside it waiting for the host (ours waits for the g <= 0 check).
+    # time is longer, the GPU idled inside it waiting for the host.
     for (b, t, h), tag in {**bnames, (1, 1024, 16): "BOneTOneK"}.items():
         for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla")):
             whole = _at(df, impl, b, t, h, pas="fwdbwd")

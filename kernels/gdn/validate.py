@@ -49,7 +49,7 @@ def check_inputs(q, k, v, g, beta, initial_state=None, cu_seqlens=None, check_ga
     if K not in SUPPORTED_HEAD_DIMS or V not in SUPPORTED_HEAD_DIMS:
         raise ValueError(f"head dims K={K}, V={V} not supported; use one of {SUPPORTED_HEAD_DIMS}")
     if check_gate:
-        gate_check(g)()
+        gate_check(g)
     N = B
     if cu_seqlens is not None:
         if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dtype not in (torch.int32, torch.int64):
@@ -115,38 +115,15 @@ def checked_offsets(cu_seqlens: torch.Tensor, T: int) -> tuple[int, ...]:
     return cs
 
 
-def gate_check(g):
-    """Start the check that g (a log decay) is <= 0 and return the call that finishes it.
+def gate_check(g) -> None:
+    """Raise ``ValueError`` naming the largest g if any g (a log decay) is positive.
 
-    The comparison is enqueued on g's device at once and, on a GPU, its one-byte
-    result is copied to pinned host memory right behind it, with an event after
-    the copy. The returned function waits for that event only (not for the
-    kernels the wrapper enqueued since) and raises ``ValueError`` naming the
-    largest g if any is positive. A kernel wrapper calls it after enqueuing its
-    kernels: they run while the host checks g, and the host returns before they
-    finish, so back-to-back calls keep the GPU busy (a plain read-back after the
-    launches would wait for the kernels and leave the GPU idle during the next
-    call's host work).
+    Reads g's values, so on a GPU the host waits for every kernel enqueued
+    before it: our Triton wrappers call it only when asked (``check_gate``),
+    like flash-linear-attention, whose ops do not read g at all.
     """
-    if not g.numel():
-        return lambda: None
-    bad = (g > 0).any()
-    if bad.is_cuda:
-        flag = torch.empty((), dtype=torch.bool, pin_memory=True)
-        with torch.cuda.device(bad.device):   # the copy and its event on g's device's stream
-            flag.copy_(bad, non_blocking=True)
-            copied = torch.cuda.Event()
-            copied.record()
-    else:
-        flag, copied = bad, None
-
-    def finish():
-        if copied is not None:
-            copied.synchronize()
-        if bool(flag):
-            raise ValueError(f"g is a log decay and must be <= 0; max is {g.max().item():.3g}")
-
-    return finish
+    if g.numel() and bool((g > 0).any()):
+        raise ValueError(f"g is a log decay and must be <= 0; max is {g.max().item():.3g}")
 
 
 def seq_bounds(B: int, T: int, cu_seqlens=None) -> list[tuple[int, int]]:

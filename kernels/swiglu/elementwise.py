@@ -19,7 +19,8 @@ place. Offsets are 64-bit (rows times strides and block starts), so tensors
 of more than 2**31 elements are correct. Outputs are new contiguous tensors.
 
 On a GPU the block size and warp count are autotuned (the source's
-1024/4, 2048/8, 4096/8 plus larger blocks) per power-of-two size class, and
+1024/4, 2048/8, 4096/8 plus larger blocks) per power-of-two size class, among
+the blocks that keep at least half the SMs busy (:func:`busy_configs`), and
 the pick is kept per class so that later launches skip the autotuner; under
 ``TRITON_INTERPRET=1`` (the CPU interpreter, where autotuning has no driver)
 a fixed configuration is used.
@@ -90,10 +91,30 @@ def _swiglu_bwd_kernel(dout_ptr, gate_ptr, up_ptr, dgate_ptr, dup_ptr, n_cols, s
     tl.store(dup_ptr + grad_off + offs, d_up.to(dup_ptr.dtype.element_ty), mask=mask)
 
 
+def busy_configs(configs: list, size_class: int, n_sms: int) -> list:
+    """The candidates (``triton.Config`` with ``BLOCK_SIZE``) worth timing for a tensor of
+    at least ``2 ** (size_class - 1)`` elements: those that launch at least half as many
+    programs as the GPU has SMs (``n_sms``), or, if none does, the one of the smallest block.
+
+    A block that leaves most SMs idle is never the fastest, but at a few microseconds the
+    autotuner's timing cannot always tell (the H200 runs picked 8192-element blocks for
+    229 376 elements, 1.5 µs slower than 1024); pruning them makes the pick reproducible.
+    """
+    n = 2 ** max(size_class - 1, 0)
+    busy = [c for c in configs if n // c.kwargs["BLOCK_SIZE"] >= n_sms / 2]
+    return busy or [min(configs, key=lambda c: c.kwargs["BLOCK_SIZE"])]
+
+
+def _prune(configs, named_args, **kwargs):
+    n_sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return busy_configs(configs, named_args["size_class"], n_sms)
+
+
 def _tuned(kernel, configs):
     return triton.autotune(
         configs=[triton.Config({"BLOCK_SIZE": b}, num_warps=w) for b, w in configs],
-        key=["size_class", "col_class"], do_bench=_autotune_bench)(kernel)
+        key=["size_class", "col_class"], prune_configs_by={"early_config_prune": _prune},
+        do_bench=_autotune_bench)(kernel)
 
 
 _FWD_TUNED = None if interpreting() else _tuned(_swiglu_fwd_kernel, FWD_CONFIGS)
@@ -166,6 +187,11 @@ def _layout(*rows2d: torch.Tensor):
 _TUNED_PICKS: dict = {}
 #: kernel -> the configuration of its last autotuned launch (see :func:`last_tuned`).
 _LAST_PICK: dict = {}
+
+
+def clear_last_tuned() -> None:
+    """Forget the last autotuned launches, so that :func:`last_tuned` names only later ones."""
+    _LAST_PICK.clear()
 
 
 def last_tuned() -> dict[str, tuple[int, int]]:

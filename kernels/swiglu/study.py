@@ -307,6 +307,10 @@ def prepare(impl: str, case: dict, device: torch.device) -> harness.Prepared:
     cold = torch._inductor.config.patch(force_disable_caches=True) if impl in COMPILE_MODES else nullcontext()
     from torch._dynamo.utils import counters
     graphs_before = counters["stats"]["unique_graphs"]
+    if impl == "triton":  # the row's `tuned` names this case's picks alone
+        from kernels.swiglu.elementwise import clear_last_tuned
+
+        clear_last_tuned()
     with cold:
         t0 = time.perf_counter()
         fn, results = _first_call(impl, p, forward, gate, up, d_out)
