@@ -29,15 +29,16 @@ def triton_grads(q, k, v, g, beta, h0, do, dht, cu=None):
     return dict(zip(xs, torch.autograd.grad(loss, list(xs.values()))))
 
 
-def cotangents(B, T, H, D, N=None, seed=7, dtype=torch.bfloat16):
+def cotangents(B, T, H, D, N=None, seed=7, dtype=torch.bfloat16, scale=1.0):
+    """Seeded N(0, scale^2) gradients of o ``[B, T, H, D]`` and of the final state ``[N, H, D, D]``."""
     gen = torch.Generator().manual_seed(seed)
-    return (torch.randn(B, T, H, D, generator=gen).to(dtype).to(DEV),
-            torch.randn(N or B, H, D, D, generator=gen).to(DEV))
+    return ((torch.randn(B, T, H, D, generator=gen) * scale).to(dtype).to(DEV),
+            (torch.randn(N or B, H, D, D, generator=gen) * scale).to(DEV))
 
 
-def check_grads(q, k, v, g, beta, h0, cu=None, dht=True, tol=None, ref=naive_chunk_gated_delta_rule):
-    B, T, H, D = q.shape
-    do, ht_grad = cotangents(B, T, H, D, N=None if cu is None else cu.numel() - 1, dtype=q.dtype)
+def check_grads(q, k, v, g, beta, h0, cu=None, dht=True, tol=None, ref=naive_chunk_gated_delta_rule, cot_scale=1.0):
+    B, T, HV, D = v.shape
+    do, ht_grad = cotangents(B, T, HV, D, N=None if cu is None else cu.numel() - 1, dtype=q.dtype, scale=cot_scale)
     ht_grad = ht_grad if dht else None
     got = triton_grads(q, k, v, g, beta, h0, do, ht_grad, cu)
     want = reference_grads(q, k, v, g, beta, do, ht_grad, initial_state=h0, cu_seqlens=cu, fn=ref)
@@ -61,6 +62,29 @@ def test_bwd_odd_lengths(T):
 def test_bwd_cu_seqlens_initial_state():
     cu = torch.tensor([0, 1, 9, 40, 40, 105, 120, 150], dtype=torch.int32, device=DEV)
     check_grads(*inputs(1, 150, 1, 32, "mild", h0=True, N=7), cu=cu)
+
+
+@pytest.mark.parametrize("regime", ["zero", "mild", "init", "strong"])
+def test_bwd_gva_gate_regimes(regime):
+    """GVA (H = 2, HV = 4): dq and dk sum the shares of each key head's two value heads."""
+    check_grads(*inputs(1, 75, 2, 32, regime, h0=True, HV=4))
+
+
+def test_bwd_gva_odd_lengths_cu_seqlens_initial_state():
+    cu = torch.tensor([0, 1, 66, 97], dtype=torch.int32, device=DEV)
+    check_grads(*inputs(1, 97, 1, 32, "init", h0=True, N=3, HV=2), cu=cu)
+
+
+def test_bwd_gva_float16_products_no_state():
+    """GVA on the float16-product path (bfloat16 inputs, K = 128, no initial state)."""
+    check_grads(*inputs(1, 65, 2, 128, "mild", HV=4), None)
+
+
+def test_bwd_large_initial_state_float16():
+    """float16, K = 128, initial state N(0, 1e5^2): every gradient finite and within tolerance.
+    The cotangents are N(0, 0.01^2) so that dq and dk (float16, like q and k) stay within
+    float16's range: with N(0, 1) the reference's dq reaches 3e5, which float16 cannot hold."""
+    check_grads(*inputs(1, 70, 1, 128, "mild", torch.float16, h0=True, h0_scale=1e5), cot_scale=0.01)
 
 
 def test_bwd_no_state_no_final_grad_head_dim_64():
@@ -136,8 +160,11 @@ def test_reference_gradcheck(fn):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("regime", ["zero", "mild", "init", "strong"])
 @pytest.mark.parametrize("T", [1, 63, 65, 300, 1000])
-def test_gpu_bwd_regimes_lengths(regime, T):
-    check_grads(*inputs(2, T, 4, 128, regime, h0=True))
+@pytest.mark.parametrize("h0", [False, True])
+def test_gpu_bwd_regimes_lengths(regime, T, h0):
+    """K = 128: float16 products without an initial state, float32 with one."""
+    q, k, v, g, beta, s = inputs(2, T, 4, 128, regime, h0=h0)
+    check_grads(q, k, v, g, beta, s)
 
 
 @pytest.mark.gpu
@@ -153,10 +180,64 @@ def test_gpu_bwd_varlen(D):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("B,T,H", [(4, 8192, 16), (1, 8192, 32), (1, 4096, 16)])
-def test_gpu_bwd_study_shapes_deterministic(B, T, H):
-    q, k, v, g, beta, h0 = inputs(B, T, H, 128, "mild", h0=True)
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_gpu_bwd_study_shapes_deterministic(B, T, H, with_h0):
+    """At the study's shapes, without an initial state (the study's float16-product path) and with one."""
+    q, k, v, g, beta, h0 = inputs(B, T, H, 128, "mild", h0=with_h0)
     check_grads(q, k, v, g, beta, h0)
     do, dht = cotangents(B, T, H, 128)
     a = triton_grads(q, k, v, g, beta, h0, do, dht)
     b = triton_grads(q, k, v, g, beta, h0, do, dht)
+    assert all(torch.equal(a[n], b[n]) for n in a)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("regime", ["zero", "mild", "init", "strong"])
+@pytest.mark.parametrize("T", [1, 65, 1000])
+@pytest.mark.parametrize("h0", [False, True])
+def test_gpu_bwd_gva_regimes_lengths(regime, T, h0):
+    q, k, v, g, beta, s = inputs(2, T, 4, 128, regime, h0=h0, HV=8)
+    check_grads(q, k, v, g, beta, s)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("D", [64, 128])
+def test_gpu_bwd_gva_varlen(D):
+    gen = torch.Generator().manual_seed(1)
+    lens = torch.randint(1, 300, (40,), generator=gen)
+    cu = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(torch.int32).to(DEV)
+    check_grads(*inputs(1, int(cu[-1]), 4, D, "init", h0=True, N=40, HV=16), cu=cu)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("D", [64, 128])
+def test_gpu_bwd_large_initial_state(dtype, D):
+    """Initial state N(0, 1e5^2), cotangents N(0, 0.01^2) (dq, dk in float16 range)."""
+    check_grads(*inputs(2, 1000, 4, D, "mild", dtype, h0=True, h0_scale=1e5), cot_scale=0.01)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("N,H,HV", [(2048, 32, 32), (4096, 8, 16)])
+def test_gpu_bwd_many_sequences_grid(N, H, HV):
+    gen = torch.Generator().manual_seed(2)
+    lens = torch.randint(1, 100, (N,), generator=gen)
+    cu = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(torch.int32).to(DEV)
+    check_grads(*inputs(1, int(cu[-1]), H, 128, "mild", h0=True, N=N, HV=HV), cu=cu)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("B,T,H,HV", [(1, 8192, 16, 32), (1, 32768, 8, 16), (1, 32768, 2, 4)])
+def test_gpu_bwd_flash_qla_shapes_deterministic(B, T, H, HV):
+    """FlashQLA's published backward shapes (h_qk / h_v), bitwise reproducible."""
+    q, k, v, g, beta, _ = inputs(B, T, H, 128, "mild", HV=HV)
+    check_grads(q, k, v, g, beta, None)
+    do, dht = cotangents(B, T, HV, 128)
+    a = triton_grads(q, k, v, g, beta, None, do, dht)
+    b = triton_grads(q, k, v, g, beta, None, do, dht)
     assert all(torch.equal(a[n], b[n]) for n in a)

@@ -38,14 +38,18 @@ def gate(regime, shape, gen):
     raise ValueError(regime)
 
 
-def inputs(B, T, H, D, regime="mild", dtype=torch.bfloat16, seed=0, h0=False, N=None, device=DEV):
+def inputs(B, T, H, D, regime="mild", dtype=torch.bfloat16, seed=0, h0=False, N=None, device=DEV, HV=None,
+           h0_scale=1.0):
+    """Seeded (q, k, v, g, beta, initial state or None): q, k of H heads, v, g, beta and the
+    state of HV value heads (default H), the state N(0, h0_scale^2)."""
     gen = torch.Generator().manual_seed(seed)
+    HV = HV or H
     q = F.normalize(torch.randn(B, T, H, D, generator=gen), dim=-1).to(dtype)
     k = F.normalize(torch.randn(B, T, H, D, generator=gen), dim=-1).to(dtype)
-    v = torch.randn(B, T, H, D, generator=gen).to(dtype)
-    g = gate(regime, (B, T, H), gen)
-    beta = torch.sigmoid(torch.randn(B, T, H, generator=gen))
-    s = torch.randn(N or B, H, D, D, generator=gen) if h0 else None
+    v = torch.randn(B, T, HV, D, generator=gen).to(dtype)
+    g = gate(regime, (B, T, HV), gen)
+    beta = torch.sigmoid(torch.randn(B, T, HV, generator=gen))
+    s = torch.randn(N or B, HV, D, D, generator=gen) * h0_scale if h0 else None
     out = [x.to(device) for x in (q, k, v, g, beta)]
     return (*out, s.to(device) if s is not None else None)
 
@@ -81,11 +85,13 @@ def test_chunk_odd_lengths(T):
 
 
 @pytest.mark.parametrize("regime", ["zero", "mild", "init", "strong"])
-def test_chunk_float16_products_packed(regime):
-    """K = 128 with bfloat16 inputs takes the float16-product path (W, U, the chunk states
-    and V_new stored in float16): every gate regime, packed sequences with an initial state."""
+@pytest.mark.parametrize("h0", [False, True])
+def test_chunk_float16_products_packed(regime, h0):
+    """K = 128 with bfloat16 inputs and no initial state takes the float16-product path (W, U,
+    the chunk states and V_new stored in float16), with one the float32 path: every gate
+    regime, packed sequences."""
     cu = torch.tensor([0, 1, 9, 70, 150], dtype=torch.int32, device=DEV)
-    check(chunk_gated_delta_rule, *inputs(1, 150, 1, 128, regime, h0=True, N=4), cu)
+    check(chunk_gated_delta_rule, *inputs(1, 150, 1, 128, regime, h0=h0, N=4), cu)
 
 
 def test_head_dim_64_both_kernels():
@@ -105,17 +111,18 @@ def test_cu_seqlens_many_short(impl):
     assert torch.equal(o[:, s:e], o1)
 
 
-@pytest.mark.parametrize("D", [32, 128])
-def test_chunk_states_for_backward(D):
+@pytest.mark.parametrize("D,with_h0", [(32, True), (128, True), (128, False)])
+def test_chunk_states_for_backward(D, with_h0):
     """The stored per-chunk states are the state entering each chunk, kept in the products'
-    operand dtype: float16 for 16-bit inputs with K = 128, float32 otherwise."""
+    operand dtype: float16 for 16-bit inputs with K = 128 and no initial state, float32 otherwise."""
     q, k, v, g, beta, h0 = inputs(1, 150, 1, D, "mild", h0=True)
+    h0 = h0 if with_h0 else None
     o, ht, inter = chunk_gated_delta_rule_fwd(q, k, v, g.float().contiguous(), beta, D ** -0.5, h0, True,
                                               store_chunk_states=True)
     assert inter.h.shape == (3, 1, D, D) and inter.v_new.shape == (150, 1, D)
-    kept = torch.float16 if D == 128 else torch.float32
+    kept = torch.float16 if D == 128 and not with_h0 else torch.float32
     assert inter.h.dtype == inter.v_new.dtype == kept
-    assert torch.equal(inter.h[0], h0[0].to(kept))
+    assert torch.equal(inter.h[0], h0[0].to(kept) if with_h0 else torch.zeros_like(inter.h[0]))
     _, s128 = naive_recurrent_gated_delta_rule(q[:, :128].float(), k[:, :128].float(), v[:, :128].float(),
                                                g[:, :128], beta[:, :128], initial_state=h0,
                                                output_final_state=True)
@@ -129,6 +136,94 @@ def test_product_dtype():
 
     assert product_dtype(torch.bfloat16, 128) == product_dtype(torch.float16, 128) == tl.float16
     assert product_dtype(torch.bfloat16, 64) == product_dtype(torch.float32, 128) == tl.float32
+    assert product_dtype(torch.float16, 128, initial_state=True) == tl.float32   # any finite state
+
+
+def test_gva_reference_maps_value_heads_to_key_heads():
+    """Grouped value attention in the reference: value head j of HV = 4 equals a call on key
+    head j // 2 of H = 2 (flash-linear-attention's layout), token loop and chunked form alike."""
+    q, k, v, g, beta, h0 = inputs(1, 40, 2, 16, "init", torch.float32, h0=True, HV=4, device="cpu")
+    for fn in (naive_recurrent_gated_delta_rule, naive_chunk_gated_delta_rule):
+        o, ht = fn(q, k, v, g, beta, initial_state=h0, output_final_state=True)
+        assert o.shape == v.shape and ht.shape == h0.shape
+        for j in range(4):
+            i, jj = j // 2, slice(j, j + 1)
+            oj, hj = fn(q[:, :, i:i + 1], k[:, :, i:i + 1], v[:, :, jj], g[:, :, jj], beta[:, :, jj],
+                        initial_state=h0[:, jj], output_final_state=True)
+            assert relative_rmse(o[:, :, jj], oj) < 1e-6 and relative_rmse(ht[:, jj], hj) < 1e-6
+
+
+@pytest.mark.parametrize("impl", sorted(KERNELS))
+@pytest.mark.parametrize("regime", ["zero", "mild", "init", "strong"])
+def test_gva_gate_regimes(impl, regime):
+    """GVA (H = 2 key heads, HV = 4 value heads) against the float64 reference, every gate regime."""
+    check(KERNELS[impl], *inputs(1, 75, 2, 32, regime, h0=True, HV=4))
+
+
+@pytest.mark.parametrize("impl", sorted(KERNELS))
+@pytest.mark.parametrize("D", [32, 128])
+def test_gva_odd_lengths_packed(impl, D):
+    """GVA with packed sequences of odd lengths and an initial state (D = 128: the 16-bit
+    product path without a state is the next test's; here the state keeps float32 products)."""
+    cu = torch.tensor([0, 1, 66, 97], dtype=torch.int32, device=DEV)
+    check(KERNELS[impl], *inputs(1, 97, 1, D, "init", h0=True, N=3, HV=2), cu)
+
+
+def test_gva_float16_products_no_state():
+    """GVA on the float16-product path (16-bit inputs, K = 128, no initial state)."""
+    q, k, v, g, beta, _ = inputs(2, 65, 2, 128, "mild", HV=4)
+    check(chunk_gated_delta_rule, q, k, v, g, beta, None)
+
+
+@pytest.mark.parametrize("impl", sorted(KERNELS))
+def test_large_initial_state_float16(impl):
+    """float16 inputs, K = 128 and an initial state of N(0, 1e5^2): finite and within the
+    tolerance of the float64 reference (float16 products would give NaN; the reference's
+    output reaches about 1e4, inside float16's range)."""
+    check(KERNELS[impl], *inputs(1, 70, 1, 128, "mild", torch.float16, h0=True, h0_scale=1e5))
+
+
+def test_grid_axes_hold_many_sequences_and_heads(monkeypatch):
+    """N * HV > 65535 (16385 one-token sequences, HV = 4): every launch of the forward, the
+    backward and the recurrent kernel keeps axes 1 and 2 within 65535 and axis 0 within
+    2^31 - 1. The kernels are replaced by recorders (the interpreter neither enforces the
+    limits nor runs 65540 programs cheaply); the GPU test runs them."""
+    from kernels.gdn import chunk, chunk_bwd, recurrent
+
+    grids = {}
+
+    class Recorder:
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            grids.setdefault(self.name, []).append(tuple(grid))
+            return lambda *args, **kwargs: None
+
+    for mod in (chunk, chunk_bwd, recurrent):
+        for name in [n for n in vars(mod) if n.startswith("_") and n.endswith("_kernel")]:
+            monkeypatch.setattr(mod, name, Recorder(name))
+    n = 16385
+    q, k, v, g, beta, _ = inputs(1, n, 1, 16, "mild", HV=4, device="cpu")
+    cu = torch.arange(n + 1, dtype=torch.int32)
+    fused_recurrent_gated_delta_rule(q, k, v, g, beta, cu_seqlens=cu)
+    leaves = [x.requires_grad_() for x in (q, k, v, g, beta)]
+    o, ht = chunk_gated_delta_rule(*leaves, cu_seqlens=cu, output_final_state=True)
+    torch.autograd.grad((o.float().sum(), ht.sum()), leaves)
+    assert len(grids) == 9, sorted(grids)   # 1 recurrent, 3 forward, 5 backward kernels
+    for name, launched in grids.items():
+        for grid in launched:
+            assert grid[0] <= 2 ** 31 - 1 and all(x <= 65535 for x in grid[1:]), (name, grid)
+    assert grids["_chunk_state_kernel"] == [(n * 4,)] and grids["_chunk_dh_kernel"] == [(n * 4,)]
+    assert grids["_fused_recurrent_fwd_kernel"] == [(n * 4,)] and grids["_chunk_output_kernel"] == [(n, 4)]
+
+
+def test_too_many_value_heads_is_an_error():
+    from kernels.gdn.validate import MAX_HEADS
+
+    q, k, v, g, beta, _ = inputs(1, 1, 1, 16, "mild", HV=MAX_HEADS + 1, device="cpu")
+    with pytest.raises(ValueError, match="value heads exceed"):
+        chunk_gated_delta_rule(q, k, v, g, beta)
 
 
 def test_l2norm_in_kernel():
@@ -186,6 +281,9 @@ def test_errors(fn):
         fn(q[0], k, v, g, beta)
     with pytest.raises(ValueError, match="v must be"):
         fn(q, k, v[:, :4], g, beta)
+    with pytest.raises(ValueError, match="HV a multiple of H=2"):   # GVA: HV = 3 value heads, H = 2
+        fn(q.expand(2, 8, 2, 32), k.expand(2, 8, 2, 32), v.expand(2, 8, 3, 32), g.expand(2, 8, 3),
+           beta.expand(2, 8, 3))
     with pytest.raises(ValueError, match="g must be"):
         fn(q, k, v, g[..., None], beta)
     if fn is naive_recurrent_gated_delta_rule:   # the reference always checks g
@@ -266,8 +364,10 @@ def test_gpu_repeated_call_never_synchronises(fn, packed):
 @pytest.mark.parametrize("impl", sorted(KERNELS))
 @pytest.mark.parametrize("regime", ["zero", "mild", "init", "strong"])
 @pytest.mark.parametrize("T", [1, 63, 64, 65, 75, 300, 1000])
-def test_gpu_regimes_lengths(impl, regime, T):
-    check(KERNELS[impl], *inputs(2, T, 4, 128, regime, h0=True), ref=naive_chunk_gated_delta_rule)
+@pytest.mark.parametrize("h0", [False, True])
+def test_gpu_regimes_lengths(impl, regime, T, h0):
+    """K = 128: float16 products without an initial state, float32 with one."""
+    check(KERNELS[impl], *inputs(2, T, 4, 128, regime, h0=h0), ref=naive_chunk_gated_delta_rule)
 
 
 @pytest.mark.gpu
@@ -288,3 +388,59 @@ def test_gpu_varlen(impl, D):
 def test_gpu_chunk_study_shapes(B, T, H):
     for regime in ("mild", "strong"):
         check(chunk_gated_delta_rule, *inputs(B, T, H, 128, regime), ref=naive_chunk_gated_delta_rule)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("impl", sorted(KERNELS))
+@pytest.mark.parametrize("regime", ["zero", "mild", "init", "strong"])
+@pytest.mark.parametrize("T", [1, 65, 1000])
+@pytest.mark.parametrize("h0", [False, True])
+def test_gpu_gva_regimes_lengths(impl, regime, T, h0):
+    """GVA (H = 4, HV = 8) at K = 128: float16 products without a state, float32 with one."""
+    check(KERNELS[impl], *inputs(2, T, 4, 128, regime, h0=h0, HV=8), ref=naive_chunk_gated_delta_rule)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("impl", sorted(KERNELS))
+@pytest.mark.parametrize("D", [64, 128])
+def test_gpu_gva_varlen(impl, D):
+    gen = torch.Generator().manual_seed(1)
+    lens = torch.randint(1, 300, (40,), generator=gen)
+    cu = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(torch.int32).to(DEV)
+    check(KERNELS[impl], *inputs(1, int(cu[-1]), 4, D, "init", h0=True, N=40, HV=16), cu,
+          ref=naive_chunk_gated_delta_rule)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("impl", sorted(KERNELS))
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("D", [64, 128])
+def test_gpu_large_initial_state(impl, dtype, D):
+    """An initial state of N(0, 1e5^2): finite outputs close to the reference (the issue's case)."""
+    check(KERNELS[impl], *inputs(2, 1000, 4, D, "mild", dtype, h0=True, h0_scale=1e5),
+          ref=naive_chunk_gated_delta_rule)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("impl", sorted(KERNELS))
+@pytest.mark.parametrize("N,H,HV", [(2048, 32, 32), (4096, 8, 16)])
+def test_gpu_many_sequences_grid(impl, N, H, HV):
+    """N * HV >= 65536 packed sequences x value heads (2047 was the old limit at H = 32)."""
+    gen = torch.Generator().manual_seed(2)
+    lens = torch.randint(1, 100, (N,), generator=gen)
+    cu = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(torch.int32).to(DEV)
+    check(KERNELS[impl], *inputs(1, int(cu[-1]), H, 128, "mild", h0=True, N=N, HV=HV), cu,
+          ref=naive_chunk_gated_delta_rule)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("B,T,H,HV", [(4, 8192, 16, 16), (1, 32768, 16, 32), (4, 8192, 16, 64), (1, 32768, 2, 8)])
+def test_gpu_chunk_flash_qla_shapes(B, T, H, HV):
+    """FlashQLA's published forward shapes (h_qk / h_v)."""
+    for regime in ("mild", "strong"):
+        check(chunk_gated_delta_rule, *inputs(B, T, H, 128, regime, HV=HV), ref=naive_chunk_gated_delta_rule)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernels.gdn.study import cases
+from kernels.gdn.study import cases, check_config, make_inputs
 
 SWEEP = {
     "impls": ["naive", "recurrent", "chunk", "flash_qla"],
@@ -25,6 +25,10 @@ SWEEP = {
 
 def shapes(rows, pas):
     return [(c["batch"], c["seqlen"], c["heads"], c["varlen"]) for c in rows if c["pass"] == pas]
+
+
+def gva_shapes(rows, pas):
+    return [(c["batch"], c["seqlen"], c["heads"], c.get("value_heads")) for c in rows if c["pass"] == pas]
 
 
 def test_passes_and_shapes_per_impl():
@@ -55,9 +59,49 @@ def test_unknown_impl():
         cases(SWEEP, "flash")
 
 
-def test_committed_sweep_restricts_flash_qla_backward():
+def test_published_shapes_for_their_impls_only():
+    """``published`` adds its shapes (value_heads kept only where it differs from heads) to the
+    listed impls, after their own shapes or impl_shapes, without repeating a case."""
+    published = {"impls": ["chunk", "flash_qla"],
+                 "shapes": [{"batch": 2, "seqlen": 64, "heads": 2, "value_heads": 2},
+                            {"batch": 1, "seqlen": 64, "heads": 1, "value_heads": 4}]}
+    sweep = {**SWEEP, "published": published, "backward": {**SWEEP["backward"], "published": published}}
+    assert gva_shapes(cases(sweep, "chunk"), "fwd") == [(2, 64, 2, None), (1, 100, 2, None), (1, 200, 2, None),
+                                                        (1, 90, 2, None), (1, 64, 1, 4)]
+    assert gva_shapes(cases(sweep, "flash_qla"), "bwd") == [(1, 128, 2, None), (2, 64, 2, None), (1, 64, 1, 4)]
+    assert gva_shapes(cases(sweep, "recurrent"), "fwd") == gva_shapes(cases(SWEEP, "recurrent"), "fwd")
+    assert gva_shapes(cases(sweep, "naive"), "bwd") == gva_shapes(cases(SWEEP, "naive"), "bwd")
+
+
+def test_make_inputs_gva():
+    q, k, v, g, beta, cu = make_inputs({"dtype": "float32", "batch": 2, "seqlen": 5, "heads": 2, "value_heads": 6,
+                                        "head_dim": 16, "varlen": False}, "cpu")
+    assert q.shape == k.shape == (2, 5, 2, 16) and v.shape == (2, 5, 6, 16)
+    assert g.shape == beta.shape == (2, 5, 6) and cu is None
+
+
+def test_check_config_value_heads_multiple_of_heads():
+    section = yaml.safe_load((Path(__file__).parents[1] / "config/studies/gdn.yaml").read_text())["gdn"]
+    check_config(section)
+    section["sweep"]["backward"]["published"]["shapes"][1]["value_heads"] = 24
+    with pytest.raises(ValueError, match=r"sweep.backward.published.shapes\[1\].value_heads: 24 is not a multiple "
+                                         r"of heads 16"):
+        check_config(section)
+
+
+def test_committed_sweep_runs_flash_qla_configurations():
+    """FlashQLA's published configurations (forward: five h_qk/h_v at their token counts;
+    backward: four) run for chunk, fla_chunk and flash_qla, and FlashQLA's backward runs
+    nowhere else but B4 T8192 H16."""
     with open(Path(__file__).parents[1] / "config/studies/gdn.yaml") as f:
         sweep = yaml.safe_load(f)["gdn"]["sweep"]
+    fwd = {(4, 8192, 16, None), (1, 32768, 16, 32), (1, 32768, 32, None), (4, 8192, 16, 64), (1, 32768, 2, 8)}
+    bwd = {(1, 8192, 16, 32), (1, 32768, 16, 32), (1, 32768, 8, 16), (1, 32768, 2, 4)}
+    for impl in ("chunk", "fla_chunk", "flash_qla"):
+        rows = cases(sweep, impl)
+        assert fwd <= set(gva_shapes(rows, "fwd")) and bwd <= set(gva_shapes(rows, "bwd"))
+        assert set(gva_shapes(rows, "bwd")) == set(gva_shapes(rows, "fwdbwd"))
     qla = cases(sweep, "flash_qla")
-    assert shapes(qla, "bwd") == [(4, 8192, 16, False)]
-    assert len(shapes(cases(sweep, "fla_chunk"), "bwd")) == 4
+    assert set(gva_shapes(qla, "bwd")) == {(4, 8192, 16, None)} | bwd
+    assert len(shapes(cases(sweep, "fla_chunk"), "bwd")) == 4 + 4
+    assert not any("value_heads" in c for c in cases(sweep, "naive") + cases(sweep, "recurrent"))

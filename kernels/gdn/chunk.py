@@ -10,7 +10,7 @@ of the WY representation), S = the K x V state entering a chunk. Per chunk
 
 Three kernels:
 
-1. ``_chunk_prepare_kernel``, one program per (chunk, head), everything that
+1. ``_chunk_prepare_kernel``, one program per (chunk, value head), everything that
    does not depend on the state: gamma; T from A built in 16 x 16 blocks
    (the four diagonal blocks inverted by the product form of
    :func:`kernels.gdn._triton._inv_unit_lower16`, the rest by block
@@ -20,7 +20,7 @@ Three kernels:
    float16 operands with 16-bit inputs and K = 128 (the output's and final
    state's errors at T = 1000 did not change in the interpreter), full
    float32 otherwise.
-2. ``_chunk_state_kernel``, one program per (sequence, head, value block),
+2. ``_chunk_state_kernel``, one program per (sequence, value head, value block),
    walks the chunks in order with the K x BV state in registers (float32):
    V_new = U - W S, then S' = e^{gamma_C} S + K^T (e^{gamma_C - gamma} V_new),
    two products per chunk on the recurrence's path, with K^T loaded
@@ -28,8 +28,16 @@ Three kernels:
    form of the pass). It stores the state entering each chunk and V_new. The
    value axis is split across programs (BV = 64/32/16, about one program per
    SM) so that small B*H still fills the GPU.
-3. ``_chunk_output_kernel``, one program per (chunk, head), in parallel over
+3. ``_chunk_output_kernel``, one program per (chunk, value head), in parallel over
    the chunks: O from Q, K, gamma and the stored state and V_new.
+
+Heads: q and k have H heads, v, g, beta, the states and o HV (a multiple of H;
+grouped value attention when HV > H). Everything per head above is per value
+head; value head j reads the keys and queries of head j // (HV // H), so
+HV = H is the plain layout with no copy. Grids: the (chunk, head) kernels put
+the chunks on axis 0 (limit 2^31 - 1) and the value heads on axis 1 (65535,
+``validate.MAX_HEADS``); the sequential kernel puts (sequence, head, value
+block) on axis 0, so any number of packed sequences fits.
 
 Measured on the H200 (B4 T8192 H16, bf16, forward, same process): with the
 output fused into the sequential pass and V_new computed there as T times a
@@ -46,7 +54,10 @@ tensor-core rate. In the interpreter at T = 1000 (K = 64) the output's
 RMSE/RMS against float64 stayed 0.0033 in every gate regime and the final
 state's rose from 0.0000 to 0.0004; bfloat16 operands raised the output's to
 0.009-0.011. Every operand is of the order of v (keys are unit vectors) or
-carries a decay <= 1, so float16's range (65504) bounds |v|. W and U, the chunk
+carries a decay <= 1, so float16's range (65504) bounds |v|: without an initial
+state. A caller's initial state can hold any float32 value, so with one the
+products stay float32 (:func:`product_dtype`; at K = 128 with 16-bit inputs a
+state of 1e5 in float16 products gave NaN outputs). W and U, the chunk
 states and V_new are stored in the products' operand dtype (float16 or float32),
 so storing them rounds W, the states and V_new no further than the products that
 read them do; U is rounded once to float16 where the former state kernel
@@ -84,17 +95,22 @@ CHUNK_SIZE = 64
 _PREP_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (2, 4, 8)]
 
 
-def product_dtype(dtype: torch.dtype, head_dim: int):
+def product_dtype(dtype: torch.dtype, head_dim: int, initial_state: bool = False):
     """Operand dtype (a Triton constexpr) of the GDN kernels' float32 products for inputs of
-    ``dtype`` with key dimension ``head_dim``.
+    ``dtype`` with key dimension ``head_dim``, with or without a caller's ``initial_state``.
 
-    With 16-bit inputs and K = 128 the products that the kernels would feed float32
-    operands take float16 ones (TF32's significand at twice its tensor-core rate); with
-    float32 inputs they stay float32 (TF32 on the GPU, exact in the interpreter), and
-    with K = 64 too: there Triton 3.6 on the H200 compiled the float16 kernels into an
-    illegal memory access (packed sequences, K = V = 64).
+    With 16-bit inputs, K = 128 and no initial state the products that the kernels would
+    feed float32 operands take float16 ones (TF32's significand at twice its tensor-core
+    rate): the state then grows from v alone, of v's order (see the module docstring).
+    A caller's initial state is any finite float32 tensor: float16 (largest 65504) would
+    turn a state of 1e5 into inf and every output into NaN, so with one the products stay
+    float32 (TF32 on the GPU, float32's range), decided from the argument alone, without
+    reading the state. With float32 inputs they stay float32 (TF32 on the GPU, exact in the
+    interpreter), and with K = 64 too: there Triton 3.6 on the H200 compiled the float16
+    kernels into an illegal memory access (packed sequences, K = V = 64).
     """
-    return tl.float16 if dtype != torch.float32 and head_dim == 128 else tl.float32
+    fp16 = dtype != torch.float32 and head_dim == 128 and not initial_state
+    return tl.float16 if fp16 else tl.float32
 
 
 # 4 warps, num_stages >= 2: with float16 products Triton 3.6 on the H200 compiled 8 warps
@@ -133,13 +149,15 @@ def _wy_rows(X0, X1, X2, X3, y0, y1, y2, y3, s0, s1, s2, s3, NB: tl.constexpr, D
 @maybe_autotune(_PREP_CONFIGS, key=["K", "V", "STORE_T", "DD"])
 @triton.jit
 def _chunk_prepare_kernel(k, v, g, beta, gamma, tmat, w, u, cu_seqlens, chunk_indices, T, NT,
-                          H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                          H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                           STORE_T: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr,
                           DD: tl.constexpr):
-    """gamma, W = T diag(beta e^gamma) K and U = T diag(beta) V of one (chunk, head), with
-    STORE_T also T = (I + A)^-1 (row r of T at ``tmat[token r, head, :]``)."""
+    """gamma, W = T diag(beta e^gamma) K and U = T diag(beta) V of one (chunk, value head), with
+    STORE_T also T = (I + A)^-1 (row r of T at ``tmat[token r, head, :]``); value head i_h
+    reads key head i_h // (HV // H)."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
+    i_hk = i_h // (HV // H)
     t0, eos = _chunk_bounds(i_c, cu_seqlens, chunk_indices, T, NT, BT, IS_VARLEN)
     DT: tl.constexpr = k.dtype.element_ty
     ck = tl.arange(0, K)
@@ -153,27 +171,27 @@ def _chunk_prepare_kernel(k, v, g, beta, gamma, tmat, w, u, cu_seqlens, chunk_in
     m1 = rows1 < eos
     m2 = rows2 < eos
     m3 = rows3 < eos
-    k_base = k + i_h * K
+    k_base = k + i_hk * K
     k0 = _load_rows(k_base, rows0, m0, H * K, ck)
     k1 = _load_rows(k_base, rows1, m1, H * K, ck)
     k2 = _load_rows(k_base, rows2, m2, H * K, ck)
     k3 = _load_rows(k_base, rows3, m3, H * K, ck)
-    g0 = tl.load(g + rows0 * H + i_h, mask=m0, other=0.0).to(tl.float32)
-    g1 = tl.load(g + rows1 * H + i_h, mask=m1, other=0.0).to(tl.float32)
-    g2 = tl.load(g + rows2 * H + i_h, mask=m2, other=0.0).to(tl.float32)
-    g3 = tl.load(g + rows3 * H + i_h, mask=m3, other=0.0).to(tl.float32)
+    g0 = tl.load(g + rows0 * HV + i_h, mask=m0, other=0.0).to(tl.float32)
+    g1 = tl.load(g + rows1 * HV + i_h, mask=m1, other=0.0).to(tl.float32)
+    g2 = tl.load(g + rows2 * HV + i_h, mask=m2, other=0.0).to(tl.float32)
+    g3 = tl.load(g + rows3 * HV + i_h, mask=m3, other=0.0).to(tl.float32)
     c0 = tl.cumsum(g0, 0)
     c1 = tl.cumsum(g1, 0) + tl.sum(g0, 0)
     c2 = tl.cumsum(g2, 0) + tl.sum(g0, 0) + tl.sum(g1, 0)
     c3 = tl.cumsum(g3, 0) + tl.sum(g0, 0) + tl.sum(g1, 0) + tl.sum(g2, 0)
-    tl.store(gamma + rows0 * H + i_h, c0, mask=m0)
-    tl.store(gamma + rows1 * H + i_h, c1, mask=m1)
-    tl.store(gamma + rows2 * H + i_h, c2, mask=m2)
-    tl.store(gamma + rows3 * H + i_h, c3, mask=m3)
-    b0 = tl.load(beta + rows0 * H + i_h, mask=m0, other=0.0).to(tl.float32)
-    b1 = tl.load(beta + rows1 * H + i_h, mask=m1, other=0.0).to(tl.float32)
-    b2 = tl.load(beta + rows2 * H + i_h, mask=m2, other=0.0).to(tl.float32)
-    b3 = tl.load(beta + rows3 * H + i_h, mask=m3, other=0.0).to(tl.float32)
+    tl.store(gamma + rows0 * HV + i_h, c0, mask=m0)
+    tl.store(gamma + rows1 * HV + i_h, c1, mask=m1)
+    tl.store(gamma + rows2 * HV + i_h, c2, mask=m2)
+    tl.store(gamma + rows3 * HV + i_h, c3, mask=m3)
+    b0 = tl.load(beta + rows0 * HV + i_h, mask=m0, other=0.0).to(tl.float32)
+    b1 = tl.load(beta + rows1 * HV + i_h, mask=m1, other=0.0).to(tl.float32)
+    b2 = tl.load(beta + rows2 * HV + i_h, mask=m2, other=0.0).to(tl.float32)
+    b3 = tl.load(beta + rows3 * HV + i_h, mask=m3, other=0.0).to(tl.float32)
     # T blockwise: D_i = inverse of the diagonal blocks, X_ij = -D_i sum_{j<=m<i} A_im X_mj
     D0 = _inv_unit_lower16(_kkt_block(k0, k0, b0, c0, c0, True, DT, UPCAST), DD, UPCAST)
     D1 = _inv_unit_lower16(_kkt_block(k1, k1, b1, c1, c1, True, DT, UPCAST), DD, UPCAST)
@@ -195,33 +213,33 @@ def _chunk_prepare_kernel(k, v, g, beta, gamma, tmat, w, u, cu_seqlens, chunk_in
     if STORE_T:
         zero = tl.zeros([16, 16], dtype=tl.float32)
         base = tmat + i_h * BT
-        _store_t_rows(base, rows0, m0, H * BT, D0, zero, zero, zero)
-        _store_t_rows(base, rows1, m1, H * BT, X10, D1, zero, zero)
-        _store_t_rows(base, rows2, m2, H * BT, X20, X21, D2, zero)
-        _store_t_rows(base, rows3, m3, H * BT, X30, X31, X32, D3)
+        _store_t_rows(base, rows0, m0, HV * BT, D0, zero, zero, zero)
+        _store_t_rows(base, rows1, m1, HV * BT, X10, D1, zero, zero)
+        _store_t_rows(base, rows2, m2, HV * BT, X20, X21, D2, zero)
+        _store_t_rows(base, rows3, m3, HV * BT, X30, X31, X32, D3)
     # W and U by 16-row blocks of T (lower block triangular)
-    _store_rows(w + i_h * K, rows0, m0, H * K, ck, _wy_rows(D0, D0, D0, D0, k0, k0, k0, k0, b0 * tl.exp(c0),
+    _store_rows(w + i_h * K, rows0, m0, HV * K, ck, _wy_rows(D0, D0, D0, D0, k0, k0, k0, k0, b0 * tl.exp(c0),
                                                            b0, b0, b0, 1, DD, UPCAST))
-    _store_rows(w + i_h * K, rows1, m1, H * K, ck, _wy_rows(X10, D1, D1, D1, k0, k1, k1, k1, b0 * tl.exp(c0),
+    _store_rows(w + i_h * K, rows1, m1, HV * K, ck, _wy_rows(X10, D1, D1, D1, k0, k1, k1, k1, b0 * tl.exp(c0),
                                                            b1 * tl.exp(c1), b1, b1, 2, DD, UPCAST))
-    _store_rows(w + i_h * K, rows2, m2, H * K, ck, _wy_rows(X20, X21, D2, D2, k0, k1, k2, k2, b0 * tl.exp(c0),
+    _store_rows(w + i_h * K, rows2, m2, HV * K, ck, _wy_rows(X20, X21, D2, D2, k0, k1, k2, k2, b0 * tl.exp(c0),
                                                            b1 * tl.exp(c1), b2 * tl.exp(c2), b2, 3, DD, UPCAST))
-    _store_rows(w + i_h * K, rows3, m3, H * K, ck, _wy_rows(X30, X31, X32, D3, k0, k1, k2, k3, b0 * tl.exp(c0),
+    _store_rows(w + i_h * K, rows3, m3, HV * K, ck, _wy_rows(X30, X31, X32, D3, k0, k1, k2, k3, b0 * tl.exp(c0),
                                                            b1 * tl.exp(c1), b2 * tl.exp(c2), b3 * tl.exp(c3), 4,
                                                            DD, UPCAST))
     cv = tl.arange(0, V)
     v_base = v + i_h * V
-    v0 = _load_rows(v_base, rows0, m0, H * V, cv)
-    v1 = _load_rows(v_base, rows1, m1, H * V, cv)
-    v2 = _load_rows(v_base, rows2, m2, H * V, cv)
-    v3 = _load_rows(v_base, rows3, m3, H * V, cv)
-    _store_rows(u + i_h * V, rows0, m0, H * V, cv, _wy_rows(D0, D0, D0, D0, v0, v0, v0, v0, b0, b0, b0, b0, 1,
+    v0 = _load_rows(v_base, rows0, m0, HV * V, cv)
+    v1 = _load_rows(v_base, rows1, m1, HV * V, cv)
+    v2 = _load_rows(v_base, rows2, m2, HV * V, cv)
+    v3 = _load_rows(v_base, rows3, m3, HV * V, cv)
+    _store_rows(u + i_h * V, rows0, m0, HV * V, cv, _wy_rows(D0, D0, D0, D0, v0, v0, v0, v0, b0, b0, b0, b0, 1,
                                                            DD, UPCAST))
-    _store_rows(u + i_h * V, rows1, m1, H * V, cv, _wy_rows(X10, D1, D1, D1, v0, v1, v1, v1, b0, b1, b1, b1, 2,
+    _store_rows(u + i_h * V, rows1, m1, HV * V, cv, _wy_rows(X10, D1, D1, D1, v0, v1, v1, v1, b0, b1, b1, b1, 2,
                                                            DD, UPCAST))
-    _store_rows(u + i_h * V, rows2, m2, H * V, cv, _wy_rows(X20, X21, D2, D2, v0, v1, v2, v2, b0, b1, b2, b2, 3,
+    _store_rows(u + i_h * V, rows2, m2, HV * V, cv, _wy_rows(X20, X21, D2, D2, v0, v1, v2, v2, b0, b1, b2, b2, 3,
                                                            DD, UPCAST))
-    _store_rows(u + i_h * V, rows3, m3, H * V, cv, _wy_rows(X30, X31, X32, D3, v0, v1, v2, v3, b0, b1, b2, b3, 4,
+    _store_rows(u + i_h * V, rows3, m3, HV * V, cv, _wy_rows(X30, X31, X32, D3, v0, v1, v2, v3, b0, b1, b2, b3, 4,
                                                            DD, UPCAST))
 
 
@@ -235,15 +253,17 @@ def _chunk_prepare_kernel(k, v, g, beta, gamma, tmat, w, u, cu_seqlens, chunk_in
 @maybe_autotune(_STATE_CONFIGS, key=["K", "V", "BV", "DD"])
 @triton.jit(do_not_specialize=["T"])
 def _chunk_state_kernel(k, w, u, gamma, h, v_new, h0, ht, cu_seqlens, chunk_offsets, T,
-                        H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                        H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                         BV: tl.constexpr, USE_H0: tl.constexpr, STORE_HT: tl.constexpr,
                         IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
-    """Sequential pass over the chunks of one (sequence, head, value block): stores the state
-    entering each chunk and V_new = U - W S, and carries S' = e^{gamma_C} S + K^T diag(e^{gamma_C - gamma}) V_new."""
-    i_v = tl.program_id(0)
-    i_nh = tl.program_id(1)
-    i_n = i_nh // H
-    i_h = i_nh % H
+    """Sequential pass over the chunks of one (sequence, value head, value block), all three on
+    grid axis 0 (value block fastest): stores the state entering each chunk and V_new = U - W S,
+    and carries S' = e^{gamma_C} S + K^T diag(e^{gamma_C - gamma}) V_new."""
+    i_v = tl.program_id(0) % (V // BV)
+    i_nh = tl.program_id(0) // (V // BV)
+    i_n = i_nh // HV
+    i_h = i_nh % HV
+    i_hk = i_h // (HV // H)
     bos, eos, c_off = _seq_bounds(i_n, cu_seqlens, chunk_offsets, T, BT, IS_VARLEN)
     ck = tl.arange(0, K)
     cv = i_v * BV + tl.arange(0, BV)
@@ -256,15 +276,15 @@ def _chunk_state_kernel(k, w, u, gamma, h, v_new, h0, ht, cu_seqlens, chunk_offs
         rt = bos + i_t * BT + ct
         mt = rt < eos
         last = tl.minimum(bos + i_t * BT + BT, eos) - 1
-        tl.store(h + ((c_off + i_t) * H + i_h) * K * V + ck[:, None] * V + cv[None, :], S.to(h.dtype.element_ty))
-        b_w = _load_rows(w + i_h * K, rt, mt, H * K, ck)
-        b_u = _load_rows(u + i_h * V, rt, mt, H * V, cv).to(tl.float32)
-        b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
-        g_last = tl.load(gamma + last * H + i_h)
+        tl.store(h + ((c_off + i_t) * HV + i_h) * K * V + ck[:, None] * V + cv[None, :], S.to(h.dtype.element_ty))
+        b_w = _load_rows(w + i_h * K, rt, mt, HV * K, ck)
+        b_u = _load_rows(u + i_h * V, rt, mt, HV * V, cv).to(tl.float32)
+        b_g = tl.load(gamma + rt * HV + i_h, mask=mt, other=0.0)
+        g_last = tl.load(gamma + last * HV + i_h)
         b_vn = b_u - _mm(b_w, S, DD, UPCAST)
-        _store_rows(v_new + i_h * V, rt, mt, H * V, cv, b_vn)
+        _store_rows(v_new + i_h * V, rt, mt, HV * V, cv, b_vn)
         # the decay goes on V_new and K^T is loaded transposed: no transpose in registers
-        b_kt = _load_t(k + i_h * K, rt, mt, H * K, ck)
+        b_kt = _load_t(k + i_hk * K, rt, mt, H * K, ck)
         b_vd = b_vn * tl.where(mt, tl.exp(g_last - b_g), 0.0)[:, None]
         S = S * tl.exp(g_last) + _mm(b_kt, b_vd, DD, UPCAST)
     if STORE_HT:
@@ -274,12 +294,13 @@ def _chunk_state_kernel(k, w, u, gamma, h, v_new, h0, ht, cu_seqlens, chunk_offs
 @maybe_autotune(_OUTPUT_CONFIGS, key=["K", "V", "DD"])
 @triton.jit
 def _chunk_output_kernel(q, k, gamma, h, v_new, o, cu_seqlens, chunk_indices, scale, T, NT,
-                         H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                         H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                          IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
-    """O = scale diag(e^gamma) Q S + Aqk V_new of one (chunk, head), from the state entering
+    """O = scale diag(e^gamma) Q S + Aqk V_new of one (chunk, value head), from the state entering
     the chunk and V_new that ``_chunk_state_kernel`` stored."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
+    i_hk = i_h // (HV // H)
     t0, eos = _chunk_bounds(i_c, cu_seqlens, chunk_indices, T, NT, BT, IS_VARLEN)
     DT: tl.constexpr = k.dtype.element_ty
     ck = tl.arange(0, K)
@@ -287,15 +308,15 @@ def _chunk_output_kernel(q, k, gamma, h, v_new, o, cu_seqlens, chunk_indices, sc
     ct = tl.arange(0, BT)
     rt = t0 + ct
     mt = rt < eos
-    b_q = _load_rows(q + i_h * K, rt, mt, H * K, ck)
-    b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
-    b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
-    S = tl.load(h + (i_c.to(tl.int64) * H + i_h) * K * V + ck[:, None] * V + cv[None, :])
+    b_q = _load_rows(q + i_hk * K, rt, mt, H * K, ck)
+    b_k = _load_rows(k + i_hk * K, rt, mt, H * K, ck)
+    b_g = tl.load(gamma + rt * HV + i_h, mask=mt, other=0.0)
+    S = tl.load(h + (i_c.to(tl.int64) * HV + i_h) * K * V + ck[:, None] * V + cv[None, :])
     d = tl.where((ct[:, None] >= ct[None, :]) & mt[:, None], b_g[:, None] - b_g[None, :], float("-inf"))
     b_a = _mm(b_q, tl.trans(b_k), DT, UPCAST) * tl.exp(d) * scale
-    b_vn = _load_rows(v_new + i_h * V, rt, mt, H * V, cv)
+    b_vn = _load_rows(v_new + i_h * V, rt, mt, HV * V, cv)
     b_o = _mm(b_q, S, DD, UPCAST) * (scale * tl.exp(b_g))[:, None] + _mm(b_a, b_vn, DD, UPCAST)
-    _store_rows(o + i_h * V, rt, mt, H * V, cv, b_o)
+    _store_rows(o + i_h * V, rt, mt, HV * V, cv, b_o)
 
 
 @dataclasses.dataclass
@@ -303,11 +324,11 @@ class ChunkIntermediates:
     """Per-chunk quantities of the chunked forward (token layout, flattened B*T).
 
     Attributes:
-        gamma: ``[B*T, H]`` float32, in-chunk cumulative sum of g.
-        tmat: ``[B*T, H, C]`` float32, row r of T = (I + A)^-1 of r's chunk, or None
+        gamma: ``[B*T, HV]`` float32, in-chunk cumulative sum of g (HV value heads).
+        tmat: ``[B*T, HV, C]`` float32, row r of T = (I + A)^-1 of r's chunk, or None
             unless ``store_chunk_states``.
-        h: ``[num_chunks, H, K, V]`` state entering each chunk.
-        v_new: ``[B*T, H, V]`` V_new. Both float16 when the products take
+        h: ``[num_chunks, HV, K, V]`` state entering each chunk.
+        v_new: ``[B*T, HV, V]`` V_new. Both float16 when the products take
             float16 operands (:func:`product_dtype`), else float32.
         chunk_offsets: ``[N + 1]`` int32 first chunk of each sequence in ``h``.
         chunk_indices: ``[num_chunks, 2]`` int32 (sequence, chunk within it) of
@@ -356,23 +377,23 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
         products' operand dtype, and with ``store_chunk_states`` T (64 float32
         per token and head); all but o are freed when the caller drops them.
     Returns:
-        ``(o [B, T, H, V], final_state [N, H, K, V] float32 or None, ChunkIntermediates)``.
+        ``(o [B, T, HV, V], final_state [N, HV, K, V] float32 or None, ChunkIntermediates)``.
     """
     B, T, H, K = q.shape
-    V = v.shape[-1]
+    HV, V = v.shape[2], v.shape[3]
     N = B if cu_seqlens is None else cu_seqlens.numel() - 1
     dev, C = q.device, CHUNK_SIZE
     indices, offsets, NC = _chunk_tables(B, T, cu_seqlens, dev)
-    gamma = torch.empty(B * T, H, dtype=torch.float32, device=dev)
-    DD = product_dtype(q.dtype, K)
+    gamma = torch.empty(B * T, HV, dtype=torch.float32, device=dev)
+    DD = product_dtype(q.dtype, K, initial_state is not None)
     kept = torch.float16 if DD == tl.float16 else torch.float32   # read only by products
-    tmat = torch.empty(B * T, H, C, dtype=torch.float32, device=dev) if store_chunk_states else None
-    w = torch.empty(B * T, H, K, dtype=kept, device=dev)
-    u = torch.empty(B * T, H, V, dtype=kept, device=dev)
-    h = torch.empty(NC, H, K, V, dtype=kept, device=dev)
-    v_new = torch.empty(B * T, H, V, dtype=kept, device=dev)
+    tmat = torch.empty(B * T, HV, C, dtype=torch.float32, device=dev) if store_chunk_states else None
+    w = torch.empty(B * T, HV, K, dtype=kept, device=dev)
+    u = torch.empty(B * T, HV, V, dtype=kept, device=dev)
+    h = torch.empty(NC, HV, K, V, dtype=kept, device=dev)
+    v_new = torch.empty(B * T, HV, V, dtype=kept, device=dev)
     o = torch.empty_like(v)
-    ht = torch.empty(N, H, K, V, dtype=torch.float32, device=dev) if output_final_state else None
+    ht = torch.empty(N, HV, K, V, dtype=torch.float32, device=dev) if output_final_state else None
     inter = ChunkIntermediates(gamma, tmat, h, v_new, offsets, indices)
     if NC == 0:
         if ht is not None:
@@ -383,16 +404,15 @@ def chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_fi
     cu = cu_seqlens if varlen else dummy
     idx = indices if varlen else dummy
     NT = triton.cdiv(T, C)
-    _chunk_prepare_kernel[(NC, H)](k, v, g, beta, gamma, tmat if tmat is not None else dummy, w, u, cu, idx,
-                                   T, NT, H=H, K=K, V=V, BT=C, STORE_T=tmat is not None, IS_VARLEN=varlen,
-                                   UPCAST=interpreting(), DD=DD)
-    BV = value_block(V, N * H, dev)
-    _chunk_state_kernel[(V // BV, N * H)](
+    meta = dict(H=H, HV=HV, K=K, V=V, BT=C, IS_VARLEN=varlen, UPCAST=interpreting(), DD=DD)
+    _chunk_prepare_kernel[(NC, HV)](k, v, g, beta, gamma, tmat if tmat is not None else dummy, w, u, cu, idx,
+                                    T, NT, STORE_T=tmat is not None, **meta)
+    BV = value_block(V, N * HV, dev)
+    _chunk_state_kernel[(V // BV * N * HV,)](
         k, w, u, gamma, h, v_new, initial_state if initial_state is not None else dummy,
-        ht if ht is not None else dummy, cu, offsets, T, H=H, K=K, V=V, BT=C, BV=BV,
-        USE_H0=initial_state is not None, STORE_HT=ht is not None, IS_VARLEN=varlen, UPCAST=interpreting(), DD=DD)
-    _chunk_output_kernel[(NC, H)](q, k, gamma, h, v_new, o, cu, idx, scale, T, NT, H=H, K=K, V=V, BT=C,
-                                  IS_VARLEN=varlen, UPCAST=interpreting(), DD=DD)
+        ht if ht is not None else dummy, cu, offsets, T, BV=BV,
+        USE_H0=initial_state is not None, STORE_HT=ht is not None, **meta)
+    _chunk_output_kernel[(NC, HV)](q, k, gamma, h, v_new, o, cu, idx, scale, T, NT, **meta)
     return o, ht, inter
 
 
@@ -403,19 +423,22 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     Args (flash-linear-attention's names and order):
         q, k: ``[B, T, H, K]`` float16/bfloat16/float32, L2-normalised (or set
             ``use_qk_l2norm_in_kernel``); K in 16, 32, 64, 128.
-        v: ``[B, T, H, V]``, q's dtype; V in 16, 32, 64, 128.
-        g: ``[B, T, H]`` log decay per token (<= 0), any float dtype.
-        beta: ``[B, T, H]`` in (0, 1), any float dtype.
+        v: ``[B, T, HV, V]``, q's dtype; V in 16, 32, 64, 128; HV a multiple of
+            H (grouped value attention when HV > H: value head j reads key head
+            ``j // (HV // H)``, flash-linear-attention's layout).
+        g: ``[B, T, HV]`` log decay per token (<= 0), any float dtype.
+        beta: ``[B, T, HV]`` in (0, 1), any float dtype.
         scale: output scale (default ``K ** -0.5``).
-        initial_state: optional ``[N, H, K, V]`` float32 state.
-        output_final_state: also return the ``[N, H, K, V]`` float32 final state.
+        initial_state: optional ``[N, HV, K, V]`` float32 state, any finite
+            values (with one the products stay float32: :func:`product_dtype`).
+        output_final_state: also return the ``[N, HV, K, V]`` float32 final state.
         cu_seqlens: optional ``[N + 1]`` int32/int64 offsets of packed
             sequences (B == 1); chunks restart at every sequence start.
         use_qk_l2norm_in_kernel: L2-normalise q and k first (float32, eps 1e-6).
         check_gate: check g <= 0 before launching (reads g, so the host waits
             for the GPU); off by default, as flash-linear-attention never reads g.
     Returns:
-        ``(o, final_state)``: o ``[B, T, H, V]`` in v's dtype, final_state or None.
+        ``(o, final_state)``: o ``[B, T, HV, V]`` in v's dtype, final_state or None.
         Differentiable (q, k, v, g, beta, initial_state) when any input
         requires grad: the Triton backward of :mod:`kernels.gdn.chunk_bwd`.
     Raises:
@@ -425,7 +448,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     Method: Yang, Kautz, Hatamizadeh, "Gated Delta Networks", ICLR 2025 (WY
     representation with the UT transform), as in flash-linear-attention.
     """
-    B, T, H, K, V, N = check_inputs(q, k, v, g, beta, initial_state, cu_seqlens, check_gate=check_gate)
+    B, T, H, HV, K, V, N = check_inputs(q, k, v, g, beta, initial_state, cu_seqlens, check_gate=check_gate)
     scale = K ** -0.5 if scale is None else float(scale)
     if use_qk_l2norm_in_kernel:
         q, k = l2norm(q), l2norm(k)

@@ -37,9 +37,17 @@ backward differentiates that chunk-local computation analytically:
 5. ``_chunk_bwd_gate_kernel``, one program per (chunk, head): dbeta and dgamma
    summed over steps 3 and 4; dg is the reverse in-chunk cumulative sum of dgamma.
 
-With 16-bit inputs and K = 128 every product takes float16 operands (Q K^T and
-K K^T the inputs themselves) with float32 accumulation, as in the forward
-(:func:`kernels.gdn.chunk.product_dtype`). Where a product sums terms scaled by
+With 16-bit inputs and K = 128 (and no initial state) every product takes float16
+operands (Q K^T and K K^T the inputs themselves) with float32 accumulation, as in
+the forward (:func:`kernels.gdn.chunk.product_dtype`; the backward reads the
+choice from the dtype the forward kept its states in).
+
+Grouped value attention (v ``[B, T, HV, V]``, q and k ``[B, T, H, K]``): every
+step runs per value head, reading the key head ``j // (HV // H)``; step 4 writes
+each value head's share of dQ and dK (float32), summed over each key head's
+HV / H value heads at the end. With HV = H it writes dQ and dK directly.
+Grids as in the forward: chunks (times key blocks in step 4) or (sequence,
+head, value block) on axis 0, value heads on axis 1. Where a product sums terms scaled by
 decays (W, diag(e^gamma) Q), the chunk's largest decay e^gamma_0 is factored
 out and applied to the float32 result: otherwise terms below float16's range
 vanish and dS (the initial state's gradient) lost precision (RMSE/RMS 0.0175 at
@@ -71,7 +79,7 @@ from torch.autograd.function import once_differentiable
 from kernels.gdn._launch import value_block
 from kernels.launch import interpreting, maybe_autotune
 from kernels.gdn._triton import _chunk_bounds, _load_rows, _load_t, _mm, _seq_bounds, _store_rows
-from kernels.gdn.chunk import CHUNK_SIZE, ChunkIntermediates, chunk_gated_delta_rule_fwd, product_dtype
+from kernels.gdn.chunk import CHUNK_SIZE, ChunkIntermediates, chunk_gated_delta_rule_fwd
 
 _WU_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (4, 8)]
 _DH_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (2, 3)]
@@ -82,46 +90,49 @@ _DQK_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for
 @maybe_autotune(_WU_CONFIGS, key=["K", "V", "DD"])
 @triton.jit
 def _chunk_wu_kernel(q, k, gamma, beta, tmat, do, w, dvn, cu_seqlens, chunk_indices, scale, T, NT,
-                     H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                      IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
     """e^-gamma_0 W = T diag(beta e^(gamma - gamma_0)) K (gamma_0: the chunk's first token),
     float32, from the forward's saved T (the diagonal factors scale T's columns so K
-    enters unrounded), and Aqk^T dO of one (chunk, head)."""
+    enters unrounded), and Aqk^T dO of one (chunk, value head)."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
+    i_hk = i_h // (HV // H)
     t0, eos = _chunk_bounds(i_c, cu_seqlens, chunk_indices, T, NT, BT, IS_VARLEN)
     DT: tl.constexpr = k.dtype.element_ty
     ck = tl.arange(0, K)
     ct = tl.arange(0, BT)
     rt = t0 + ct
     mt = rt < eos
-    b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
-    b_b = tl.load(beta + rt * H + i_h, mask=mt, other=0.0).to(tl.float32)
-    b_t = _load_rows(tmat + i_h * BT, rt, mt, H * BT, ct)
-    b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
-    g_first = tl.load(gamma + t0 * H + i_h)
+    b_g = tl.load(gamma + rt * HV + i_h, mask=mt, other=0.0)
+    b_b = tl.load(beta + rt * HV + i_h, mask=mt, other=0.0).to(tl.float32)
+    b_t = _load_rows(tmat + i_h * BT, rt, mt, HV * BT, ct)
+    b_k = _load_rows(k + i_hk * K, rt, mt, H * K, ck)
+    g_first = tl.load(gamma + t0 * HV + i_h)
     e_rel = tl.where(mt, tl.exp(b_g - g_first), 0.0)          # e^(gamma - gamma_0) <= 1
-    _store_rows(w + i_h * K, rt, mt, H * K, ck, _mm(b_t * (b_b * e_rel)[None, :], b_k, DD, UPCAST))
+    _store_rows(w + i_h * K, rt, mt, HV * K, ck, _mm(b_t * (b_b * e_rel)[None, :], b_k, DD, UPCAST))
     # Aqk^T [s, r] = scale k_s . q_r exp(gamma_r - gamma_s) for r >= s, built transposed (no tl.trans)
-    b_qt = _load_t(q + i_h * K, rt, mt, H * K, ck)
+    b_qt = _load_t(q + i_hk * K, rt, mt, H * K, ck)
     d_t = tl.where((ct[None, :] >= ct[:, None]) & mt[None, :], b_g[None, :] - b_g[:, None], float("-inf"))
     b_at = _mm(b_k, b_qt, DT, UPCAST) * tl.exp(d_t) * scale
     cv = tl.arange(0, V)
-    _store_rows(dvn + i_h * V, rt, mt, H * V, cv, _mm(b_at, _load_rows(do + i_h * V, rt, mt, H * V, cv), DD, UPCAST))
+    _store_rows(dvn + i_h * V, rt, mt, HV * V, cv, _mm(b_at, _load_rows(do + i_h * V, rt, mt, HV * V, cv), DD, UPCAST))
 
 
 # T not specialised, as in the forward's sequential _chunk_state_kernel (see there)
 @maybe_autotune(_DH_CONFIGS, key=["K", "V", "BV", "DD"], restore_value=["dvn"])   # dV_new += ...
 @triton.jit(do_not_specialize=["T"])
 def _chunk_dh_kernel(q, k, gamma, w, do, dht, dh0, dh, dvn, cu_seqlens, chunk_offsets, scale, T,
-                     H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
-                     USE_DHT: tl.constexpr, STORE_DH0: tl.constexpr, IS_VARLEN: tl.constexpr,
+                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                     BV: tl.constexpr, USE_DHT: tl.constexpr, STORE_DH0: tl.constexpr, IS_VARLEN: tl.constexpr,
                      UPCAST: tl.constexpr, DD: tl.constexpr):
-    """Reverse pass over the chunks of one (sequence, head, value block): dS', dV_new, dS0."""
-    i_v = tl.program_id(0)
-    i_nh = tl.program_id(1)
-    i_n = i_nh // H
-    i_h = i_nh % H
+    """Reverse pass over the chunks of one (sequence, value head, value block), all three on grid
+    axis 0 (value block fastest): dS', dV_new, dS0."""
+    i_v = tl.program_id(0) % (V // BV)
+    i_nh = tl.program_id(0) // (V // BV)
+    i_n = i_nh // HV
+    i_h = i_nh % HV
+    i_hk = i_h // (HV // H)
     bos, eos, c_off = _seq_bounds(i_n, cu_seqlens, chunk_offsets, T, BT, IS_VARLEN)
     ck = tl.arange(0, K)
     cv = i_v * BV + tl.arange(0, BV)
@@ -135,18 +146,18 @@ def _chunk_dh_kernel(q, k, gamma, w, do, dht, dh0, dh, dvn, cu_seqlens, chunk_of
         rt = bos + i_t * BT + ct
         mt = rt < eos
         last = tl.minimum(bos + i_t * BT + BT, eos) - 1
-        tl.store(dh + ((c_off + i_t) * H + i_h) * K * V + ck[:, None] * V + cv[None, :], dS.to(dh.dtype.element_ty))
-        b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
-        g_last = tl.load(gamma + last * H + i_h)
-        b_do = _load_rows(do + i_h * V, rt, mt, H * V, cv)
-        b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
+        tl.store(dh + ((c_off + i_t) * HV + i_h) * K * V + ck[:, None] * V + cv[None, :], dS.to(dh.dtype.element_ty))
+        b_g = tl.load(gamma + rt * HV + i_h, mask=mt, other=0.0)
+        g_last = tl.load(gamma + last * HV + i_h)
+        b_do = _load_rows(do + i_h * V, rt, mt, HV * V, cv)
+        b_k = _load_rows(k + i_hk * K, rt, mt, H * K, ck)
         b_kd = b_k * tl.where(mt, tl.exp(g_last - b_g), 0.0)[:, None]
-        b_dvn = _load_rows(dvn + i_h * V, rt, mt, H * V, cv).to(tl.float32) + _mm(b_kd, dS, DD, UPCAST)
-        _store_rows(dvn + i_h * V, rt, mt, H * V, cv, b_dvn)
-        g_first = tl.load(gamma + (bos + i_t * BT) * H + i_h)
+        b_dvn = _load_rows(dvn + i_h * V, rt, mt, HV * V, cv).to(tl.float32) + _mm(b_kd, dS, DD, UPCAST)
+        _store_rows(dvn + i_h * V, rt, mt, HV * V, cv, b_dvn)
+        g_first = tl.load(gamma + (bos + i_t * BT) * HV + i_h)
         e_rel = tl.where(mt, tl.exp(b_g - g_first), 0.0)
-        b_qt = _load_t(q + i_h * K, rt, mt, H * K, ck) * (e_rel * scale)[None, :]   # e^-gamma_0 Qg^T [K, C]
-        b_wt = _load_t(w + i_h * K, rt, mt, H * K, ck)                         # e^-gamma_0 W^T [K, C]
+        b_qt = _load_t(q + i_hk * K, rt, mt, H * K, ck) * (e_rel * scale)[None, :]   # e^-gamma_0 Qg^T [K, C]
+        b_wt = _load_t(w + i_h * K, rt, mt, HV * K, ck)                         # e^-gamma_0 W^T [K, C]
         dS = dS * tl.exp(g_last) + (_mm(b_qt, b_do, DD, UPCAST) - _mm(b_wt, b_dvn, DD, UPCAST)) * tl.exp(g_first)
     if STORE_DH0:
         tl.store(dh0 + i_nh.to(tl.int64) * K * V + ck[:, None] * V + cv[None, :], dS)
@@ -156,39 +167,40 @@ def _chunk_dh_kernel(q, k, gamma, w, do, dht, dh0, dh, dvn, cu_seqlens, chunk_of
 @triton.jit
 def _chunk_bwd_wy_kernel(q, k, v, gamma, beta, tmat, v_new, dvn, do, dv, db_part, dgam_part, scratch,
                          cu_seqlens, chunk_indices, scale, T, NT,
-                         H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
-                         IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
+                         H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                         BV: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
     """Step 3 of one (chunk, head): everything summed over the value axis. dV, and the
     C x C matrices B = dA * beta_r Gamma_rs and Ms (to ``scratch``, for step 4), with their
     contributions to dbeta and dgamma (to ``db_part``, ``dgam_part``)."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
+    i_hk = i_h // (HV // H)
     t0, eos = _chunk_bounds(i_c, cu_seqlens, chunk_indices, T, NT, BT, IS_VARLEN)
     DT: tl.constexpr = k.dtype.element_ty
     ck = tl.arange(0, K)
     ct = tl.arange(0, BT)
     rt = t0 + ct
     mt = rt < eos
-    b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
-    b_b = tl.load(beta + rt * H + i_h, mask=mt, other=0.0).to(tl.float32)
-    b_tt = _load_t(tmat + i_h * BT, rt, mt, H * BT, ct)                         # T^T [C, C]
+    b_g = tl.load(gamma + rt * HV + i_h, mask=mt, other=0.0)
+    b_b = tl.load(beta + rt * HV + i_h, mask=mt, other=0.0).to(tl.float32)
+    b_tt = _load_t(tmat + i_h * BT, rt, mt, HV * BT, ct)                         # T^T [C, C]
     acc_da = tl.zeros([BT, BT], dtype=tl.float32)    # (T^T dU) V_new^T
     acc_dqk = tl.zeros([BT, BT], dtype=tl.float32)   # dO V_new^T
     acc_db = tl.zeros([BT], dtype=tl.float32)
     for i_v in range(0, V // BV):
         cv = i_v * BV + tl.arange(0, BV)
-        b_dvn = _load_rows(dvn + i_h * V, rt, mt, H * V, cv)
-        b_vnt = _load_t(v_new + i_h * V, rt, mt, H * V, cv)                     # V_new^T [BV, C]
-        b_do = _load_rows(do + i_h * V, rt, mt, H * V, cv)
-        b_v = _load_rows(v + i_h * V, rt, mt, H * V, cv).to(tl.float32)
+        b_dvn = _load_rows(dvn + i_h * V, rt, mt, HV * V, cv)
+        b_vnt = _load_t(v_new + i_h * V, rt, mt, HV * V, cv)                     # V_new^T [BV, C]
+        b_do = _load_rows(do + i_h * V, rt, mt, HV * V, cv)
+        b_v = _load_rows(v + i_h * V, rt, mt, HV * V, cv).to(tl.float32)
         b_dut = _mm(b_tt, b_dvn, DD, UPCAST)                           # T^T dU [C, BV]
-        _store_rows(dv + i_h * V, rt, mt, H * V, cv, b_dut * b_b[:, None])
+        _store_rows(dv + i_h * V, rt, mt, HV * V, cv, b_dut * b_b[:, None])
         acc_db += tl.sum(b_dut * b_v, 1)
         acc_da += _mm(b_dut, b_vnt, DD, UPCAST)
         acc_dqk += _mm(b_do, b_vnt, DD, UPCAST)
-    b_q = _load_rows(q + i_h * K, rt, mt, H * K, ck)
-    b_k = _load_rows(k + i_h * K, rt, mt, H * K, ck)
-    b_kt = _load_t(k + i_h * K, rt, mt, H * K, ck)                              # K^T [K, C]
+    b_q = _load_rows(q + i_hk * K, rt, mt, H * K, ck)
+    b_k = _load_rows(k + i_hk * K, rt, mt, H * K, ck)
+    b_kt = _load_t(k + i_hk * K, rt, mt, H * K, ck)                              # K^T [K, C]
     diff = b_g[:, None] - b_g[None, :]
     valid = mt[:, None] & mt[None, :]
     gam_s = tl.exp(tl.where(valid & (ct[:, None] > ct[None, :]), diff, float("-inf")))
@@ -204,9 +216,9 @@ def _chunk_bwd_wy_kernel(q, k, v, gamma, beta, tmat, v_new, dvn, do, dv, db_part
     # their rounding swamps dgamma where the gates are strong)
     b_p = acc_dqk * gam_s * scale * _mm(b_q, b_kt, DT, UPCAST)
     b_dgam += tl.sum(b_p, 1) - tl.sum(b_p, 0)
-    tl.store(db_part + rt * H + i_h, acc_db + tl.sum(b_m, 1), mask=mt)
-    tl.store(dgam_part + rt * H + i_h, b_dgam, mask=mt)
-    sp = scratch + (i_c.to(tl.int64) * H + i_h) * 2 * BT * BT
+    tl.store(db_part + rt * HV + i_h, acc_db + tl.sum(b_m, 1), mask=mt)
+    tl.store(dgam_part + rt * HV + i_h, b_dgam, mask=mt)
+    sp = scratch + (i_c.to(tl.int64) * HV + i_h) * 2 * BT * BT
     tl.store(sp + ct[:, None] * BT + ct[None, :], b_ms.to(scratch.dtype.element_ty))
     tl.store(sp + BT * BT + ct[:, None] * BT + ct[None, :], (b_da * b_b[:, None]).to(scratch.dtype.element_ty))  # B
 
@@ -215,25 +227,28 @@ def _chunk_bwd_wy_kernel(q, k, v, gamma, beta, tmat, v_new, dvn, do, dv, db_part
 @triton.jit
 def _chunk_bwd_dqk_kernel(q, k, gamma, beta, tmat, h, v_new, dh, dvn, do, scratch, dq, dk, db_part, dgam_part,
                           cu_seqlens, chunk_indices, scale, T, NT,
-                          H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                          H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                           BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr,
                           DD: tl.constexpr):
-    """Step 4 of one (key block, chunk, head): dQ and dK on BK key columns, and their
-    contributions to dbeta and dgamma (to ``db_part``, ``dgam_part`` of this key block)."""
-    i_k = tl.program_id(0)
-    i_c = tl.program_id(1)
-    i_h = tl.program_id(2)
+    """Step 4 of one (key block, chunk, value head), (chunk, key block) on grid axis 0 (key block
+    fastest): dQ and dK on BK key columns of this value head's share (``dq``, ``dk`` hold HV
+    heads), and their contributions to dbeta and dgamma (to ``db_part``, ``dgam_part`` of this
+    key block)."""
+    i_k = tl.program_id(0) % (K // BK)
+    i_c = tl.program_id(0) // (K // BK)
+    i_h = tl.program_id(1)
+    i_hk = i_h // (HV // H)
     t0, eos = _chunk_bounds(i_c, cu_seqlens, chunk_indices, T, NT, BT, IS_VARLEN)
     ck = i_k * BK + tl.arange(0, BK)
     ct = tl.arange(0, BT)
     rt = t0 + ct
     mt = rt < eos
     last = tl.minimum(t0 + BT, eos) - 1
-    b_g = tl.load(gamma + rt * H + i_h, mask=mt, other=0.0)
-    g_last = tl.load(gamma + last * H + i_h)
-    b_b = tl.load(beta + rt * H + i_h, mask=mt, other=0.0).to(tl.float32)
-    hp = h + (i_c.to(tl.int64) * H + i_h) * K * V                               # S entering the chunk
-    dhp = dh + (i_c.to(tl.int64) * H + i_h) * K * V                             # dS' leaving it
+    b_g = tl.load(gamma + rt * HV + i_h, mask=mt, other=0.0)
+    g_last = tl.load(gamma + last * HV + i_h)
+    b_b = tl.load(beta + rt * HV + i_h, mask=mt, other=0.0).to(tl.float32)
+    hp = h + (i_c.to(tl.int64) * HV + i_h) * K * V                               # S entering the chunk
+    dhp = dh + (i_c.to(tl.int64) * HV + i_h) * K * V                             # dS' leaving it
     acc_dq = tl.zeros([BT, BK], dtype=tl.float32)    # dO S^T
     acc_dw = tl.zeros([BT, BK], dtype=tl.float32)    # dV_new S^T (= -dW)
     acc_dk = tl.zeros([BT, BK], dtype=tl.float32)    # V_new dS'^T
@@ -242,26 +257,26 @@ def _chunk_bwd_dqk_kernel(q, k, gamma, beta, tmat, h, v_new, dh, dvn, do, scratc
         cv = i_v * BV + tl.arange(0, BV)
         b_st = tl.load(hp + ck[None, :] * V + cv[:, None])                      # S^T [BV, BK]
         b_dst = tl.load(dhp + ck[None, :] * V + cv[:, None])                    # dS'^T [BV, BK]
-        b_do = _load_rows(do + i_h * V, rt, mt, H * V, cv)
-        b_dvn = _load_rows(dvn + i_h * V, rt, mt, H * V, cv)
-        b_vn = _load_rows(v_new + i_h * V, rt, mt, H * V, cv)
+        b_do = _load_rows(do + i_h * V, rt, mt, HV * V, cv)
+        b_dvn = _load_rows(dvn + i_h * V, rt, mt, HV * V, cv)
+        b_vn = _load_rows(v_new + i_h * V, rt, mt, HV * V, cv)
         acc_dq += _mm(b_do, b_st, DD, UPCAST)
         acc_dw += _mm(b_dvn, b_st, DD, UPCAST)
         acc_dk += _mm(b_vn, b_dst, DD, UPCAST)
         acc_sc += tl.sum(b_st.to(tl.float32) * b_dst.to(tl.float32), 0)
-    b_qf = _load_rows(q + i_h * K, rt, mt, H * K, ck).to(tl.float32)
-    b_kf = _load_rows(k + i_h * K, rt, mt, H * K, ck).to(tl.float32)
+    b_qf = _load_rows(q + i_hk * K, rt, mt, H * K, ck).to(tl.float32)
+    b_kf = _load_rows(k + i_hk * K, rt, mt, H * K, ck).to(tl.float32)
     e_g = tl.where(mt, tl.exp(b_g), 0.0)
     eb = b_b * e_g
     # W = T diag(beta e^gamma) K
-    b_tt = _load_t(tmat + i_h * BT, rt, mt, H * BT, ct)                         # T^T [C, C]
+    b_tt = _load_t(tmat + i_h * BT, rt, mt, HV * BT, ct)                         # T^T [C, C]
     b_dwt = -_mm(b_tt, acc_dw, DD, UPCAST)                              # T^T dW [C, BK]
     t_w = tl.sum(b_dwt * b_kf, 1)
     b_dk = b_dwt * eb[:, None]
     b_db = e_g * t_w
     b_dgam = eb * t_w
     # Ms, B and their transposes from step 3 (loaded transposed: no tl.trans, see the module doc)
-    sp = scratch + (i_c.to(tl.int64) * H + i_h) * 2 * BT * BT
+    sp = scratch + (i_c.to(tl.int64) * HV + i_h) * 2 * BT * BT
     b_ms = tl.load(sp + ct[:, None] * BT + ct[None, :])
     b_mst = tl.load(sp + ct[None, :] * BT + ct[:, None])
     b_bm = tl.load(sp + BT * BT + ct[:, None] * BT + ct[None, :])
@@ -280,16 +295,16 @@ def _chunk_bwd_dqk_kernel(q, k, gamma, beta, tmat, h, v_new, dh, dvn, do, scratc
     b_dgam -= t_s
     d_last = tl.sum(t_s, 0) + tl.exp(g_last) * tl.sum(acc_sc, 0)
     b_dgam += tl.where(rt == last, d_last, 0.0)
-    _store_rows(dq + i_h * K, rt, mt, H * K, ck, b_dq)
-    _store_rows(dk + i_h * K, rt, mt, H * K, ck, b_dk)
-    tl.store(db_part + (rt * H + i_h) * (K // BK) + i_k, b_db, mask=mt)
-    tl.store(dgam_part + (rt * H + i_h) * (K // BK) + i_k, b_dgam, mask=mt)
+    _store_rows(dq + i_h * K, rt, mt, HV * K, ck, b_dq)
+    _store_rows(dk + i_h * K, rt, mt, HV * K, ck, b_dk)
+    tl.store(db_part + (rt * HV + i_h) * (K // BK) + i_k, b_db, mask=mt)
+    tl.store(dgam_part + (rt * HV + i_h) * (K // BK) + i_k, b_dgam, mask=mt)
 
 
 @triton.jit
 def _chunk_bwd_gate_kernel(db3, dgam3, db4, dgam4, dg, dbeta, cu_seqlens, chunk_indices, T, NT,
-                           H: tl.constexpr, BT: tl.constexpr, NK: tl.constexpr, IS_VARLEN: tl.constexpr):
-    """Step 5 of one (chunk, head): dbeta and dgamma summed over steps 3 and 4 (all key blocks);
+                           HV: tl.constexpr, BT: tl.constexpr, NK: tl.constexpr, IS_VARLEN: tl.constexpr):
+    """Step 5 of one (chunk, value head): dbeta and dgamma summed over steps 3 and 4 (all key blocks);
     g -> gamma = in-chunk cumsum(g), so dg is the reverse in-chunk cumulative sum of dgamma."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
@@ -297,12 +312,12 @@ def _chunk_bwd_gate_kernel(db3, dgam3, db4, dgam4, dg, dbeta, cu_seqlens, chunk_
     rt = t0 + tl.arange(0, BT)
     mt = rt < eos
     ik = tl.arange(0, NK)
-    b_db = tl.load(db3 + rt * H + i_h, mask=mt, other=0.0)
-    b_dgam = tl.load(dgam3 + rt * H + i_h, mask=mt, other=0.0)
-    b_db += tl.sum(tl.load(db4 + (rt[:, None] * H + i_h) * NK + ik[None, :], mask=mt[:, None], other=0.0), 1)
-    b_dgam += tl.sum(tl.load(dgam4 + (rt[:, None] * H + i_h) * NK + ik[None, :], mask=mt[:, None], other=0.0), 1)
-    tl.store(dg + rt * H + i_h, tl.cumsum(b_dgam, 0, reverse=True), mask=mt)
-    tl.store(dbeta + rt * H + i_h, b_db, mask=mt)
+    b_db = tl.load(db3 + rt * HV + i_h, mask=mt, other=0.0)
+    b_dgam = tl.load(dgam3 + rt * HV + i_h, mask=mt, other=0.0)
+    b_db += tl.sum(tl.load(db4 + (rt[:, None] * HV + i_h) * NK + ik[None, :], mask=mt[:, None], other=0.0), 1)
+    b_dgam += tl.sum(tl.load(dgam4 + (rt[:, None] * HV + i_h) * NK + ik[None, :], mask=mt[:, None], other=0.0), 1)
+    tl.store(dg + rt * HV + i_h, tl.cumsum(b_dgam, 0, reverse=True), mask=mt)
+    tl.store(dbeta + rt * HV + i_h, b_db, mask=mt)
 
 
 def chunk_gated_delta_rule_bwd(q, k, v, beta, scale, initial_state, cu_seqlens, inter, do, dht):
@@ -310,69 +325,74 @@ def chunk_gated_delta_rule_bwd(q, k, v, beta, scale, initial_state, cu_seqlens, 
 
     Args:
         q, k, v, beta, scale, initial_state, cu_seqlens: the validated,
-            contiguous forward inputs (q/k already normalised).
+            contiguous forward inputs (q/k already normalised; q, k
+            ``[B, T, H, K]``, v ``[B, T, HV, V]``).
         inter: :class:`kernels.gdn.chunk.ChunkIntermediates` of the forward run
             with ``store_chunk_states=True`` (gamma replaces g; its chunk tables
-            are reused).
-        do: ``[B, T, H, V]`` gradient of the output (v's dtype or any float).
-        dht: ``[N, H, K, V]`` gradient of the final state, or None (zero).
+            are reused; the products take the operand dtype its states were kept in).
+        do: ``[B, T, HV, V]`` gradient of the output (v's dtype or any float).
+        dht: ``[N, HV, K, V]`` gradient of the final state, or None (zero).
     Returns:
-        ``(dq, dk, dv, dg, dbeta, dh0)``: dq, dk in q's dtype, dv in v's,
-        dg and dbeta float32 ``[B, T, H]``, dh0 float32 ``[N, H, K, V]`` or
-        None without an initial state.
+        ``(dq, dk, dv, dg, dbeta, dh0)``: dq, dk ``[B, T, H, K]`` in q's dtype
+        (with HV > H each the sum over the value heads that read its key head,
+        formed in float32), dv in v's, dg and dbeta float32 ``[B, T, HV]``,
+        dh0 float32 ``[N, HV, K, V]`` or None without an initial state.
     Raises:
         ValueError: ``inter`` lacks T (a forward run without ``store_chunk_states``).
     """
     if inter.tmat is None:
         raise ValueError("inter has no T: run chunk_gated_delta_rule_fwd with store_chunk_states=True")
     B, T, H, K = q.shape
-    V = v.shape[-1]
+    HV, V = v.shape[2], v.shape[3]
     N = B if cu_seqlens is None else cu_seqlens.numel() - 1
     dev, C = q.device, CHUNK_SIZE
     indices, offsets, NC = inter.chunk_indices, inter.chunk_offsets, inter.h.shape[0]
     do = do.to(v.dtype).contiguous()
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    dg = torch.empty(B, T, H, dtype=torch.float32, device=dev)
-    dbeta = torch.empty(B, T, H, dtype=torch.float32, device=dev)
-    dh0 = torch.empty(N, H, K, V, dtype=torch.float32, device=dev) if initial_state is not None else None
+    if HV == H:
+        dq, dk = torch.empty_like(q), torch.empty_like(k)
+    else:   # one share per value head, summed over each key head's group below
+        dq, dk = (torch.empty(B, T, HV, K, dtype=torch.float32, device=dev) for _ in range(2))
+    dv = torch.empty_like(v)
+    dg = torch.empty(B, T, HV, dtype=torch.float32, device=dev)
+    dbeta = torch.empty(B, T, HV, dtype=torch.float32, device=dev)
+    dh0 = torch.empty(N, HV, K, V, dtype=torch.float32, device=dev) if initial_state is not None else None
     if NC == 0:
         if dh0 is not None:
             dh0.copy_(dht) if dht is not None else dh0.zero_()
-        return dq, dk, dv, dg, dbeta, dh0
-    dh = torch.empty(NC, H, K, V, dtype=inter.h.dtype, device=dev)      # read only by products (and S * dS')
-    dvn = torch.empty(B * T, H, V, dtype=inter.h.dtype, device=dev)
-    w = torch.empty(B * T, H, K, dtype=torch.float32, device=dev)
-    scratch = torch.empty(NC, H, 2, C, C, dtype=inter.h.dtype, device=dev)   # read only by products
+        return torch.zeros_like(q), torch.zeros_like(k), dv, dg, dbeta, dh0
+    dh = torch.empty(NC, HV, K, V, dtype=inter.h.dtype, device=dev)      # read only by products (and S * dS')
+    dvn = torch.empty(B * T, HV, V, dtype=inter.h.dtype, device=dev)
+    w = torch.empty(B * T, HV, K, dtype=torch.float32, device=dev)
+    scratch = torch.empty(NC, HV, 2, C, C, dtype=inter.h.dtype, device=dev)   # read only by products
     BK = min(K, 64)
-    db3, dgam3 = (torch.empty(B * T, H, dtype=torch.float32, device=dev) for _ in range(2))
-    db4, dgam4 = (torch.empty(B * T, H, K // BK, dtype=torch.float32, device=dev) for _ in range(2))
+    db3, dgam3 = (torch.empty(B * T, HV, dtype=torch.float32, device=dev) for _ in range(2))
+    db4, dgam4 = (torch.empty(B * T, HV, K // BK, dtype=torch.float32, device=dev) for _ in range(2))
     dummy = inter.gamma
     varlen = cu_seqlens is not None
     cu = cu_seqlens if varlen else dummy
     idx = indices if varlen else dummy
     NT = triton.cdiv(T, C)
-    DD = product_dtype(q.dtype, K)
-    _chunk_wu_kernel[(NC, H)](q, k, inter.gamma, beta, inter.tmat, do, w, dvn, cu, idx, scale, T, NT,
-                              H=H, K=K, V=V, BT=C, IS_VARLEN=varlen, UPCAST=interpreting(), DD=DD)
+    DD = tl.float16 if inter.h.dtype == torch.float16 else tl.float32   # the forward's product_dtype
+    meta = dict(H=H, HV=HV, K=K, V=V, BT=C, IS_VARLEN=varlen, UPCAST=interpreting(), DD=DD)
+    _chunk_wu_kernel[(NC, HV)](q, k, inter.gamma, beta, inter.tmat, do, w, dvn, cu, idx, scale, T, NT, **meta)
     # BV >= 32: at BV = 16 Triton 3.6 on the H200 compiles _chunk_dh_kernel into an
     # out-of-bounds shared-memory read (compute-sanitizer: "Invalid __shared__ read"
     # in the dot of _mm; illegal memory access for every N*H < 33 with V = 128)
-    BV = value_block(V, N * H, dev, min_block=32)
-    _chunk_dh_kernel[(V // BV, N * H)](
+    BV = value_block(V, N * HV, dev, min_block=32)
+    _chunk_dh_kernel[(V // BV * N * HV,)](
         q, k, inter.gamma, w, do, dht.contiguous() if dht is not None else dummy,
         dh0 if dh0 is not None else dummy, dh, dvn, cu, offsets, scale, T,
-        H=H, K=K, V=V, BT=C, BV=BV, USE_DHT=dht is not None, STORE_DH0=dh0 is not None, IS_VARLEN=varlen,
-        UPCAST=interpreting(), DD=DD)
-    _chunk_bwd_wy_kernel[(NC, H)](
+        BV=BV, USE_DHT=dht is not None, STORE_DH0=dh0 is not None, **meta)
+    _chunk_bwd_wy_kernel[(NC, HV)](
         q, k, v, inter.gamma, beta, inter.tmat, inter.v_new, dvn, do, dv, db3, dgam3, scratch, cu, idx, scale, T, NT,
-        H=H, K=K, V=V, BT=C, BV=min(V, 32), IS_VARLEN=varlen, UPCAST=interpreting(),
-        DD=DD)
-    _chunk_bwd_dqk_kernel[(K // BK, NC, H)](
+        BV=min(V, 32), **meta)
+    _chunk_bwd_dqk_kernel[(K // BK * NC, HV)](
         q, k, inter.gamma, beta, inter.tmat, inter.h, inter.v_new, dh, dvn, do, scratch, dq, dk, db4, dgam4,
-        cu, idx, scale, T, NT, H=H, K=K, V=V, BT=C, BK=BK, BV=min(V, 32), IS_VARLEN=varlen, UPCAST=interpreting(),
-        DD=DD)
-    _chunk_bwd_gate_kernel[(NC, H)](db3, dgam3, db4, dgam4, dg, dbeta, cu, idx, T, NT, H=H, BT=C, NK=K // BK,
-                                    IS_VARLEN=varlen)
+        cu, idx, scale, T, NT, BK=BK, BV=min(V, 32), **meta)
+    _chunk_bwd_gate_kernel[(NC, HV)](db3, dgam3, db4, dgam4, dg, dbeta, cu, idx, T, NT, HV=HV, BT=C, NK=K // BK,
+                                     IS_VARLEN=varlen)
+    if HV != H:
+        dq, dk = (x.view(B, T, H, HV // H, K).sum(3).to(q.dtype) for x in (dq, dk))
     return dq, dk, dv, dg, dbeta, dh0
 
 

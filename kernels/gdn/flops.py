@@ -14,6 +14,10 @@ fewer, about 8 K V per token, but the rate is quoted for the same work).
 Minimum bytes: q, k, v read and o written once in their dtype, g and beta
 read once in theirs, the initial state read and the final state written once
 in float32 when present.
+
+Grouped value attention (``qk_heads`` key heads, ``heads`` value heads): every
+product runs per value head, so the FLOPs count ``heads`` (the value heads);
+q and k (and dq, dk) move once per key head, everything else per value head.
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ def gdn_fwd_flops(tokens: int, heads: int, head_dim_k: int, head_dim_v: int, chu
 
 def gdn_fwd_bytes(tokens: int, heads: int, head_dim_k: int, head_dim_v: int, num_seqs: int,
                   elem_bytes: int = 2, gate_bytes: int = 4, initial_state: bool = False,
-                  final_state: bool = False) -> int:
-    """Minimum bytes: tokens*heads*((2K + 2V) * elem + 2 * gate) + states * 4 * K * V * num_seqs * heads."""
-    per_token = (2 * head_dim_k + 2 * head_dim_v) * elem_bytes + 2 * gate_bytes
+                  final_state: bool = False, qk_heads: int | None = None) -> int:
+    """Minimum bytes: tokens*(qk_heads*2K*elem + heads*(2V*elem + 2*gate)) + states*4*K*V*num_seqs*heads,
+    ``heads`` the value heads and ``qk_heads`` those of q and k (default ``heads``)."""
+    qk = heads if qk_heads is None else qk_heads
+    per_token = qk * 2 * head_dim_k * elem_bytes + heads * (2 * head_dim_v * elem_bytes + 2 * gate_bytes)
     states = (int(initial_state) + int(final_state)) * 4 * head_dim_k * head_dim_v * num_seqs * heads
-    return int(tokens * heads * per_token + states)
+    return int(tokens * per_token + states)
 
 
 def gdn_bwd_flops(tokens: int, heads: int, head_dim_k: int, head_dim_v: int, chunk: int = CHUNK_SIZE) -> int:
@@ -54,12 +60,15 @@ def gdn_bwd_flops(tokens: int, heads: int, head_dim_k: int, head_dim_v: int, chu
 
 def gdn_bwd_bytes(tokens: int, heads: int, head_dim_k: int, head_dim_v: int, num_seqs: int,
                   elem_bytes: int = 2, gate_bytes: int = 4, with_forward: bool = False,
-                  final_state_grad: bool = True) -> int:
+                  final_state_grad: bool = True, qk_heads: int | None = None) -> int:
     """Minimum bytes of the backward: read q, k, v, do and write dq, dk, dv in the input
     dtype, read g, beta and write dg, dbeta in the gate dtype, read the final state's
-    gradient (float32) when given: tokens*heads*((4K + 3V) * elem + 4 * gate)
-    + 4 K V num_seqs heads. ``with_forward`` (the fwd+bwd pass) adds writing o
+    gradient (float32) when given: tokens*(qk_heads*4K*elem + heads*(3V*elem + 4*gate))
+    + 4 K V num_seqs heads (``heads`` the value heads, ``qk_heads`` those of q and k,
+    default ``heads``). ``with_forward`` (the fwd+bwd pass) adds writing o
     (tokens*heads*V*elem); the saved intermediates are not minimum traffic."""
-    per_token = (4 * head_dim_k + 3 * head_dim_v + (head_dim_v if with_forward else 0)) * elem_bytes + 4 * gate_bytes
+    qk = heads if qk_heads is None else qk_heads
+    per_value_head = (3 * head_dim_v + (head_dim_v if with_forward else 0)) * elem_bytes + 4 * gate_bytes
+    per_token = qk * 4 * head_dim_k * elem_bytes + heads * per_value_head
     states = int(final_state_grad) * 4 * head_dim_k * head_dim_v * num_seqs * heads
-    return int(tokens * heads * per_token + states)
+    return int(tokens * per_token + states)

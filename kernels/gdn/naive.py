@@ -22,6 +22,13 @@ import torch
 from kernels.gdn.validate import check_inputs, l2norm, seq_bounds
 
 
+def _value_heads(q, k, HV):
+    """q and k ``[B, T, H, K]`` repeated to the ``HV`` value heads (value head j reads key
+    head ``j // (HV // H)``, flash-linear-attention's GVA); autograd sums their gradients back."""
+    G = HV // q.shape[2]
+    return (q, k) if G == 1 else (q.repeat_interleave(G, dim=2), k.repeat_interleave(G, dim=2))
+
+
 def state_dtype(q):
     """dtype of the returned final state: float32, or float64 for float64 inputs (gradcheck)."""
     return torch.float64 if q.dtype == torch.float64 else torch.float32
@@ -36,11 +43,12 @@ def naive_recurrent_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state
         q, k: ``[B, T, H, K]`` queries and keys (L2-normalised unless
             ``use_qk_l2norm_in_kernel``), float16/bfloat16/float32 (float64
             too, then the final state is float64: for gradcheck).
-        v: ``[B, T, H, V]`` values, same dtype.
-        g: ``[B, T, H]`` log decay per token (<= 0), any float dtype.
-        beta: ``[B, T, H]`` delta-rule step in (0, 1), any float dtype.
+        v: ``[B, T, HV, V]`` values, same dtype; HV a multiple of H (GVA:
+            value head j reads key head ``j // (HV // H)``).
+        g: ``[B, T, HV]`` log decay per token (<= 0), any float dtype.
+        beta: ``[B, T, HV]`` delta-rule step in (0, 1), any float dtype.
         scale: output scale, default ``K ** -0.5``.
-        initial_state: optional ``[N, H, K, V]`` float32 state before the first
+        initial_state: optional ``[N, HV, K, V]`` float32 state before the first
             token (N = B, or the number of sequences with ``cu_seqlens``).
         output_final_state: also return the state after the last token.
         cu_seqlens: optional ``[N + 1]`` int32/int64 offsets of packed
@@ -49,16 +57,17 @@ def naive_recurrent_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state
         acc_dtype: accumulation dtype (float64 for the reference, float32 for
             the timed naive baseline).
     Returns:
-        ``(o, final_state)``: o ``[B, T, H, V]`` in v's dtype; final_state
-        ``[N, H, K, V]`` float32, or None when ``output_final_state`` is False.
+        ``(o, final_state)``: o ``[B, T, HV, V]`` in v's dtype; final_state
+        ``[N, HV, K, V]`` float32, or None when ``output_final_state`` is False.
     Raises:
         ValueError / TypeError on bad shapes, dtypes, devices, cu_seqlens or g > 0
         (see :func:`kernels.gdn.validate.check_inputs`).
     """
-    B, T, H, K, V, N = check_inputs(q, k, v, g, beta, initial_state, cu_seqlens, allow_float64=True)
+    B, T, _, H, K, V, N = check_inputs(q, k, v, g, beta, initial_state, cu_seqlens, allow_float64=True)
     scale = K ** -0.5 if scale is None else scale
     if use_qk_l2norm_in_kernel:
         q, k = l2norm(q), l2norm(k)
+    q, k = _value_heads(q, k, H)   # H: the value heads from here on
     qf, kf, vf = (x.to(acc_dtype).reshape(B * T, H, -1) for x in (q, k, v))
     gf, bf = (x.to(acc_dtype).reshape(B * T, H) for x in (g, beta))
     o = torch.zeros(B * T, H, V, dtype=acc_dtype, device=q.device)
@@ -101,10 +110,11 @@ def naive_chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=Non
     needs T/chunk_size sequential steps instead of T, which makes it the fast
     float64 reference for long sequences on the GPU.
     """
-    B, T, H, K, V, N = check_inputs(q, k, v, g, beta, initial_state, cu_seqlens, allow_float64=True)
+    B, T, _, H, K, V, N = check_inputs(q, k, v, g, beta, initial_state, cu_seqlens, allow_float64=True)
     scale = K ** -0.5 if scale is None else scale
     if use_qk_l2norm_in_kernel:
         q, k = l2norm(q), l2norm(k)
+    q, k = _value_heads(q, k, H)   # H: the value heads from here on
     dev = q.device
     C = chunk_size
     qf, kf, vf = (x.to(acc_dtype).reshape(B * T, H, -1) for x in (q, k, v))
@@ -176,8 +186,8 @@ def reference_grads(q, k, v, g, beta, do, dht=None, scale=None, initial_state=No
     """Gradients of ``sum(o * do) + sum(final_state * dht)`` by autograd through a reference.
 
     Args: the forward's inputs (any supported dtype; they are taken as float32
-        leaves, float64 leaves when float64), ``do`` ``[B, T, H, V]`` and
-        ``dht`` ``[N, H, K, V]`` or None; ``fn`` one of the two references,
+        leaves, float64 leaves when float64), ``do`` ``[B, T, HV, V]`` and
+        ``dht`` ``[N, HV, K, V]`` or None; ``fn`` one of the two references,
         ``acc_dtype`` its accumulation dtype.
     Returns:
         dict ``dq, dk, dv, dg, dbeta`` (and ``dh0`` with an initial state) of

@@ -18,7 +18,7 @@ import pandas as pd
 
 from kernels import render, style
 
-SHAPE = ["gpu", "pass", "dtype", "batch", "seqlen", "heads", "head_dim", "num_seqs", "varlen"]
+SHAPE = ["gpu", "pass", "dtype", "batch", "seqlen", "heads", "value_heads", "head_dim", "num_seqs", "varlen"]
 MAIN = [(4, 8192, 16), (1, 32768, 32), (8, 4096, 16)]
 BWD_MAIN = [(4, 8192, 16), (1, 32768, 32), (1, 8192, 16)]
 ORDER = ["naive", "recurrent", "chunk", "fla_chunk", "fla_recurrent", "flash_qla"]
@@ -53,7 +53,11 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _pass(df, pas):
-    """Rows of one pass (rows without a ``pass`` column count as forward)."""
+    """Rows of one pass (rows without a ``pass`` column count as forward), without the
+    grouped-value-attention rows (``value_heads`` set: FlashQLA's published configurations),
+    whose (batch, seqlen, heads) the figures and tables here would confuse with other rows'."""
+    if "value_heads" in df.columns:
+        df = df[df["value_heads"].isna()]
     if "pass" not in df.columns:
         return df if pas == "fwd" else df.iloc[0:0]
     return df[df["pass"] == pas]

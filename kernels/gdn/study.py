@@ -15,7 +15,14 @@ Implementations (``impl``):
 
 Inputs (FLA's layout, the paper's setting): q, k L2-normalised N(0, 1) and
 v N(0, 1) in ``dtype``; g = logsigmoid(N(0, 1)) / 16 and beta = sigmoid(N(0, 1))
-in float32; no initial state; the final state is returned and checked. Every
+in float32; no initial state; the final state is returned and checked. A case
+with ``value_heads`` (grouped value attention, GVA) gives q and k ``heads``
+heads and v, g, beta, the states and o ``value_heads`` heads (a multiple of
+``heads``); a case without it has as many of each.
+
+FlashQLA's published configurations (config key ``published``, in the sweep
+and its ``backward``) add their shapes for the impls listed there, on top of
+the impl's other shapes (``impl_shapes`` included). Every
 output is checked against the float64 chunked reference
 (:func:`kernels.gdn.naive.naive_chunk_gated_delta_rule`, itself tested against
 the token loop) with RMSE/RMS <= ``TOL`` for o and the final state.
@@ -65,13 +72,21 @@ PROFILE_SHAPES = frozenset({(4, 8192, 16)})
 
 def _profiled(impl: str, case: dict) -> bool:
     shape = (case["batch"], case["seqlen"], case["heads"])
-    return impl != "naive" and not case.get("varlen") and shape in PROFILE_SHAPES
+    return impl != "naive" and not case.get("varlen") and "value_heads" not in case and shape in PROFILE_SHAPES
 
 
 def _fixed(shapes: list[dict]) -> list[dict]:
-    """Fixed-length shapes from config entries ``{batch, seqlen, heads}``."""
-    return [dict(batch=s["batch"], seqlen=s["seqlen"], heads=s["heads"], num_seqs=s["batch"], varlen=False)
+    """Fixed-length shapes from config entries ``{batch, seqlen, heads[, value_heads]}``;
+    ``value_heads`` is kept only where it differs from ``heads`` (GVA), so a case with as
+    many value heads as heads is the same case, and row, as one written without it."""
+    return [dict(batch=s["batch"], seqlen=s["seqlen"], heads=s["heads"], num_seqs=s["batch"], varlen=False,
+                 **({"value_heads": s["value_heads"]} if s.get("value_heads", s["heads"]) != s["heads"] else {}))
             for s in shapes]
+
+
+def value_heads(case: dict) -> int:
+    """Number of value heads of a case (``value_heads``, or ``heads`` without GVA)."""
+    return case.get("value_heads", case["heads"])
 
 
 def _shapes(block: dict) -> list[dict]:
@@ -92,7 +107,9 @@ def cases(sweep: dict, impl: str) -> list[dict]:
     of ``sweep`` (keys: dtype, head_dim, main_shapes, seqlen_sweep {batch,
     heads, seqlens}, varlen [{num_seqs, seqlen, heads}], naive_max_seqlen),
     or only the shapes listed for ``impl`` under ``impl_shapes`` (an anchor
-    whose JIT per shape is too slow for the whole set).
+    whose JIT per shape is too slow for the whole set); then the shapes of
+    ``published`` ({impls, shapes}: FlashQLA's configurations) when ``impl`` is
+    one of its impls.
     ``bwd``/``fwdbwd``: the shapes of ``sweep["backward"]`` (same keys) for
     the impls in ``BWD_IMPLS`` only, or those under ``backward.impl_shapes``. The naive loop's cases beyond its
     ``naive_max_seqlen`` carry ``unsupported_reason`` and become unsupported rows.
@@ -105,7 +122,9 @@ def cases(sweep: dict, impl: str) -> list[dict]:
             continue
         block = sweep if pas == "fwd" else sweep["backward"]
         only = block.get("impl_shapes", {}).get(impl)
-        for s in _shapes(block) if only is None else _fixed(only):
+        published = block.get("published", {})
+        extra = _fixed(published["shapes"]) if impl in published.get("impls", []) else []
+        for s in (_shapes(block) if only is None else _fixed(only)) + extra:
             case = {"pass": pas, "dtype": sweep["dtype"], "head_dim": sweep["head_dim"], **s}
             key = tuple(sorted(case.items()))
             if key in seen:
@@ -120,31 +139,45 @@ def cases(sweep: dict, impl: str) -> list[dict]:
 
 def check_config(section: dict) -> None:
     """Check the ``gdn`` config section beyond its schema, before any job runs: every
-    ``varlen`` batch of ``sweep`` and ``smoke`` (and of their ``backward``) fits its
-    ``num_seqs`` sequences of at least one token each in ``seqlen`` (:func:`make_inputs`).
+    ``varlen`` batch of ``sweep``, ``smoke`` and ``quick`` (and of their ``backward``) fits
+    its ``num_seqs`` sequences of at least one token each in ``seqlen``
+    (:func:`make_inputs`), and every shape's ``value_heads`` is a multiple of its ``heads``.
 
     Raises:
-        ValueError: ``'<run>[.backward].varlen[<i>].num_seqs: what is wrong'``.
+        ValueError: ``'<run>[.backward].varlen[<i>].num_seqs: what is wrong'`` or
+            ``'<run>[.backward].<list>[<i>].value_heads: what is wrong'``.
     """
-    for run in ("sweep", "smoke"):
+    for run in ("sweep", "smoke", "quick"):
+        if run not in section:
+            continue
         for key, block in ((run, section[run]), (f"{run}.backward", section[run].get("backward", {}))):
             for i, batch in enumerate(block.get("varlen", [])):
                 if batch["num_seqs"] > batch["seqlen"]:
                     raise ValueError(f"{key}.varlen[{i}].num_seqs: {batch['num_seqs']} sequences of at least "
                                      f"one token do not fit in seqlen {batch['seqlen']}")
+            lists = [("main_shapes", block.get("main_shapes", [])),
+                     ("published.shapes", block.get("published", {}).get("shapes", []))]
+            lists += [(f"impl_shapes.{impl}", shapes) for impl, shapes in block.get("impl_shapes", {}).items()]
+            for name, shapes in lists:
+                for i, shape in enumerate(shapes):
+                    if value_heads(shape) % shape["heads"]:
+                        raise ValueError(f"{key}.{name}[{i}].value_heads: {shape['value_heads']} is not a multiple "
+                                         f"of heads {shape['heads']}")
 
 
 def make_inputs(case: dict, device, seed: int = 0):
     """Seeded inputs of a case: (q, k, v, g, beta, cu_seqlens or None).
 
-    Variable-length cases pack ``num_seqs`` sequences of random lengths
-    (at least 1, seeded) summing to ``seqlen`` into B = 1.
+    q, k ``[B, T, heads, D]``; v ``[B, T, HV, D]`` and g, beta ``[B, T, HV]`` with HV
+    :func:`value_heads`. Variable-length cases pack ``num_seqs`` sequences of random
+    lengths (at least 1, seeded) summing to ``seqlen`` into B = 1.
     """
     import torch
     import torch.nn.functional as F
 
     dtype = getattr(torch, case["dtype"])
     B, T, H, D = case["batch"], case["seqlen"], case["heads"], case["head_dim"]
+    HV = value_heads(case)
     gen = torch.Generator(device="cpu").manual_seed(seed)
 
     def randn(*shape):
@@ -152,9 +185,9 @@ def make_inputs(case: dict, device, seed: int = 0):
 
     q = F.normalize(randn(B, T, H, D), dim=-1).to(dtype)
     k = F.normalize(randn(B, T, H, D), dim=-1).to(dtype)
-    v = randn(B, T, H, D).to(dtype)
-    g = F.logsigmoid(randn(B, T, H)) / 16
-    beta = torch.sigmoid(randn(B, T, H))
+    v = randn(B, T, HV, D).to(dtype)
+    g = F.logsigmoid(randn(B, T, HV)) / 16
+    beta = torch.sigmoid(randn(B, T, HV))
     cu = None
     if case.get("varlen"):
         n = case["num_seqs"]
@@ -255,10 +288,10 @@ def _prepare_fwd(impl: str, case: dict, device) -> harness.Prepared:
     extra["rel_err_state"] = correctness.check_close(f"{impl} final state", ht, ref_h, TOL)
     del ref_o, ref_h, o, ht
     tokens = case["batch"] * case["seqlen"]
-    d = case["head_dim"]
-    flops = gdn_fwd_flops(tokens, case["heads"], d, d)
-    nbytes = gdn_fwd_bytes(tokens, case["heads"], d, d, case["num_seqs"], elem_bytes=q.element_size(),
-                           gate_bytes=g.element_size(), final_state=True)
+    d, HV = case["head_dim"], value_heads(case)
+    flops = gdn_fwd_flops(tokens, HV, d, d)
+    nbytes = gdn_fwd_bytes(tokens, HV, d, d, case["num_seqs"], elem_bytes=q.element_size(),
+                           gate_bytes=g.element_size(), final_state=True, qk_heads=case["heads"])
     call = lambda: fn(q, k, v, g, beta, scale=d ** -0.5, **kw)  # noqa: E731
     extra["peak_mem_timed_bytes"] = _timed_peak(call, device)
     return harness.Prepared(fn=call, bytes=nbytes, flops=flops, extra=extra, profile=_profiled(impl, case))
@@ -302,8 +335,9 @@ def _prepare_bwd(impl: str, case: dict, device) -> harness.Prepared:
     q, k, v, g, beta, cu = make_inputs(case, device)
     gen = torch.Generator(device="cpu").manual_seed(1)
     B, T, H, d = case["batch"], case["seqlen"], case["heads"], case["head_dim"]
-    do = torch.randn(B, T, H, d, generator=gen).to(device=device, dtype=v.dtype)
-    dht = torch.randn(case["num_seqs"], H, d, d, generator=gen).to(device)
+    HV = value_heads(case)
+    do = torch.randn(B, T, HV, d, generator=gen).to(device=device, dtype=v.dtype)
+    dht = torch.randn(case["num_seqs"], HV, d, d, generator=gen).to(device)
     leaves = [x.requires_grad_() for x in (q, k, v, g, beta)]
     kw = dict(output_final_state=True)
     if cu is not None:
@@ -341,15 +375,16 @@ def _prepare_bwd(impl: str, case: dict, device) -> harness.Prepared:
     extra["deterministic"] = all(torch.equal(a, b) for a, b in zip(got, again))
     del got, again, ref
     tokens = B * T
-    flops = gdn_bwd_flops(tokens, H, d, d)
+    flops = gdn_bwd_flops(tokens, HV, d, d)
     fwdbwd = case["pass"] == "fwdbwd"
     if fwdbwd:
-        flops += gdn_fwd_flops(tokens, H, d, d)
+        flops += gdn_fwd_flops(tokens, HV, d, d)
         del outs, cots
         call = lambda: backward(*forward(), False)  # noqa: E731
     else:
         call = lambda: backward(outs, cots, True)  # noqa: E731
-    nbytes = gdn_bwd_bytes(tokens, H, d, d, case["num_seqs"], elem_bytes=q.element_size(),
-                           gate_bytes=g.element_size(), with_forward=fwdbwd, final_state_grad=extra["final_state_grad"])
+    nbytes = gdn_bwd_bytes(tokens, HV, d, d, case["num_seqs"], elem_bytes=q.element_size(),
+                           gate_bytes=g.element_size(), with_forward=fwdbwd, final_state_grad=extra["final_state_grad"],
+                           qk_heads=H)
     extra["peak_mem_timed_bytes"] = _timed_peak(call, device)
     return harness.Prepared(fn=call, bytes=nbytes, flops=flops, extra=extra, profile=_profiled(impl, case))

@@ -8,22 +8,28 @@ import torch
 
 SUPPORTED_HEAD_DIMS = (16, 32, 64, 128)
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+MAX_HEADS = 65535
+"""Most value heads a call takes: the (chunk, head) kernels put the heads on grid axis 1,
+whose limit on CUDA is 65535 (sequences and chunks go on axis 0, limit 2^31 - 1)."""
 
 
 def check_inputs(q, k, v, g, beta, initial_state=None, cu_seqlens=None, check_gate=True, allow_float64=False):
     """Validate the arguments of a gated delta rule call (flash-linear-attention's layout).
 
-    Shapes: q, k ``[B, T, H, K]``; v ``[B, T, H, V]``; g, beta ``[B, T, H]``;
-    initial_state ``[N, H, K, V]`` float32; cu_seqlens ``[N + 1]`` int32/int64
+    Shapes: q, k ``[B, T, H, K]``; v ``[B, T, HV, V]`` with HV a multiple of H
+    (grouped value attention, GVA, when HV > H: value head j reads key head
+    ``j // (HV // H)``, as in flash-linear-attention); g, beta ``[B, T, HV]``;
+    initial_state ``[N, HV, K, V]`` float32; cu_seqlens ``[N + 1]`` int32/int64
     with B == 1, starting at 0, non-decreasing, ending at T. With
     ``allow_float64`` (the PyTorch references, for gradcheck) every float
     argument may also be float64, and then the initial state is float64.
-    Returns ``(B, T, H, K, V, N)`` with N the number of sequences.
+    Returns ``(B, T, H, HV, K, V, N)`` with N the number of sequences.
     Raises:
         TypeError: non-tensor arguments, non-float q/k/v/g/beta, q/k/v dtypes
             differing, cu_seqlens not an integer tensor, state not float32.
         ValueError: shapes, devices, head dims not in ``SUPPORTED_HEAD_DIMS``,
-            cu_seqlens not matching T or B != 1, g > 0 (when ``check_gate``).
+            HV not a multiple of H or above ``MAX_HEADS``, cu_seqlens not
+            matching T or B != 1, g > 0 (when ``check_gate``).
     """
     floats = FLOAT_DTYPES + ((torch.float64,) if allow_float64 else ())
     for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta)):
@@ -38,14 +44,17 @@ def check_inputs(q, k, v, g, beta, initial_state=None, cu_seqlens=None, check_ga
     B, T, H, K = q.shape
     if k.shape != q.shape:
         raise ValueError(f"k must have q's shape {tuple(q.shape)}, got {tuple(k.shape)}")
-    if v.dim() != 4 or v.shape[:3] != q.shape[:3]:
-        raise ValueError(f"v must be [B, T, H, V] = [{B}, {T}, {H}, V], got {tuple(v.shape)}")
+    if v.dim() != 4 or v.shape[:2] != q.shape[:2] or v.shape[2] == 0 or v.shape[2] % max(H, 1):
+        raise ValueError(f"v must be [B, T, HV, V] = [{B}, {T}, HV, V] with HV a multiple of H={H}, "
+                         f"got {tuple(v.shape)}")
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    V = v.shape[3]
+    HV, V = v.shape[2], v.shape[3]
+    if HV > MAX_HEADS:
+        raise ValueError(f"{HV} value heads exceed the {MAX_HEADS} the kernels' head grid axis holds")
     for name, x in (("g", g), ("beta", beta)):
-        if x.shape != (B, T, H):
-            raise ValueError(f"{name} must be [B, T, H] = [{B}, {T}, {H}], got {tuple(x.shape)}")
+        if x.shape != (B, T, HV):
+            raise ValueError(f"{name} must be [B, T, HV] = [{B}, {T}, {HV}], got {tuple(x.shape)}")
     if K not in SUPPORTED_HEAD_DIMS or V not in SUPPORTED_HEAD_DIMS:
         raise ValueError(f"head dims K={K}, V={V} not supported; use one of {SUPPORTED_HEAD_DIMS}")
     if check_gate:
@@ -64,13 +73,13 @@ def check_inputs(q, k, v, g, beta, initial_state=None, cu_seqlens=None, check_ga
     if initial_state is not None:
         state_dtype = torch.float64 if allow_float64 and q.dtype == torch.float64 else torch.float32
         if not isinstance(initial_state, torch.Tensor) or initial_state.dtype != state_dtype:
-            raise TypeError(f"initial_state must be a {state_dtype} tensor [N, H, K, V]")
-        if initial_state.shape != (N, H, K, V):
-            raise ValueError(f"initial_state must be [N, H, K, V] = [{N}, {H}, {K}, {V}], "
+            raise TypeError(f"initial_state must be a {state_dtype} tensor [N, HV, K, V]")
+        if initial_state.shape != (N, HV, K, V):
+            raise ValueError(f"initial_state must be [N, HV, K, V] = [{N}, {HV}, {K}, {V}], "
                              f"got {tuple(initial_state.shape)}")
         if initial_state.device != q.device:
             raise ValueError(f"initial_state is on {initial_state.device} but q is on {q.device}")
-    return B, T, H, K, V, N
+    return B, T, H, HV, K, V, N
 
 
 def cached_per_tensor(fn):
