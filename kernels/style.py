@@ -28,7 +28,7 @@ IMPL_COLORS = {
     "eager": "#4C72B0", "naive": "#4C72B0",
     "compile": "#DD8452", "compile_no_cudagraphs": "#C44E52",
     "triton": "#55A868", "chunk": "#55A868", "flex": "#55A868",
-    "decode": "#8C8C8C", "flex_autotune": "#8C8C8C", "recurrent": "#8C8C8C",
+    "decode": "#8C8C8C", "flex_autotune": "#8C8C8C", "recurrent": "#8C8C8C", "flex_flash": "#8172B3",
     "seed": "#937860", "liger": "#DA8BC3", "fla_chunk": "#DA8BC3", "fla_recurrent": "#937860",
     "gemm_fused": "#8172B3", "flash_qla": "#8172B3", "matmul": "#CCB974",
     "copy": "#000000",

@@ -440,8 +440,8 @@ def table_summary(df: pd.DataFrame) -> pd.DataFrame:
 
 def table_dense(df: pd.DataFrame) -> pd.DataFrame:
     """Causal attention time (ms) per implementation and shape (bf16 unless stated): FlexAttention
-    (default and max-autotune) against SDPA's FlashAttention-2, cuDNN and memory-efficient backends and
-    the materialised-mask baselines; oom: out of memory, n/s: not supported."""
+    (default, max-autotune and the FLASH backend) against SDPA's FlashAttention-2, cuDNN and
+    memory-efficient backends and the materialised-mask baselines; oom: out of memory, n/s: not supported."""
     d = _main_gpu(df)
     if d.empty:
         return pd.DataFrame(columns=["pass", "shape"])
@@ -456,7 +456,7 @@ def table_dense(df: pd.DataFrame) -> pd.DataFrame:
     t = d.assign(shape=shape).pivot_table(index=["pass", "seqlen", "shape"], columns="impl", values="cell",
                                           aggfunc="first")
     t = t.reset_index().drop(columns="seqlen").fillna("")
-    order = [c for c in ["flex", "flex_autotune", *DENSE, "sdpa_masked", "naive"] if c in t]
+    order = [c for c in ["flex", "flex_autotune", "flex_flash", *DENSE, "sdpa_masked", "naive"] if c in t]
     t = t[["pass", "shape", *order]]
     t.columns.name = None
     return t
