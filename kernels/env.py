@@ -47,7 +47,8 @@ def _cpu_model() -> str | None:
 
 
 #: Distributions whose versions every row records (env ``anchors``; None where not installed).
-ANCHORS = ("flash-linear-attention", "fla-core", "liger-kernel", "flash-qla", "tilelang")
+ANCHORS = ("flash-linear-attention", "fla-core", "liger-kernel", "flash-qla", "tilelang", "flash-attn-4",
+           "nvidia-cutlass-dsl")
 #: Environment variables that choose an anchor's code path (env ``dispatch``, as set when the job starts).
 DISPATCH_VARIABLES = ("FLA_FLASH_QLA", "FLA_DISABLE_BACKEND_DISPATCH", "TRITON_INTERPRET")
 

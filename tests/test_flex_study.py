@@ -9,7 +9,7 @@ import yaml
 from conftest import configured_timing
 
 from kernels import harness
-from kernels.flex import density, study
+from kernels.flex import density, ops, study
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = yaml.safe_load((ROOT / "config/studies/flex.yaml").read_text())["flex"]
@@ -101,6 +101,53 @@ def test_unsupported_on_cpu(impl, pas):
     assert row["status"] == "unsupported", row
 
 
+def test_flex_flash_runs_the_cases_of_flex():
+    """The FLASH backend is measured on exactly the cases of the default backend, in the sweep and the smoke run."""
+    assert ops.BACKENDS["flex_flash"] == "FLASH" and ops.BACKENDS["flex"] is None
+    for run in ("sweep", "smoke"):
+        assert "flex_flash" in CONFIG[run]["impls"]
+        assert study.cases(CONFIG[run], "flex_flash") == study.cases(CONFIG[run], "flex"), run
+
+
+@pytest.mark.skipif(ops.flash_backend_missing() is None, reason="the FLASH backend's packages are installed")
+@pytest.mark.parametrize("pas", ["fwd", "fwdbwd"])
+def test_flex_flash_without_its_packages_is_unsupported_naming_them(pas):
+    case = {**SMALL, "pass": pas, "mask": "causal", "documents": 1, "doc_dist": "none"}
+    with pytest.raises(harness.Unsupported, match=r"flex_flash: .*(flash-attn-4|nvidia-cutlass-dsl)"):
+        study.prepare("flex_flash", case, torch.device("cpu"))
+    row = harness.measure_case(study, "flex_flash", case, torch.device("cpu"),
+                               configured_timing(warmup_ms=1, rep_ms=1, min_reps=1, max_reps=5, cpu_reps=1))
+    assert row["status"] == "unsupported" and "flash_attn.cute" in row["error"], row
+    assert row["times_ms"] == [] and row["device_ms"] is None
+
+
+def test_flash_backend_missing_names_module_and_distribution(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "flash_attn.cute"
+                        else None if name == "cutlass" else real(name, *a))
+    assert "module cutlass (distribution nvidia-cutlass-dsl" in ops.flash_backend_missing()
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
+    assert ops.flash_backend_missing() is None
+
+
+def test_backend_message_unwraps_the_compiler():
+    """The row gets the refusal itself, not Inductor's wrapper around the lowering error."""
+    from torch._inductor.exc import InductorError, LoweringException
+
+    refusal = RuntimeError("BACKEND='FLASH' but flash attention cannot be used: Input buffers require gradients "
+                           "(not supported by flash attention)")
+    wrapped = InductorError(LoweringException(refusal, "flex_attention", [], {}), None)
+    assert study.backend_message(wrapped) == ("LoweringException: RuntimeError: BACKEND='FLASH' but flash attention "
+                                              "cannot be used: Input buffers require gradients (not supported by "
+                                              "flash attention)")
+    try:
+        raise ValueError("tile_m must divide the sparse block size\nmore") from AssertionError("inner")
+    except ValueError as exc:
+        assert study.backend_message(exc) == "AssertionError: inner"
+
+
 def test_dense_baseline_rejects_other_masks():
     with pytest.raises(ValueError, match="dense causal baseline"):
         study.prepare("sdpa_efficient", {**SMALL, "pass": "fwd"}, torch.device("cpu"))
@@ -117,6 +164,22 @@ def test_every_impl_runs_on_gpu(impl, pas):
     if impl in study.DENSE_IMPLS:
         case.update(mask="causal", documents=1, doc_dist="none")
     row = harness.measure_case(study, impl, case, torch.device("cuda"), configured_timing(warmup_ms=5, warmup_max_ms=200, rep_ms=20, min_reps=3, max_reps=20, cpu_reps=1))
-    assert row["status"] in (("ok", "unsupported") if impl in study.DENSE_IMPLS else ("ok",)), row["error"]
+    # the FLASH backend's refusals are rows too (test_flex_flash_matches_float64_on_gpu requires its main masks)
+    may_refuse = impl in study.DENSE_IMPLS or impl == "flex_flash"
+    assert row["status"] in (("ok", "unsupported") if may_refuse else ("ok",)), row["error"]
     if row["status"] == "ok":
         assert row["peak_mem_bytes"] > 0 and row["rel_err"] < 0.04
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pas", ["fwd", "bwd"])
+@pytest.mark.parametrize("mask,window", [("causal", 0), ("window", 256)])
+def test_flex_flash_matches_float64_on_gpu(mask, window, pas):
+    """FlexAttention's FLASH backend (flash-attn-4 installed) passes the study's float64 gate, forward and backward."""
+    case = {**GPU_CASE, "pass": pas, "seqlen": 1024, "head_dim": 128, "mask": mask, "window": window,
+            "documents": 1, "doc_dist": "none"}
+    row = harness.measure_case(study, "flex_flash", case, torch.device("cuda"),
+                               configured_timing(warmup_ms=5, warmup_max_ms=200, rep_ms=20, min_reps=3, max_reps=20,
+                                                 cpu_reps=1))
+    assert row["status"] == "ok", row["error"]
+    assert row["rel_err"] < (0.02 if pas == "fwd" else 0.04) and row["compile_s"] > 0 and row["recompiles"] >= 1

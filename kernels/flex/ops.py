@@ -7,6 +7,12 @@ shared. ``dynamic=False``: every new shape compiles (the CPU backend failed
 to lower ``dynamic=True`` with a score_mod), so the recompile limit is raised
 and hitting it is made an error: past the limit Dynamo would otherwise fall
 back silently to an unfused path that materialises the scores.
+
+``BACKEND="FLASH"`` (:data:`BACKENDS`) lowers the same call to the
+FlashAttention-4 CuTe-DSL kernels instead of Inductor's Triton template
+(``torch/_inductor/kernel/flex/flex_flash_attention.py``, experimental): it
+needs the ``flash-attn-4`` and ``nvidia-cutlass-dsl`` packages and a CUDA
+device; on the CPU FlexAttention ignores the option and lowers to its C++ kernel.
 """
 
 from __future__ import annotations
@@ -23,7 +29,27 @@ for _name, _value in (("recompile_limit", 512), ("accumulated_recompile_limit", 
         setattr(torch._dynamo.config, _name, _value)
 
 #: torch.compile modes of the study's flex implementations.
-MODES = {"flex": None, "flex_autotune": "max-autotune-no-cudagraphs"}
+MODES = {"flex": None, "flex_autotune": "max-autotune-no-cudagraphs", "flex_flash": None}
+#: FlexAttention's ``kernel_options["BACKEND"]`` of each flex implementation (None: its default choice).
+BACKENDS = {"flex": None, "flex_autotune": None, "flex_flash": "FLASH"}
+#: The modules the FLASH backend imports, and the distributions that provide them.
+FLASH_MODULES = {"flash_attn.cute": "flash-attn-4", "cutlass": "nvidia-cutlass-dsl"}
+
+
+def flash_backend_missing() -> str | None:
+    """Why the FLASH backend cannot be loaded here (a module of :data:`FLASH_MODULES` is not
+    importable), naming the module and its distribution; None when all are there."""
+    import importlib.util
+
+    for module, dist in FLASH_MODULES.items():
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:  # the parent package (flash_attn) is missing
+            found = False
+        if not found:
+            return (f"FlexAttention's FLASH backend needs module {module} (distribution {dist}, "
+                    f"pyproject's anchors extra), which is not installed")
+    return None
 
 
 @functools.cache
@@ -84,12 +110,17 @@ def check_inputs(q, k, v, block_mask: BlockMask | None = None) -> None:
                          f"inputs have N_q={q.shape[2]}, N_k={k.shape[2]}")
 
 
-def attention(q, k, v, block_mask: BlockMask | None = None, score_mod=None, mode: str | None = None):
+def attention(q, k, v, block_mask: BlockMask | None = None, score_mod=None, mode: str | None = None,
+              backend: str | None = None):
     """Compiled FlexAttention with checked inputs: output [B, H, N_q, D] in q's dtype.
 
-    ``mode`` is the torch.compile mode (None: default kernel options).
+    ``mode`` is the torch.compile mode (None: default kernel options),
+    ``backend`` FlexAttention's ``kernel_options["BACKEND"]`` (None: its default
+    choice; ``"FLASH"``: the FlashAttention-4 kernels, whose refusals the
+    compiler raises as exceptions on the first call).
     Grouped-query attention is enabled when K/V have fewer heads.
     """
     check_inputs(q, k, v, block_mask)
     return compiled_flex(mode)(q, k, v, score_mod=score_mod, block_mask=block_mask,
-                               enable_gqa=q.shape[1] != k.shape[1])
+                               enable_gqa=q.shape[1] != k.shape[1],
+                               kernel_options={"BACKEND": backend} if backend else None)

@@ -450,8 +450,8 @@ def table_summary(df: pd.DataFrame) -> pd.DataFrame:
 
 def table_dense(df: pd.DataFrame) -> pd.DataFrame:
     """Causal attention: device time (ms) per implementation and shape (bfloat16; B batch, H query
-    heads, KV key/value heads where fewer, N sequence length, D head size): FlexAttention (default and
-    max-autotune) against SDPA's FlashAttention-2, cuDNN and memory-efficient back ends, SDPA with a
+    heads, KV key/value heads where fewer, N sequence length, D head size): FlexAttention (default,
+    max-autotune and the FLASH backend) against SDPA's FlashAttention-2, cuDNN and memory-efficient back ends, SDPA with a
     materialised mask and PyTorch softmax attention; OOM: out of memory; n/a: not measured or not
     supported."""
     d = _main_gpu(df)
@@ -469,7 +469,7 @@ def table_dense(df: pd.DataFrame) -> pd.DataFrame:
     d = d.assign(shape=shape, _p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2}))
     t = d.pivot_table(index=["_p", "pass", "seqlen", "shape"], columns="impl", values="cell", aggfunc="first")
     t = t.reset_index().drop(columns=["seqlen", "_p"]).fillna(style.MISSING)
-    order = [c for c in ["flex", "flex_autotune", *DENSE, "sdpa_masked", "naive"] if c in t]
+    order = [c for c in ["flex", "flex_autotune", "flex_flash", *DENSE, "sdpa_masked", "naive"] if c in t]
     t = t[["pass", "shape", *order]].assign(**{"pass": lambda x: x["pass"].map(style.pass_label)})
     t.columns = ["pass", "shape", *(style.label("flex", c) for c in order)]
     return t

@@ -4,6 +4,14 @@ Implementations (``impl``):
 
 ``flex``            ``torch.compile(flex_attention)``, default kernel options.
 ``flex_autotune``   the same compiled with ``mode="max-autotune-no-cudagraphs"``.
+``flex_flash``      the same with ``kernel_options={"BACKEND": "FLASH"}``: the
+                    FlashAttention-4 CuTe-DSL kernels instead of the Triton
+                    template (CUDA only; needs flash-attn-4 and nvidia-cutlass-dsl).
+                    Whatever the backend raises on the first call (its
+                    refusals: block sizes, captured tensors that need
+                    gradients, a missing package) makes the case
+                    ``unsupported`` with the backend's message; out of memory
+                    stays ``oom`` and a CUDA error ``error``.
 ``sdpa_flash``      SDPA forced to FlashAttention-2 (``sdpa_kernel(SDPBackend.FLASH_ATTENTION)``),
 ``sdpa_cudnn``      ... to cuDNN, ``sdpa_efficient`` ... to the memory-efficient kernel:
                     the dense baselines, ``is_causal=True``, measured once per
@@ -48,7 +56,7 @@ from kernels.flex import density
 STUDY = "flex"
 SHAPE_FIELDS = ("batch", "heads", "kv_heads", "seqlen", "head_dim", "mask", "window", "documents", "doc_dist",
                 "prefix", "score_mod", "density_blocks", "density_elements")
-FLEX_IMPLS = ("flex", "flex_autotune")
+FLEX_IMPLS = ("flex", "flex_autotune", "flex_flash")
 DENSE_IMPLS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")
 MATERIALISED_IMPLS = ("sdpa_masked", "naive")
 IMPLS = FLEX_IMPLS + DENSE_IMPLS + MATERIALISED_IMPLS
@@ -214,7 +222,8 @@ def _attention_fn(impl: str, case: dict, mask_mod, score_mod, device, extra: dic
         block_mask, first, extra["mask_build_ms"] = _timed_builds(
             lambda: ops.build_block_mask(mask_mod, n, device), device)
         extra["mask_compile_s"] = round(first, 3)
-        return lambda q, k, v: ops.attention(q, k, v, block_mask, score_mod, mode=ops.MODES[impl])
+        return lambda q, k, v: ops.attention(q, k, v, block_mask, score_mod, mode=ops.MODES[impl],
+                                             backend=ops.BACKENDS[impl])
     if impl in DENSE_IMPLS:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -253,6 +262,16 @@ def _is_missing_backend(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and ("No available kernel" in msg or "No viable backend" in msg)
 
 
+def backend_message(exc: BaseException) -> str:
+    """``'<type>: <first line>'`` of the innermost exception under the compiler's wrappers
+    (``inner_exception`` of Dynamo's BackendCompilerFailed / InductorError, then ``__cause__``):
+    the message of the code that refused the case, at most 500 characters."""
+    while getattr(exc, "inner_exception", None) is not None or exc.__cause__ is not None:
+        exc = getattr(exc, "inner_exception", None) or exc.__cause__
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:500]
+
+
 def prepare(impl: str, case: dict, device) -> harness.Prepared:
     """Build seeded inputs on ``device``, run ``impl`` once, check it against float64, return the timed call.
 
@@ -269,6 +288,15 @@ def prepare(impl: str, case: dict, device) -> harness.Prepared:
     pas, grad = case["pass"], case["pass"] != "fwd"
     if impl in DENSE_IMPLS and (case["mask"] != "causal" or case["score_mod"] != "none"):
         raise ValueError(f"{impl} is a dense causal baseline; got mask={case['mask']}, score_mod={case['score_mod']}")
+    if impl == "flex_flash":
+        from kernels.flex import ops
+
+        missing = ops.flash_backend_missing()
+        if missing:
+            raise harness.Unsupported(f"flex_flash: {missing}")
+        if device.type != "cuda":
+            raise harness.Unsupported("flex_flash: FlexAttention's FLASH backend runs on CUDA only (on the CPU "
+                                      "FlexAttention ignores BACKEND and lowers to its C++ kernel)")
     if impl in FLEX_IMPLS and grad and device.type != "cuda":
         raise harness.Unsupported("FlexAttention backward is not implemented on the CPU (NotImplementedError)")
     if impl in ("sdpa_flash", "sdpa_cudnn") and device.type != "cuda":
@@ -299,7 +327,11 @@ def prepare(impl: str, case: dict, device) -> harness.Prepared:
         out = attn(q, k, v)
         got = (out,) + (torch.autograd.grad(out, (q, k, v), dout, retain_graph=True) if grad else ())
         _sync(device)
-    except RuntimeError as exc:
+    except Exception as exc:
+        crashed = isinstance(exc, torch.OutOfMemoryError) or any(
+            s in str(exc) for s in ("out of memory", "CUDA error"))  # oom rows, and errors, not refusals
+        if impl == "flex_flash" and not crashed:
+            raise harness.Unsupported(f"flex_flash: {backend_message(exc)}") from exc
         if _is_missing_backend(exc):
             raise harness.Unsupported(f"{impl}: {exc}".splitlines()[0][:300]) from exc
         raise
