@@ -43,8 +43,8 @@ IMPL_LABELS = {
     "swiglu": {"eager": "eager", "compile": "compile", "compile_no_cudagraphs": "compile (no graphs)",
                "triton": "Triton (ours)", "decode": "Triton fixed (ours)", "seed": "source kernel",
                "liger": "Liger", "matmul": "cuBLAS + act.", "gemm_fused": "fused epilogue", "copy": "copy"},
-    "flex": {"flex": "Flex", "flex_autotune": "Flex autotuned", "flex_flash": "Flex FLASH", "sdpa_flash": "FA2", "sdpa_cudnn": "cuDNN",
-             "sdpa_efficient": "mem.-efficient", "sdpa_masked": "SDPA + mask", "naive": "naive"},
+    "flex": {"flex": "Flex", "flex_autotune": "Flex autotuned", "flex_flash": "Flex FLASH", "sdpa_flash": "FA2",
+             "sdpa_cudnn": "cuDNN", "sdpa_efficient": "mem.-efficient", "sdpa_masked": "SDPA + mask", "naive": "naive"},
     "gdn": {"naive": "token loop", "recurrent": "recurrent (ours)", "chunk": "chunked (ours)",
             "fla_chunk": "FLA", "fla_recurrent": "FLA recurrent", "flash_qla": "FlashQLA"},
 }
