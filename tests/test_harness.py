@@ -139,6 +139,43 @@ def test_child_process_isolation_records_a_crash(tmp_path):
     assert row["study"] == "crash" and row["times_ms"] == []
 
 
+@pytest.mark.parametrize("impl,status", [("ok", "ok"), ("wrong", "wrong"), ("unsupported", "unsupported"),
+                                         ("oom", "oom"), ("boom", "error")])
+def test_prepare_case_checks_without_timing(impl, status, device):
+    answer = harness.prepare_case(FakeStudy, impl, {"pass": "fwd", "dtype": "float32", "n": 64}, device)
+    assert answer["status"] == status and answer["setup_s"] >= 0
+    assert (answer["error"] is None) == (status == "ok")
+
+
+def test_compile_ahead_prepares_each_case_in_its_own_process(tmp_path):
+    """Every case is prepared once, in a child process (here each leaves a file, as a compiler
+    fills its on-disk cache); a failing or crashing case is an answer, not the end of the pass."""
+    import shutil
+
+    import kernels
+
+    study_dir = os.path.join(os.path.dirname(kernels.__file__), "_ahead_fixture")
+    os.makedirs(study_dir)
+    try:
+        open(os.path.join(study_dir, "__init__.py"), "w").close()
+        with open(os.path.join(study_dir, "study.py"), "w") as f:
+            f.write("import os\nfrom kernels.harness import Unsupported\nSTUDY = 'ahead'\nSHAPE_FIELDS = ('n',)\n"
+                    "def prepare(impl, case, device):\n"
+                    f"    open(os.path.join({str(tmp_path)!r}, f\"{{case['n']}}-{{os.getpid()}}\"), 'w').close()\n"
+                    "    if case['n'] == 2:\n        raise Unsupported('not here')\n"
+                    "    if case['n'] == 3:\n        os._exit(7)\n")
+        cases = [{"pass": "fwd", "dtype": "float32", "n": n} for n in (1, 2, 3, 4)]
+        answers = harness.compile_ahead("_ahead_fixture", "x", cases, workers=2)
+    finally:
+        shutil.rmtree(study_dir)
+    assert [a["status"] for a in answers] == ["ok", "unsupported", "error", "ok"]
+    assert "exited with 7" in answers[2]["error"] and answers[1]["error"] == "Unsupported: not here"
+    assert all(a["workers"] == 2 for a in answers) and answers[0]["setup_s"] >= 0
+    made = sorted(p.name.split("-") for p in tmp_path.iterdir())
+    assert [n for n, _ in made] == ["1", "2", "3", "4"]
+    assert len({pid for _, pid in made}) == 4 and str(os.getpid()) not in {pid for _, pid in made}
+
+
 @pytest.mark.gpu
 def test_cuda_timing_bounds_repetitions():
     x = torch.randn(1 << 20, device="cuda")

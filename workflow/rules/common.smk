@@ -19,6 +19,7 @@ _TOP_KEYS = (
     "quick",
     "studies",
     "timing",
+    "compile_ahead",
     "reproduce",
 )
 _unknown = sorted(set(config) - set(_TOP_KEYS) - _KNOWN_STUDIES)
@@ -53,6 +54,13 @@ if config["timing"]["min_reps"] > config["timing"]["max_reps"]:
         f"config/config.yaml: timing.min_reps ({config['timing']['min_reps']}) is "
         f"above timing.max_reps ({config['timing']['max_reps']})"
     )
+for _study, _impls in config["compile_ahead"]["impls"].items():
+    _unknown = sorted(set(_impls) - set(config.get(_study, {}).get("sweep", {}).get("impls", [])))
+    if _unknown:
+        raise WorkflowError(
+            f"config/config.yaml: compile_ahead.impls.{_study}: {_unknown} not among the "
+            f"implementations of config/studies/{_study}.yaml's sweep"
+        )
 for _study in config["studies"]:
     _file = f"config/studies/{_study}.yaml"
     if _study not in config:
