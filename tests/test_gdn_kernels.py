@@ -234,16 +234,16 @@ def test_l2norm_in_kernel():
 
 
 def test_value_block_fills_sms_and_respects_floor(monkeypatch):
-    from kernels.gdn import _launch
+    from kernels import launch
 
-    monkeypatch.setattr(_launch, "interpreting", lambda: False)
+    monkeypatch.setattr(launch, "interpreting", lambda: False)
     cpu = torch.device("cpu")  # 132 SMs assumed, as on an H200
-    assert _launch.value_block(128, 64, cpu) == 64      # 64 * 128 / 64 = 128 programs >= 132 / 2
-    assert _launch.value_block(128, 32, cpu) == 32      # 128 programs
-    assert _launch.value_block(128, 8, cpu) == 16       # narrowest block for few (sequence, head) pairs
-    assert _launch.value_block(128, 8, cpu, min_block=32) == 32
-    assert _launch.value_block(128, 512, cpu) == 64
-    assert _launch.value_block(16, 8, cpu, min_block=32) == 16
+    assert launch.value_block(128, 64, cpu) == 64      # 64 * 128 / 64 = 128 programs >= 132 / 2
+    assert launch.value_block(128, 32, cpu) == 32      # 128 programs
+    assert launch.value_block(128, 8, cpu) == 16       # narrowest block for few (sequence, head) pairs
+    assert launch.value_block(128, 8, cpu, min_block=32) == 32
+    assert launch.value_block(128, 512, cpu) == 64
+    assert launch.value_block(16, 8, cpu, min_block=32) == 16
 
 
 @pytest.mark.gpu

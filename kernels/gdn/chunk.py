@@ -85,10 +85,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.gdn._launch import value_block
 from kernels.gdn._triton import (_chunk_bounds, _inv_unit_lower16, _kkt_block, _load_rows, _load_t, _mm,
                                  _seq_bounds, _solve_mm, _store_rows)
-from kernels.launch import interpreting, maybe_autotune
+from kernels.launch import interpreting, maybe_autotune, value_block
 from kernels.gdn.validate import cached_per_tensor, check_inputs, checked_offsets, l2norm
 
 CHUNK_SIZE = 64

@@ -76,8 +76,7 @@ import triton
 import triton.language as tl
 from torch.autograd.function import once_differentiable
 
-from kernels.gdn._launch import value_block
-from kernels.launch import interpreting, maybe_autotune
+from kernels.launch import interpreting, maybe_autotune, value_block
 from kernels.gdn._triton import _chunk_bounds, _load_rows, _load_t, _mm, _seq_bounds, _store_rows
 from kernels.gdn.chunk import CHUNK_SIZE, ChunkIntermediates, chunk_gated_delta_rule_fwd
 
