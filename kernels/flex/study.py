@@ -351,8 +351,8 @@ def prepare(impl: str, case: dict, device) -> harness.Prepared:
         want, got, names = (reference.attention_reference(*args, mask_mod, score_mod, head_offset=h - g),), \
             (got[0][:1, hs],), ("out",)
     tol = TOLERANCE[case["dtype"]]
-    extra["rel_err"] = max(correctness.check_close(f"{impl} {name}", x, y, tol if name == "out" else 2 * tol)
-                           for name, x, y in zip(names, got, want))
+    extra["rel_err"] = max(correctness.check_all([(f"{impl} {name}", x, y, tol if name == "out" else 2 * tol)
+                                                  for name, x, y in zip(names, got, want)]))
     del want, got
     if device.type == "cuda":
         torch.cuda.synchronize()

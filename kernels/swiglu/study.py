@@ -44,7 +44,7 @@ tokens*hidden) s``. FLOPs: 0 for the elementwise op (bandwidth-bound);
 ``2 * tokens * gemm_in * 2 * hidden`` for the gemm (activation not counted).
 
 Checks: every output against the fp32 reference (:mod:`kernels.swiglu.reference`)
-on the same seeded inputs, RMSE/RMS below ``TOL[dtype]``; the seed's fp16
+on the same seeded inputs, RMSE/RMS below ``TOLERANCE[dtype]``; the seed's fp16
 output is upcast for the comparison and its dtype recorded (``out_dtype``).
 """
 
@@ -72,7 +72,7 @@ GEMM_IMPLS = frozenset({"gemm_fused", "matmul", "eager"})
 GEMM_ONLY = frozenset({"gemm_fused", "matmul"})
 COMPILE_MODES = {"compile": "max-autotune", "compile_no_cudagraphs": "max-autotune-no-cudagraphs"}
 #: RMSE/RMS tolerance per dtype (a few units of the dtype's rounding).
-TOL = {"bfloat16": 1e-2, "float16": 2e-3, "float32": 1e-5}
+TOLERANCE = {"bfloat16": 1e-2, "float16": 2e-3, "float32": 1e-5}
 #: Tensors moved per element by each pass (reads + writes).
 TENSORS_PER_PASS = {"fwd": 3, "bwd": 5, "fwdbwd": 8}
 SEED = 0
@@ -241,7 +241,7 @@ def _prepare_gemm(impl: str, case: dict, dtype, device) -> harness.Prepared:
     fn = fns[impl]
     out = fn()
     ref = swiglu_reference(*(x.float() @ w.float()).chunk(2, dim=-1))
-    err = correctness.check_close(f"{impl} gemm out", out, ref, TOL[case["dtype"]])
+    err = correctness.check_close(f"{impl} gemm out", out, ref, TOLERANCE[case["dtype"]])
     size = x.element_size()
     return harness.Prepared(fn=fn, bytes=(m * k + k * 2 * n + m * n) * size, flops=2 * m * k * 2 * n,
                             extra={"rel_err": err, "out_dtype": str(out.dtype).replace("torch.", "")})
@@ -281,7 +281,7 @@ def prepare(impl: str, case: dict, device: torch.device) -> harness.Prepared:
     Raises:
         harness.Unsupported: graph launch off CUDA; an impl without this
             pass or series; Liger not installed (ImportError).
-        correctness.Mismatch: output or gradients beyond ``TOL[dtype]``.
+        correctness.Mismatch: output or gradients beyond ``TOLERANCE[dtype]``.
     """
     dtype = getattr(torch, case["dtype"])
     if case["launch"] == "graph" and device.type != "cuda":
@@ -290,7 +290,7 @@ def prepare(impl: str, case: dict, device: torch.device) -> harness.Prepared:
         return _prepare_gemm(impl, case, dtype, device)
     if impl == "copy":
         return _prepare_copy(case, dtype, device)
-    p, tol = case["pass"], TOL[case["dtype"]]
+    p, tol = case["pass"], TOLERANCE[case["dtype"]]
     if p != "fwd" and impl in FWD_ONLY:
         raise harness.Unsupported(f"impl {impl!r} has no backward")
     shape = (case["tokens"], case["hidden"])
@@ -315,8 +315,8 @@ def prepare(impl: str, case: dict, device: torch.device) -> harness.Prepared:
         t0 = time.perf_counter()
         fn, results = _first_call(impl, p, forward, gate, up, d_out)
         setup = time.perf_counter() - t0
-    err = max(correctness.check_close(f"{impl} {name} ({results[name].dtype})", results[name], ref, tol)
-              for name, ref in refs.items())
+    err = max(correctness.check_all([(f"{impl} {name} ({results[name].dtype})", results[name], ref, tol)
+                                     for name, ref in refs.items()]))
     out = results.get("out", results.get("d_gate"))
     extra.update(rel_err=err, out_dtype=str(out.dtype).replace("torch.", ""))
     if impl in COMPILE_MODES:
