@@ -21,8 +21,9 @@ Implementations (``impl``):
 ``naive``           ``softmax(scale·QKᵀ (fp32) + mask) V`` in plain PyTorch with the
                     score_mod applied to the materialised scores: O(N²) memory.
 
-Passes: ``fwd`` (inputs without grad), ``bwd`` (``torch.autograd.grad`` of a
-retained forward graph with a fixed output gradient), ``fwdbwd`` (both).
+Passes (:mod:`kernels.passes`): ``fwd`` (inputs without grad), ``bwd``
+(``torch.autograd.grad`` of a retained forward graph with a fixed output
+gradient), ``fwdbwd`` (both).
 FlexAttention's backward is not implemented on the CPU and the FA2/cuDNN
 backends are CUDA kernels: those cases are ``unsupported`` there.
 
@@ -50,7 +51,7 @@ import itertools
 import statistics
 import time
 
-from kernels import correctness, harness
+from kernels import correctness, harness, passes
 from kernels.flex import density
 
 STUDY = "flex"
@@ -359,12 +360,6 @@ def prepare(impl: str, case: dict, device) -> harness.Prepared:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
 
-    if pas == "fwd":
-        fn = lambda: attn(q, k, v)  # noqa: E731
-    elif pas == "bwd":
-        fn = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)  # noqa: E731
-    else:
-        fn = lambda: torch.autograd.grad(attn(q, k, v), (q, k, v), dout)  # noqa: E731
-    if pas != "bwd":
-        del out
+    fn = passes.timed_pass(pas, lambda: attn(q, k, v), (q, k, v), dout, outputs=out)
+    del out   # kept by the bwd call alone
     return harness.Prepared(fn=fn, bytes=min_bytes(case, dtype.itemsize), flops=flops(case), extra=extra)

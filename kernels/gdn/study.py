@@ -34,9 +34,10 @@ naive (autograd through the float32 token loop, up to
 ``backward.naive_max_seqlen``). The loss is sum(o * do) + sum(final_state *
 dht) with seeded N(0, 1) do and dht. Before timing, every gradient (dq, dk,
 dv, dg, dbeta) is compared with float64 autograd of the chunked reference
-(:func:`kernels.gdn.naive.reference_grads`; RMSE/RMS, of at least ``GRAD_FLOOR``
-in the denominator, <= ``TOLERANCE``: 0.008 for dq, dk, dv, 0.02 for dg, dbeta). Timed: ``bwd``
-= ``torch.autograd.grad`` of (o, final state) with the fixed do, dht on a
+(:func:`kernels.gdn.naive.reference_grads`; RMSE/RMS, the RMS in the
+denominator at least ``GRAD_FLOOR``, <= ``TOLERANCE``: 0.008 for dq, dk, dv,
+0.02 for dg, dbeta). Timed (:mod:`kernels.passes`): ``bwd`` =
+``torch.autograd.grad`` of (o, final state) with the fixed do, dht on a
 graph kept from one forward (``retain_graph=True``), i.e. the backward
 kernels alone; ``fwdbwd`` = forward + that backward.
 
@@ -53,7 +54,7 @@ import os
 import sys
 import time
 
-from kernels import correctness, harness
+from kernels import correctness, harness, passes
 from kernels.gdn.flops import gdn_bwd_bytes, gdn_bwd_flops, gdn_fwd_bytes, gdn_fwd_flops
 
 # FLA's own kernels, not its FlashQLA dispatch (FLA >= 0.5.2 hands chunk_gated_delta_rule to
@@ -349,15 +350,13 @@ def _prepare_bwd(impl: str, case: dict, device) -> harness.Prepared:
 
     def forward():
         o, ht = fn(q, k, v, g, beta, scale=d ** -0.5, **kw)
-        outs = [(o, do)] + ([(ht, dht)] if ht is not None and ht.requires_grad else [])
-        return [x for x, _ in outs], [y for _, y in outs]
-
-    def backward(outs, cots, retain):
-        return torch.autograd.grad(outs, leaves, cots, retain_graph=retain, allow_unused=True)
+        return [o, ht] if ht is not None and ht.requires_grad else [o]
 
     t0 = time.perf_counter()
-    outs, cots = forward()
-    got = backward(outs, cots, True)
+    outs = forward()
+    cots = [do, dht][:len(outs)]
+    backward = passes.timed_pass("bwd", forward, leaves, cots, outputs=outs, allow_unused=True)
+    got = backward()
     _sync(device)
     extra["first_call_s"] = round(time.perf_counter() - t0, 3)
     extra["final_state_grad"] = len(outs) == 2
@@ -373,7 +372,7 @@ def _prepare_bwd(impl: str, case: dict, device) -> harness.Prepared:
                                  floor=GRAD_FLOOR)
     extra.update({f"rel_err_{n}": e for n, e in zip(names, errs)})
     extra["rel_err"] = max(errs)
-    again = backward(outs, cots, True)
+    again = backward()
     extra["deterministic"] = all(torch.equal(a, b) for a, b in zip(got, again))
     del got, again, ref
     tokens = B * T
@@ -381,10 +380,10 @@ def _prepare_bwd(impl: str, case: dict, device) -> harness.Prepared:
     fwdbwd = case["pass"] == "fwdbwd"
     if fwdbwd:
         flops += gdn_fwd_flops(tokens, HV, d, d)
-        del outs, cots
-        call = lambda: backward(*forward(), False)  # noqa: E731
+        del outs, backward   # the checked run's graph, freed before timing
+        call = passes.timed_pass("fwdbwd", forward, leaves, cots, allow_unused=True)
     else:
-        call = lambda: backward(outs, cots, True)  # noqa: E731
+        call = backward
     nbytes = gdn_bwd_bytes(tokens, HV, d, d, case["num_seqs"], elem_bytes=q.element_size(),
                            gate_bytes=g.element_size(), with_forward=fwdbwd, final_state_grad=extra["final_state_grad"],
                            qk_heads=H)

@@ -56,7 +56,7 @@ from contextlib import nullcontext
 
 import torch
 
-from kernels import correctness, harness
+from kernels import correctness, harness, passes
 from kernels.swiglu.reference import swiglu_backward_reference, swiglu_eager, swiglu_reference
 
 STUDY = "swiglu"
@@ -250,29 +250,32 @@ def _prepare_gemm(impl: str, case: dict, dtype, device) -> harness.Prepared:
 def _first_call(impl: str, p: str, forward, gate, up, d_out):
     """Run one pass of an elementwise impl; return (call to time, {output name: tensor}).
 
-    fwd: ``forward(gate, up)``. bwd: our Triton backward kernel, or autograd
-    of ``forward`` on one retained graph (the backward alone). fwdbwd:
-    forward and autograd backward per call. Gradients come from
-    ``torch.autograd.grad`` (no accumulation into ``.grad``).
+    The call is :func:`kernels.passes.timed_pass` of ``forward(gate, up)``
+    (``triton``: of its autograd Function for fwdbwd, of our Triton backward
+    kernel itself for bwd); other impls' backward is autograd of ``forward``.
     """
-    if p == "fwd":
-        return (lambda: forward(gate, up)), {"out": forward(gate, up)}
-    if impl == "triton":
+    if impl == "triton" and p != "fwd":
         from kernels.swiglu.elementwise import swiglu, swiglu_backward
         if p == "bwd":
-            d_gate, d_up = swiglu_backward(d_out, gate, up)
-            return (lambda: swiglu_backward(d_out, gate, up)), {"d_gate": d_gate, "d_up": d_up}
+            call = passes.timed_pass(p, None, backward=lambda: swiglu_backward(d_out, gate, up))
+            d_gate, d_up = call()
+            return call, {"d_gate": d_gate, "d_up": d_up}
         forward = swiglu
+
+    def fwd():
+        return forward(gate, up)
+
+    if p == "fwd":
+        return passes.timed_pass(p, fwd), {"out": fwd()}
     gate.requires_grad_(True)
     up.requires_grad_(True)
-    out = forward(gate, up)
+    out = fwd()
+    call = passes.timed_pass(p, fwd, (gate, up), d_out, outputs=out)
     if p == "bwd":
-        d_gate, d_up = torch.autograd.grad(out, (gate, up), d_out, retain_graph=True)
-        return (lambda: torch.autograd.grad(out, (gate, up), d_out, retain_graph=True)), \
-            {"d_gate": d_gate, "d_up": d_up}
+        d_gate, d_up = call()
+        return call, {"d_gate": d_gate, "d_up": d_up}
     d_gate, d_up = torch.autograd.grad(out, (gate, up), d_out)
-    return (lambda: torch.autograd.grad(forward(gate, up), (gate, up), d_out)), \
-        {"out": out, "d_gate": d_gate, "d_up": d_up}
+    return call, {"out": out, "d_gate": d_gate, "d_up": d_up}
 
 
 def prepare(impl: str, case: dict, device: torch.device) -> harness.Prepared:
