@@ -188,7 +188,7 @@ def test_grid_axes_hold_many_sequences_and_heads(monkeypatch):
     backward and the recurrent kernel keeps axes 1 and 2 within 65535 and axis 0 within
     2^31 - 1. The kernels are replaced by recorders (the interpreter neither enforces the
     limits nor runs 65540 programs cheaply); the GPU test runs them."""
-    from kernels.gdn import chunk, chunk_bwd, recurrent
+    from kernels.gdn import chunk_bwd, chunk_fwd, recurrent
 
     grids = {}
 
@@ -200,7 +200,7 @@ def test_grid_axes_hold_many_sequences_and_heads(monkeypatch):
             grids.setdefault(self.name, []).append(tuple(grid))
             return lambda *args, **kwargs: None
 
-    for mod in (chunk, chunk_bwd, recurrent):
+    for mod in (chunk_fwd, chunk_bwd, recurrent):
         for name in [n for n in vars(mod) if n.startswith("_") and n.endswith("_kernel")]:
             monkeypatch.setattr(mod, name, Recorder(name))
     n = 16385
