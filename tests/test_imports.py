@@ -1,8 +1,10 @@
-"""Every module of ``kernels`` imports, none is part of an import cycle, and the modules
-whose docstrings say they import no torch do not."""
+"""Every module of ``kernels`` imports, none is part of an import cycle, the package's
+docstring names each of its modules, and the modules whose docstrings say they import
+no torch do not."""
 
 import ast
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +79,14 @@ def test_no_import_cycle_among_kernels_modules():
 @pytest.mark.parametrize("module", MODULES)
 def test_every_module_imports(module):
     importlib.import_module(module)
+
+
+def test_the_package_docstring_names_each_module_and_no_other():
+    import kernels
+
+    named = set(re.findall(r"``(\w+)``", kernels.__doc__))
+    top = {m.split(".")[1] for m in MODULES if m != "kernels"}
+    assert named == top, f"named but absent: {sorted(named - top)}; absent from the docstring: {sorted(top - named)}"
 
 
 @pytest.mark.parametrize("module", ["kernels", "kernels.flex", "kernels.flex.density", "kernels.gdn",
