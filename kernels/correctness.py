@@ -44,13 +44,13 @@ def relative_rmse(out, ref, floor: float = 0.0) -> float:
     return err / denominator
 
 
-def check_close(what: str, out, ref, tol: float, floor: float = 0.0) -> float:
-    """Compare ``out`` with ``ref`` by :func:`relative_rmse` (with ``floor``).
+def check_close(what: str, out, ref, tol: float) -> float:
+    """Compare ``out`` with ``ref`` by :func:`relative_rmse`.
 
     Returns the error; raises :class:`Mismatch` naming ``what`` when it is
     above ``tol`` or when ``out`` holds NaN or Inf.
     """
-    return check_all([(what, out, ref, tol)], floor)[0]
+    return check_all([(what, out, ref, tol)])[0]
 
 
 def check_all(checks, floor: float = 0.0) -> list[float]:
