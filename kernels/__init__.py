@@ -3,10 +3,14 @@
 One sub-package per study (``swiglu``, ``flex``, ``gdn``), each holding its
 kernels, the plain-PyTorch reference beside them, the sweep (``study.py``)
 and its figures, tables and quoted numbers (``report.py``). Shared pieces:
-``harness`` (the job runner: prepare, check, time each case), ``timing``
-(device time and latency), ``correctness`` (against the reference),
-``profiling`` (per-kernel times), ``env`` (each row's environment),
-``files`` (atomic writes), ``logs``, ``rows`` (row schemas, case identity),
-``collect`` (tidy tables), ``render`` (figures, LaTeX, macros, PDF),
-``style`` (figures), ``reproduce`` (a second run against the first). Importing this package imports no torch.
+``harness`` (the job runner: prepare, check, time each case), ``passes``
+(the timed call of each pass), ``timing`` (device time and latency),
+``correctness`` (errors against the reference, tolerances), ``launch``
+(Triton launch helpers), ``profiling`` (per-kernel times), ``env`` (each
+row's environment), ``checks`` (checks that stop a run before it can harm
+the data), ``gpulease`` (one GPU per measurement job), ``files`` (atomic
+writes), ``logs``, ``rows`` (row schemas, case identity), ``collect`` (tidy
+tables), ``render`` (figures, LaTeX, macros, PDF), ``style`` (figures),
+``reproduce`` (a second run against the first). Importing this package
+imports no torch.
 """

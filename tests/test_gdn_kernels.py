@@ -188,7 +188,7 @@ def test_grid_axes_hold_many_sequences_and_heads(monkeypatch):
     backward and the recurrent kernel keeps axes 1 and 2 within 65535 and axis 0 within
     2^31 - 1. The kernels are replaced by recorders (the interpreter neither enforces the
     limits nor runs 65540 programs cheaply); the GPU test runs them."""
-    from kernels.gdn import chunk, chunk_bwd, recurrent
+    from kernels.gdn import chunk_bwd, chunk_fwd, recurrent
 
     grids = {}
 
@@ -200,7 +200,7 @@ def test_grid_axes_hold_many_sequences_and_heads(monkeypatch):
             grids.setdefault(self.name, []).append(tuple(grid))
             return lambda *args, **kwargs: None
 
-    for mod in (chunk, chunk_bwd, recurrent):
+    for mod in (chunk_fwd, chunk_bwd, recurrent):
         for name in [n for n in vars(mod) if n.startswith("_") and n.endswith("_kernel")]:
             monkeypatch.setattr(mod, name, Recorder(name))
     n = 16385
@@ -234,16 +234,16 @@ def test_l2norm_in_kernel():
 
 
 def test_value_block_fills_sms_and_respects_floor(monkeypatch):
-    from kernels.gdn import _launch
+    from kernels import launch
 
-    monkeypatch.setattr(_launch, "interpreting", lambda: False)
+    monkeypatch.setattr(launch, "interpreting", lambda: False)
     cpu = torch.device("cpu")  # 132 SMs assumed, as on an H200
-    assert _launch.value_block(128, 64, cpu) == 64      # 64 * 128 / 64 = 128 programs >= 132 / 2
-    assert _launch.value_block(128, 32, cpu) == 32      # 128 programs
-    assert _launch.value_block(128, 8, cpu) == 16       # narrowest block for few (sequence, head) pairs
-    assert _launch.value_block(128, 8, cpu, min_block=32) == 32
-    assert _launch.value_block(128, 512, cpu) == 64
-    assert _launch.value_block(16, 8, cpu, min_block=32) == 16
+    assert launch.value_block(128, 64, cpu) == 64      # 64 * 128 / 64 = 128 programs >= 132 / 2
+    assert launch.value_block(128, 32, cpu) == 32      # 128 programs
+    assert launch.value_block(128, 8, cpu) == 16       # narrowest block for few (sequence, head) pairs
+    assert launch.value_block(128, 8, cpu, min_block=32) == 32
+    assert launch.value_block(128, 512, cpu) == 64
+    assert launch.value_block(16, 8, cpu, min_block=32) == 16
 
 
 @pytest.mark.gpu

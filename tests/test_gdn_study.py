@@ -1,4 +1,4 @@
-"""GDN study cases: passes per impl, the naive loop's limit, per-impl backward shapes."""
+"""GDN study cases: passes per impl, the naive loop's limit, per-impl backward shapes; prepare's checks and timed calls."""
 
 from pathlib import Path
 
@@ -105,3 +105,28 @@ def test_committed_sweep_runs_flash_qla_configurations():
     assert set(gva_shapes(qla, "bwd")) == {(4, 8192, 16, None)} | bwd
     assert len(shapes(cases(sweep, "fla_chunk"), "bwd")) == 4 + 4
     assert not any("value_heads" in c for c in cases(sweep, "naive") + cases(sweep, "recurrent"))
+
+
+@pytest.mark.parametrize("pas", ["fwd", "bwd", "fwdbwd"])
+def test_prepare_checks_and_times_each_pass_of_the_chunked_kernels(pas, device, monkeypatch):
+    """``prepare`` of ``chunk`` (Triton; the interpreter on the CPU): the checked errors are
+    in the row's fields, and the timed call runs the pass (bwd and fwdbwd return the five
+    gradients); an error above its tolerance is a Mismatch naming the output."""
+    from kernels import correctness
+    from kernels.gdn import study
+
+    case = {"pass": pas, "dtype": "float32", "head_dim": 16, "batch": 1, "seqlen": 40, "heads": 1, "num_seqs": 1,
+            "varlen": False}
+    prepared = study.prepare("chunk", case, device)
+    names = ["o"] if pas == "fwd" else ["dq", "dk", "dv", "dg", "dbeta"]
+    errs = [prepared.extra["rel_err" if pas == "fwd" else f"rel_err_{n}"] for n in names]
+    assert prepared.extra["rel_err"] == max(errs) and all(0 < e <= study.TOLERANCE[n] for n, e in zip(names, errs))
+    out = prepared.fn()
+    if pas == "fwd":
+        assert 0 < prepared.extra["rel_err_state"] <= study.TOLERANCE["final_state"]
+        assert out[0].shape == (1, 40, 1, 16) and out[1].shape == (1, 1, 16, 16)
+    else:
+        assert len(out) == 5 and prepared.extra["deterministic"] and prepared.extra["final_state_grad"]
+    monkeypatch.setitem(study.TOLERANCE, names[-1], 0.0)
+    with pytest.raises(correctness.Mismatch, match=f"^chunk {names[-1]}: RMSE/RMS .* above tolerance 0$"):
+        study.prepare("chunk", case, device)

@@ -82,6 +82,22 @@ def test_relative_rmse():
         correctness.relative_rmse(torch.ones(3), torch.ones(4))
     with pytest.raises(correctness.Mismatch, match="o_final: RMSE/RMS"):
         correctness.check_close("o_final", ref * 2, ref, 0.01)
+    zero = torch.zeros(100, dtype=torch.float64)
+    assert correctness.relative_rmse(zero + 1e-3, zero) == pytest.approx(1e-3)       # RMS 0: the RMSE itself
+    assert correctness.relative_rmse(zero + 1e-3, zero + 1e-9, floor=1e-6) == pytest.approx(1e3)  # noise floor
+    assert correctness.relative_rmse(ref * 1.01, ref, floor=1e-6) == pytest.approx(0.01)  # above the floor
+    assert correctness.relative_rmse(torch.ones(0, 3), torch.ones(0, 3)) == 0.0
+
+
+def test_check_all_names_every_failed_check_and_returns_every_error():
+    ref = torch.ones(100, dtype=torch.float64)
+    checks = [("a", ref * 1.001, ref, 0.01), ("b", ref * 1.1, ref, 0.01), ("c", ref * 3, ref, 0.5)]
+    assert correctness.check_all(checks[:1]) == [pytest.approx(0.001)]
+    with pytest.raises(correctness.Mismatch) as err:
+        correctness.check_all(checks)
+    assert str(err.value) == "b: RMSE/RMS 0.1 above tolerance 0.01; c: RMSE/RMS 2 above tolerance 0.5"
+    with pytest.raises(correctness.Mismatch, match="^a: RMSE/RMS 1e\\+03 above tolerance 1$"):
+        correctness.check_all([("a", ref * 1e-3, ref * 1e-9, 1.0)], floor=1e-6)
 
 
 def test_write_jsonl_is_atomic(tmp_path, monkeypatch):

@@ -78,7 +78,7 @@ def test_prepare_elementwise(impl, p, device):
         pytest.importorskip("liger_kernel")
     prepared = study.prepare(impl, _case(p), device)
     assert prepared.bytes == study.TENSORS_PER_PASS[p] * 4 * 96 * 2
-    assert prepared.flops == 0 and prepared.extra["rel_err"] < study.TOL["bfloat16"]
+    assert prepared.flops == 0 and prepared.extra["rel_err"] < study.TOLERANCE["bfloat16"]
     prepared.fn()
 
 

@@ -21,8 +21,9 @@ Implementations (``impl``):
 ``naive``           ``softmax(scale·QKᵀ (fp32) + mask) V`` in plain PyTorch with the
                     score_mod applied to the materialised scores: O(N²) memory.
 
-Passes: ``fwd`` (inputs without grad), ``bwd`` (``torch.autograd.grad`` of a
-retained forward graph with a fixed output gradient), ``fwdbwd`` (both).
+Passes (:mod:`kernels.passes`): ``fwd`` (inputs without grad), ``bwd``
+(``torch.autograd.grad`` of a retained forward graph with a fixed output
+gradient), ``fwdbwd`` (both).
 FlexAttention's backward is not implemented on the CPU and the FA2/cuDNN
 backends are CUDA kernels: those cases are ``unsupported`` there.
 
@@ -50,7 +51,7 @@ import itertools
 import statistics
 import time
 
-from kernels import correctness, harness
+from kernels import correctness, harness, passes
 from kernels.flex import density
 
 STUDY = "flex"
@@ -351,20 +352,14 @@ def prepare(impl: str, case: dict, device) -> harness.Prepared:
         want, got, names = (reference.attention_reference(*args, mask_mod, score_mod, head_offset=h - g),), \
             (got[0][:1, hs],), ("out",)
     tol = TOLERANCE[case["dtype"]]
-    extra["rel_err"] = max(correctness.check_close(f"{impl} {name}", x, y, tol if name == "out" else 2 * tol)
-                           for name, x, y in zip(names, got, want))
+    extra["rel_err"] = max(correctness.check_all([(f"{impl} {name}", x, y, tol if name == "out" else 2 * tol)
+                                                  for name, x, y in zip(names, got, want)]))
     del want, got
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
 
-    if pas == "fwd":
-        fn = lambda: attn(q, k, v)  # noqa: E731
-    elif pas == "bwd":
-        fn = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)  # noqa: E731
-    else:
-        fn = lambda: torch.autograd.grad(attn(q, k, v), (q, k, v), dout)  # noqa: E731
-    if pas != "bwd":
-        del out
+    fn = passes.timed_pass(pas, lambda: attn(q, k, v), (q, k, v), dout, outputs=out)
+    del out   # kept by the bwd call alone
     return harness.Prepared(fn=fn, bytes=min_bytes(case, dtype.itemsize), flops=flops(case), extra=extra)

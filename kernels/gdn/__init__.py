@@ -2,9 +2,11 @@
 
 ``naive`` holds the plain-PyTorch references (token loop and chunked form,
 and their autograd gradients), ``recurrent`` the fused recurrent Triton
-kernel, ``chunk`` the chunked Triton forward, ``chunk_bwd`` its Triton
-backward and autograd Function, ``flops`` the work and traffic counts, ``study``/``report`` the
-measurement sweep and its figures. The recurrence is the gated delta rule of
+kernel, ``chunk`` the chunked op (public function, autograd Function, the
+forward and backward that run the kernels of ``chunk_fwd`` and ``chunk_bwd``),
+``_triton`` their device functions, ``constants`` the chunk size, ``validate``
+the input checks, ``flops`` the work and traffic counts, ``study``/``report``
+the measurement sweep and its figures. The recurrence is the gated delta rule of
 Yang et al. ("Gated Delta Networks",
 ICLR 2025; layout and argument order of flash-linear-attention).
 """

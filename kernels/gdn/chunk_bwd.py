@@ -1,9 +1,10 @@
-"""Chunked gated delta rule backward in Triton (chunk C = 64) and its autograd Function.
+"""Triton kernels of the chunked gated delta rule backward and their launches.
 
-Per chunk (notation of :mod:`kernels.gdn.chunk`: gamma = in-chunk cumulative
-sum of g, Gamma_rs = exp(gamma_r - gamma_s), T = (I + A)^-1, W = T Kb with
-Kb = diag(beta e^gamma) K, U = T Vb with Vb = diag(beta) V, S = state entering
-the chunk, S' = state leaving it), the forward computes
+Notation of :mod:`kernels.gdn.chunk`, which runs these kernels in order
+(:func:`kernels.gdn.chunk.chunk_gated_delta_rule_bwd`): gamma = in-chunk
+cumulative sum of g, Gamma_rs = exp(gamma_r - gamma_s), T = (I + A)^-1,
+W = T Kb with Kb = diag(beta e^gamma) K, U = T Vb with Vb = diag(beta) V,
+S = state entering the chunk, S' = state leaving it. Per chunk the forward computes
 
     V_new = U - W S
     O     = Qg S + Aqk V_new,        Qg = scale diag(e^gamma) Q,  Aqk = scale (Q K^T * Gamma) lower incl.
@@ -60,26 +61,17 @@ transposed, instead of ``tl.trans``: Triton 3.4-3.6 on Hopper miscompiles
 640, fixed there the same way). No atomics: every output element is written
 by exactly one program, so gradients are bitwise reproducible.
 
-The forward of the autograd Function keeps its intermediates
-(:class:`kernels.gdn.chunk.ChunkIntermediates`): gamma and T in float32, the
-chunk states and V_new in float16 with float16 products (every later use is a
-float16-operand product, or S * dS' upcast), else float32: with p bytes per
-kept element, (C + 1) * 4 + V * p bytes per token and head plus K * V * p per
-chunk and head. The backward adds W (K * 4 bytes per token and head), the
-scratch (2C * p), dV_new (V * p) and dS' (K * V * p per chunk and head).
+Each launch function takes the kernel's arguments (``meta``: the constexprs
+H, HV, K, V, BT, IS_VARLEN, UPCAST, DD) and sets its grid and block sizes.
 """
 
 from __future__ import annotations
 
-import torch
 import triton
 import triton.language as tl
-from torch.autograd.function import once_differentiable
 
-from kernels.gdn._launch import value_block
-from kernels.launch import interpreting, maybe_autotune
 from kernels.gdn._triton import _chunk_bounds, _load_rows, _load_t, _mm, _seq_bounds, _store_rows
-from kernels.gdn.chunk import CHUNK_SIZE, ChunkIntermediates, chunk_gated_delta_rule_fwd
+from kernels.launch import maybe_autotune, value_block
 
 _WU_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (4, 8)]
 _DH_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (2, 3)]
@@ -320,108 +312,49 @@ def _chunk_bwd_gate_kernel(db3, dgam3, db4, dgam4, dg, dbeta, cu_seqlens, chunk_
     tl.store(dbeta + rt * HV + i_h, b_db, mask=mt)
 
 
-def chunk_gated_delta_rule_bwd(q, k, v, beta, scale, initial_state, cu_seqlens, inter, do, dht):
-    """Gradients of the chunked forward from its saved intermediates.
+def chunk_wu_bwd(q, k, gamma, beta, tmat, do, w, dvn, cu_seqlens, chunk_indices, scale, T, NT, *, num_chunks,
+                 **meta):
+    """Launch step 1, ``_chunk_wu_kernel``, on (chunks, value heads): writes ``w`` and Aqk^T dO into ``dvn``."""
+    _chunk_wu_kernel[(num_chunks, meta["HV"])](q, k, gamma, beta, tmat, do, w, dvn, cu_seqlens, chunk_indices,
+                                               scale, T, NT, **meta)
 
-    Args:
-        q, k, v, beta, scale, initial_state, cu_seqlens: the validated,
-            contiguous forward inputs (q/k already normalised; q, k
-            ``[B, T, H, K]``, v ``[B, T, HV, V]``).
-        inter: :class:`kernels.gdn.chunk.ChunkIntermediates` of the forward run
-            with ``store_chunk_states=True`` (gamma replaces g; its chunk tables
-            are reused; the products take the operand dtype its states were kept in).
-        do: ``[B, T, HV, V]`` gradient of the output (v's dtype or any float).
-        dht: ``[N, HV, K, V]`` gradient of the final state, or None (zero).
-    Returns:
-        ``(dq, dk, dv, dg, dbeta, dh0)``: dq, dk ``[B, T, H, K]`` in q's dtype
-        (with HV > H each the sum over the value heads that read its key head,
-        formed in float32), dv in v's, dg and dbeta float32 ``[B, T, HV]``,
-        dh0 float32 ``[N, HV, K, V]`` or None without an initial state.
-    Raises:
-        ValueError: ``inter`` lacks T (a forward run without ``store_chunk_states``).
-    """
-    if inter.tmat is None:
-        raise ValueError("inter has no T: run chunk_gated_delta_rule_fwd with store_chunk_states=True")
-    B, T, H, K = q.shape
-    HV, V = v.shape[2], v.shape[3]
-    N = B if cu_seqlens is None else cu_seqlens.numel() - 1
-    dev, C = q.device, CHUNK_SIZE
-    indices, offsets, NC = inter.chunk_indices, inter.chunk_offsets, inter.h.shape[0]
-    do = do.to(v.dtype).contiguous()
-    if HV == H:
-        dq, dk = torch.empty_like(q), torch.empty_like(k)
-    else:   # one share per value head, summed over each key head's group below
-        dq, dk = (torch.empty(B, T, HV, K, dtype=torch.float32, device=dev) for _ in range(2))
-    dv = torch.empty_like(v)
-    dg = torch.empty(B, T, HV, dtype=torch.float32, device=dev)
-    dbeta = torch.empty(B, T, HV, dtype=torch.float32, device=dev)
-    dh0 = torch.empty(N, HV, K, V, dtype=torch.float32, device=dev) if initial_state is not None else None
-    if NC == 0:
-        if dh0 is not None:
-            dh0.copy_(dht) if dht is not None else dh0.zero_()
-        return torch.zeros_like(q), torch.zeros_like(k), dv, dg, dbeta, dh0
-    dh = torch.empty(NC, HV, K, V, dtype=inter.h.dtype, device=dev)      # read only by products (and S * dS')
-    dvn = torch.empty(B * T, HV, V, dtype=inter.h.dtype, device=dev)
-    w = torch.empty(B * T, HV, K, dtype=torch.float32, device=dev)
-    scratch = torch.empty(NC, HV, 2, C, C, dtype=inter.h.dtype, device=dev)   # read only by products
-    BK = min(K, 64)
-    db3, dgam3 = (torch.empty(B * T, HV, dtype=torch.float32, device=dev) for _ in range(2))
-    db4, dgam4 = (torch.empty(B * T, HV, K // BK, dtype=torch.float32, device=dev) for _ in range(2))
-    dummy = inter.gamma
-    varlen = cu_seqlens is not None
-    cu = cu_seqlens if varlen else dummy
-    idx = indices if varlen else dummy
-    NT = triton.cdiv(T, C)
-    DD = tl.float16 if inter.h.dtype == torch.float16 else tl.float32   # the forward's product_dtype
-    meta = dict(H=H, HV=HV, K=K, V=V, BT=C, IS_VARLEN=varlen, UPCAST=interpreting(), DD=DD)
-    _chunk_wu_kernel[(NC, HV)](q, k, inter.gamma, beta, inter.tmat, do, w, dvn, cu, idx, scale, T, NT, **meta)
+
+def chunk_dh_bwd(q, k, gamma, w, do, dht, dh0, dh, dvn, cu_seqlens, chunk_offsets, scale, T, *, num_seqs, use_dht,
+                 store_dh0, **meta):
+    """Launch step 2, ``_chunk_dh_kernel``, on (sequence, value head, value block): writes ``dh``,
+    completes ``dvn`` and, with ``store_dh0``, the initial state's gradient; reads ``dht`` with
+    ``use_dht`` (``dht``/``dh0`` otherwise placeholders)."""
+    V, HV = meta["V"], meta["HV"]
     # BV >= 32: at BV = 16 Triton 3.6 on the H200 compiles _chunk_dh_kernel into an
     # out-of-bounds shared-memory read (compute-sanitizer: "Invalid __shared__ read"
     # in the dot of _mm; illegal memory access for every N*H < 33 with V = 128)
-    BV = value_block(V, N * HV, dev, min_block=32)
-    _chunk_dh_kernel[(V // BV * N * HV,)](
-        q, k, inter.gamma, w, do, dht.contiguous() if dht is not None else dummy,
-        dh0 if dh0 is not None else dummy, dh, dvn, cu, offsets, scale, T,
-        BV=BV, USE_DHT=dht is not None, STORE_DH0=dh0 is not None, **meta)
-    _chunk_bwd_wy_kernel[(NC, HV)](
-        q, k, v, inter.gamma, beta, inter.tmat, inter.v_new, dvn, do, dv, db3, dgam3, scratch, cu, idx, scale, T, NT,
-        BV=min(V, 32), **meta)
-    _chunk_bwd_dqk_kernel[(K // BK * NC, HV)](
-        q, k, inter.gamma, beta, inter.tmat, inter.h, inter.v_new, dh, dvn, do, scratch, dq, dk, db4, dgam4,
-        cu, idx, scale, T, NT, BK=BK, BV=min(V, 32), **meta)
-    _chunk_bwd_gate_kernel[(NC, HV)](db3, dgam3, db4, dgam4, dg, dbeta, cu, idx, T, NT, HV=HV, BT=C, NK=K // BK,
-                                     IS_VARLEN=varlen)
-    if HV != H:
-        dq, dk = (x.view(B, T, H, HV // H, K).sum(3).to(q.dtype) for x in (dq, dk))
-    return dq, dk, dv, dg, dbeta, dh0
+    BV = value_block(V, num_seqs * HV, k.device, min_block=32)
+    _chunk_dh_kernel[(V // BV * num_seqs * HV,)](
+        q, k, gamma, w, do, dht, dh0, dh, dvn, cu_seqlens, chunk_offsets, scale, T,
+        BV=BV, USE_DHT=use_dht, STORE_DH0=store_dh0, **meta)
 
 
-class ChunkGatedDeltaRuleFunction(torch.autograd.Function):
-    """Autograd Function of the chunked gated delta rule (Triton forward and backward).
+def chunk_wy_bwd(q, k, v, gamma, beta, tmat, v_new, dvn, do, dv, db_part, dgam_part, scratch, cu_seqlens,
+                 chunk_indices, scale, T, NT, *, num_chunks, **meta):
+    """Launch step 3, ``_chunk_bwd_wy_kernel``, on (chunks, value heads), 32 value columns at a
+    time: writes ``dv``, ``scratch`` (Ms and B) and step 3's dbeta and dgamma terms."""
+    _chunk_bwd_wy_kernel[(num_chunks, meta["HV"])](
+        q, k, v, gamma, beta, tmat, v_new, dvn, do, dv, db_part, dgam_part, scratch, cu_seqlens, chunk_indices,
+        scale, T, NT, BV=min(meta["V"], 32), **meta)
 
-    ``apply(q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens)``
-    with validated, contiguous inputs (g float32, ``scale`` a float) returns
-    ``(o, final_state or None)``; gradients flow to q, k, v, g, beta and
-    initial_state. The forward saves its per-chunk intermediates (see the
-    module docstring); the backward is :func:`chunk_gated_delta_rule_bwd`.
-    """
 
-    @staticmethod
-    def forward(ctx, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens):
-        o, ht, inter = chunk_gated_delta_rule_fwd(q, k, v, g, beta, scale, initial_state, output_final_state,
-                                                  cu_seqlens, store_chunk_states=True)
-        ctx.save_for_backward(q, k, v, beta, initial_state, cu_seqlens, inter.gamma, inter.tmat, inter.h,
-                              inter.v_new, inter.chunk_offsets, inter.chunk_indices)
-        ctx.scale = scale
-        ctx.set_materialize_grads(False)
-        return o, ht
+def chunk_dqk_bwd(q, k, gamma, beta, tmat, h, v_new, dh, dvn, do, scratch, dq, dk, db_part, dgam_part, cu_seqlens,
+                  chunk_indices, scale, T, NT, *, num_chunks, BK, **meta):
+    """Launch step 4, ``_chunk_bwd_dqk_kernel``, on (chunk x key block of ``BK`` columns, value
+    heads), 32 value columns at a time: writes ``dq``, ``dk`` and each key block's dbeta and
+    dgamma terms."""
+    _chunk_bwd_dqk_kernel[(meta["K"] // BK * num_chunks, meta["HV"])](
+        q, k, gamma, beta, tmat, h, v_new, dh, dvn, do, scratch, dq, dk, db_part, dgam_part,
+        cu_seqlens, chunk_indices, scale, T, NT, BK=BK, BV=min(meta["V"], 32), **meta)
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, do, dht):
-        q, k, v, beta, h0, cu, gamma, tmat, h, v_new, offsets, indices = ctx.saved_tensors
-        if do is None:
-            do = torch.zeros_like(v)
-        inter = ChunkIntermediates(gamma, tmat, h, v_new, offsets, indices)
-        dq, dk, dv, dg, dbeta, dh0 = chunk_gated_delta_rule_bwd(q, k, v, beta, ctx.scale, h0, cu, inter, do, dht)
-        return dq, dk, dv, dg, dbeta.to(beta.dtype), None, dh0, None, None
+
+def chunk_gate_bwd(db3, dgam3, db4, dgam4, dg, dbeta, cu_seqlens, chunk_indices, T, NT, *, num_chunks, HV, BT, NK,
+                   IS_VARLEN):
+    """Launch step 5, ``_chunk_bwd_gate_kernel``, on (chunks, value heads): writes ``dg`` and ``dbeta``."""
+    _chunk_bwd_gate_kernel[(num_chunks, HV)](db3, dgam3, db4, dgam4, dg, dbeta, cu_seqlens, chunk_indices, T, NT,
+                                             HV=HV, BT=BT, NK=NK, IS_VARLEN=IS_VARLEN)

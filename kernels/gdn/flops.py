@@ -22,7 +22,7 @@ q and k (and dq, dk) move once per key head, everything else per value head.
 
 from __future__ import annotations
 
-CHUNK_SIZE = 64
+from kernels.gdn.constants import CHUNK_SIZE
 
 
 def gdn_fwd_flops(tokens: int, heads: int, head_dim_k: int, head_dim_v: int, chunk: int = CHUNK_SIZE) -> int:

@@ -162,25 +162,6 @@ def naive_chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=Non
     return o.reshape(B, T, H, V).to(v.dtype), final
 
 
-GRAD_TOL = {"dq": 0.008, "dk": 0.008, "dv": 0.008, "dh0": 0.008, "dg": 0.02, "dbeta": 0.02}
-"""Gradient tolerances on :func:`grad_error` (flash-linear-attention's test ratios)."""
-GRAD_FLOOR = 1e-6
-"""RMS below which a reference gradient counts as zero (strong gates make dg and the
-initial state's gradient ~1e-16, float64 rounding noise): the error is then relative to it."""
-
-
-def grad_error(out, ref) -> float:
-    """RMSE(out, ref) / max(RMS(ref), GRAD_FLOOR) in float64; ``inf`` when out holds NaN/Inf."""
-    o = out.detach().to(torch.float64)
-    r = ref.detach().to(device=o.device, dtype=torch.float64)
-    if o.shape != r.shape:
-        raise ValueError(f"gradient shape {tuple(o.shape)} differs from the reference's {tuple(r.shape)}")
-    if not torch.isfinite(o).all():
-        return float("inf")
-    rms = r.pow(2).mean().sqrt().item() if r.numel() else 0.0
-    return (o - r).pow(2).mean().sqrt().item() / max(rms, GRAD_FLOOR) if r.numel() else 0.0
-
-
 def reference_grads(q, k, v, g, beta, do, dht=None, scale=None, initial_state=None, cu_seqlens=None,
                     fn=naive_chunk_gated_delta_rule, acc_dtype=torch.float64):
     """Gradients of ``sum(o * do) + sum(final_state * dht)`` by autograd through a reference.

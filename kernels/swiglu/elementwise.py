@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 import triton.testing
 
-from kernels.launch import interpreting
+from kernels.launch import TunedPicks, interpreting, sm_count
 
 #: dtypes the kernels accept; math is fp32 whatever the storage dtype.
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -106,7 +106,7 @@ def busy_configs(configs: list, size_class: int, n_sms: int) -> list:
 
 
 def _prune(configs, named_args, **kwargs):
-    n_sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    n_sms = sm_count(torch.device("cuda", torch.cuda.current_device()))
     return busy_configs(configs, named_args["size_class"], n_sms)
 
 
@@ -182,37 +182,34 @@ def _layout(*rows2d: torch.Tensor):
     return n_rows, n_cols, [r.stride(0) for r in rows2d], n_cols
 
 
-#: (kernel, size class, column class, dtype) -> (BLOCK_SIZE, num_warps) the
-#: autotuner chose; later launches of that class skip the autotuner's dispatch.
-_TUNED_PICKS: dict = {}
-#: kernel -> the configuration of its last autotuned launch (see :func:`last_tuned`).
-_LAST_PICK: dict = {}
+#: (BLOCK_SIZE, num_warps) the autotuner chose per kernel and (size class, column class,
+#: dtype); later launches of that class skip the autotuner's dispatch.
+_PICKS = TunedPicks()
 
 
 def clear_last_tuned() -> None:
     """Forget the last autotuned launches, so that :func:`last_tuned` names only later ones."""
-    _LAST_PICK.clear()
+    _PICKS.clear_last()
 
 
 def last_tuned() -> dict[str, tuple[int, int]]:
     """``{"fwd"|"bwd": (BLOCK_SIZE, num_warps)}`` of the last autotuned launch of each kernel."""
     names = {_swiglu_fwd_kernel: "fwd", _swiglu_bwd_kernel: "bwd"}
-    return {names[k]: v for k, v in _LAST_PICK.items()}
+    return {names[k]: v for k, v in _PICKS.last().items()}
 
 
 def _launch(tuned, kernel, config, n_rows, n_cols, args, strides):
     size_class = (n_rows * n_cols).bit_length()
     col_class = 0 if n_rows == 1 else n_cols.bit_length()
     if config is None and tuned is not None:
-        key = (kernel, size_class, col_class, args[0].dtype)
-        config = _TUNED_PICKS.get(key)
+        key = (size_class, col_class, args[0].dtype)
+        config = _PICKS.get(kernel, key)
         if config is None:
             grid = lambda meta: (n_rows * triton.cdiv(n_cols, meta["BLOCK_SIZE"]),)  # noqa: E731
             tuned[grid](*args, n_cols, *strides, size_class, col_class)
             best = tuned.best_config
-            _TUNED_PICKS[key] = _LAST_PICK[kernel] = (best.kwargs["BLOCK_SIZE"], best.num_warps)
+            _PICKS.put(kernel, key, (best.kwargs["BLOCK_SIZE"], best.num_warps))
             return
-        _LAST_PICK[kernel] = config
     block, warps = config or INTERPRET_CONFIG
     kernel[(n_rows * triton.cdiv(n_cols, block),)](*args, n_cols, *strides, size_class, col_class,
                                                   BLOCK_SIZE=block, num_warps=warps)

@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.launch import interpreting
+from kernels.launch import interpreting, sm_count
 from kernels.swiglu.elementwise import as_rows, check_operands, swiglu_forward
 
 #: Gate (and up) columns per block of the packed weight; the kernel's BLOCK_N.
@@ -177,8 +177,7 @@ def swiglu_gemm(x: torch.Tensor, w: GateUpWeight) -> torch.Tensor:
     out = torch.empty((M, row), dtype=x.dtype, device=x.device)[:, :N]
     if M and N:
         triton.set_allocator(lambda nbytes, alignment, stream: torch.empty(nbytes, dtype=torch.int8, device=x.device))
-        programs = (INTERPRET_PROGRAMS if interpreting()
-                    else torch.cuda.get_device_properties(x.device).multi_processor_count)
+        programs = INTERPRET_PROGRAMS if interpreting() else sm_count(x.device)
         args = (x2, w.weight, out, M, N, w.weight.shape[1] // 2, K, x2.stride(0), w.weight.stride(0),
                 out.stride(0), programs)
         if _GEMM_TUNED is not None:

@@ -44,7 +44,7 @@ tokens*hidden) s``. FLOPs: 0 for the elementwise op (bandwidth-bound);
 ``2 * tokens * gemm_in * 2 * hidden`` for the gemm (activation not counted).
 
 Checks: every output against the fp32 reference (:mod:`kernels.swiglu.reference`)
-on the same seeded inputs, RMSE/RMS below ``TOL[dtype]``; the seed's fp16
+on the same seeded inputs, RMSE/RMS below ``TOLERANCE[dtype]``; the seed's fp16
 output is upcast for the comparison and its dtype recorded (``out_dtype``).
 """
 
@@ -56,7 +56,7 @@ from contextlib import nullcontext
 
 import torch
 
-from kernels import correctness, harness
+from kernels import correctness, harness, passes
 from kernels.swiglu.reference import swiglu_backward_reference, swiglu_eager, swiglu_reference
 
 STUDY = "swiglu"
@@ -72,7 +72,7 @@ GEMM_IMPLS = frozenset({"gemm_fused", "matmul", "eager"})
 GEMM_ONLY = frozenset({"gemm_fused", "matmul"})
 COMPILE_MODES = {"compile": "max-autotune", "compile_no_cudagraphs": "max-autotune-no-cudagraphs"}
 #: RMSE/RMS tolerance per dtype (a few units of the dtype's rounding).
-TOL = {"bfloat16": 1e-2, "float16": 2e-3, "float32": 1e-5}
+TOLERANCE = {"bfloat16": 1e-2, "float16": 2e-3, "float32": 1e-5}
 #: Tensors moved per element by each pass (reads + writes).
 TENSORS_PER_PASS = {"fwd": 3, "bwd": 5, "fwdbwd": 8}
 SEED = 0
@@ -241,7 +241,7 @@ def _prepare_gemm(impl: str, case: dict, dtype, device) -> harness.Prepared:
     fn = fns[impl]
     out = fn()
     ref = swiglu_reference(*(x.float() @ w.float()).chunk(2, dim=-1))
-    err = correctness.check_close(f"{impl} gemm out", out, ref, TOL[case["dtype"]])
+    err = correctness.check_close(f"{impl} gemm out", out, ref, TOLERANCE[case["dtype"]])
     size = x.element_size()
     return harness.Prepared(fn=fn, bytes=(m * k + k * 2 * n + m * n) * size, flops=2 * m * k * 2 * n,
                             extra={"rel_err": err, "out_dtype": str(out.dtype).replace("torch.", "")})
@@ -250,29 +250,32 @@ def _prepare_gemm(impl: str, case: dict, dtype, device) -> harness.Prepared:
 def _first_call(impl: str, p: str, forward, gate, up, d_out):
     """Run one pass of an elementwise impl; return (call to time, {output name: tensor}).
 
-    fwd: ``forward(gate, up)``. bwd: our Triton backward kernel, or autograd
-    of ``forward`` on one retained graph (the backward alone). fwdbwd:
-    forward and autograd backward per call. Gradients come from
-    ``torch.autograd.grad`` (no accumulation into ``.grad``).
+    The call is :func:`kernels.passes.timed_pass` of ``forward(gate, up)``
+    (``triton``: of its autograd Function for fwdbwd, of our Triton backward
+    kernel itself for bwd); other impls' backward is autograd of ``forward``.
     """
-    if p == "fwd":
-        return (lambda: forward(gate, up)), {"out": forward(gate, up)}
-    if impl == "triton":
+    if impl == "triton" and p != "fwd":
         from kernels.swiglu.elementwise import swiglu, swiglu_backward
         if p == "bwd":
-            d_gate, d_up = swiglu_backward(d_out, gate, up)
-            return (lambda: swiglu_backward(d_out, gate, up)), {"d_gate": d_gate, "d_up": d_up}
+            call = passes.timed_pass(p, None, backward=lambda: swiglu_backward(d_out, gate, up))
+            d_gate, d_up = call()
+            return call, {"d_gate": d_gate, "d_up": d_up}
         forward = swiglu
+
+    def fwd():
+        return forward(gate, up)
+
+    if p == "fwd":
+        return passes.timed_pass(p, fwd), {"out": fwd()}
     gate.requires_grad_(True)
     up.requires_grad_(True)
-    out = forward(gate, up)
+    out = fwd()
+    call = passes.timed_pass(p, fwd, (gate, up), d_out, outputs=out)
     if p == "bwd":
-        d_gate, d_up = torch.autograd.grad(out, (gate, up), d_out, retain_graph=True)
-        return (lambda: torch.autograd.grad(out, (gate, up), d_out, retain_graph=True)), \
-            {"d_gate": d_gate, "d_up": d_up}
+        d_gate, d_up = call()
+        return call, {"d_gate": d_gate, "d_up": d_up}
     d_gate, d_up = torch.autograd.grad(out, (gate, up), d_out)
-    return (lambda: torch.autograd.grad(forward(gate, up), (gate, up), d_out)), \
-        {"out": out, "d_gate": d_gate, "d_up": d_up}
+    return call, {"out": out, "d_gate": d_gate, "d_up": d_up}
 
 
 def prepare(impl: str, case: dict, device: torch.device) -> harness.Prepared:
@@ -281,7 +284,7 @@ def prepare(impl: str, case: dict, device: torch.device) -> harness.Prepared:
     Raises:
         harness.Unsupported: graph launch off CUDA; an impl without this
             pass or series; Liger not installed (ImportError).
-        correctness.Mismatch: output or gradients beyond ``TOL[dtype]``.
+        correctness.Mismatch: output or gradients beyond ``TOLERANCE[dtype]``.
     """
     dtype = getattr(torch, case["dtype"])
     if case["launch"] == "graph" and device.type != "cuda":
@@ -290,7 +293,7 @@ def prepare(impl: str, case: dict, device: torch.device) -> harness.Prepared:
         return _prepare_gemm(impl, case, dtype, device)
     if impl == "copy":
         return _prepare_copy(case, dtype, device)
-    p, tol = case["pass"], TOL[case["dtype"]]
+    p, tol = case["pass"], TOLERANCE[case["dtype"]]
     if p != "fwd" and impl in FWD_ONLY:
         raise harness.Unsupported(f"impl {impl!r} has no backward")
     shape = (case["tokens"], case["hidden"])
@@ -315,8 +318,8 @@ def prepare(impl: str, case: dict, device: torch.device) -> harness.Prepared:
         t0 = time.perf_counter()
         fn, results = _first_call(impl, p, forward, gate, up, d_out)
         setup = time.perf_counter() - t0
-    err = max(correctness.check_close(f"{impl} {name} ({results[name].dtype})", results[name], ref, tol)
-              for name, ref in refs.items())
+    err = max(correctness.check_all([(f"{impl} {name} ({results[name].dtype})", results[name], ref, tol)
+                                     for name, ref in refs.items()]))
     out = results.get("out", results.get("d_gate"))
     extra.update(rel_err=err, out_dtype=str(out.dtype).replace("torch.", ""))
     if impl in COMPILE_MODES:
