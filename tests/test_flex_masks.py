@@ -174,3 +174,22 @@ def test_backward_matches_float64_gpu(mask, score_mod):
     want = reference.attention_reference_grads(q, k, v, dout, mask_mod, smod)
     for name, x, y in zip(("out", "dq", "dk", "dv"), got, want):
         correctness.check_close(name, x, y, 0.02 if name == "out" else 0.04)
+
+
+@pytest.mark.parametrize("knobs", KNOBS)
+def test_inline_knobs_give_the_same_mods_as_captured_tensors(knobs):
+    """``inline`` (FlexAttention's FLASH backend) bakes the scalar knobs in as Python numbers; the
+    masks and score mods it gives are the tensor-captured ones, on every (q, kv) of a dense grid."""
+    q_idx, kv_idx = torch.arange(N).view(-1, 1), torch.arange(N).view(1, -1)
+    b, h = torch.tensor(0), torch.arange(H).view(-1, 1, 1)
+    score = torch.randn(H, N, N, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    for mask, smod in FAMILIES:
+        tensor_mask = masks.mask_mod_for(mask, N, **knobs)
+        inline_mask = masks.mask_mod_for(mask, N, inline=True, **knobs)
+        assert torch.equal(tensor_mask(b, h, q_idx, kv_idx), inline_mask(b, h, q_idx, kv_idx)), mask
+        tensor_score, inline_score = (score_mods.score_mod_for(smod, H, inline=i) for i in (False, True))
+        if smod != "none":
+            assert torch.allclose(tensor_score(score, b, h, q_idx, kv_idx), inline_score(score, b, h, q_idx, kv_idx),
+                                  rtol=1e-6), smod
+    assert type(masks._knob("window", knobs["window"], None, 1, inline=True)) is int
+    assert type(score_mods._cap_tensor(score_mods.SOURCE_CAP, None, inline=True)) is float

@@ -8,7 +8,11 @@ diagonal, so no query row is fully masked.
 
 Numeric knobs (window, prefix, document ids) are captured as tensors, never as
 Python numbers: a new value then reuses the compiled kernel instead of
-recompiling it (a Python number is baked into the generated code).
+recompiling it (a Python number is baked into the generated code). The
+exception is ``inline=True``, for FlexAttention's FLASH backend, whose CuTe
+lowering refuses a captured 0-d tensor ("Expected TensorSSA, but got int", H200
+rows of flex_flash): the scalar knobs are then Python ints, and each value
+compiles its own kernel (the FLASH backend compiles per mask anyway).
 
 The functions also accept broadcastable index tensors, which is how
 :mod:`kernels.flex.reference` and the materialised-mask baselines evaluate
@@ -27,14 +31,15 @@ MASKS = ("causal", "window", "document", "prefix", "document_window")
 DOC_DISTS = ("uniform", "heavy")
 
 
-def _knob(name: str, value, device, minimum: int) -> torch.Tensor:
-    """``value`` as a 0-d int64 tensor on ``device``; ValueError below ``minimum``."""
+def _knob(name: str, value, device, minimum: int, inline: bool = False) -> torch.Tensor | int:
+    """``value`` as a 0-d int64 tensor on ``device`` (a Python int when ``inline``);
+    ValueError below ``minimum``, TypeError when not an integer."""
     t = torch.as_tensor(value, device=device)
     if t.ndim != 0 or t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
         raise TypeError(f"{name} must be an integer or a 0-d integer tensor, got {t.dtype} of shape {tuple(t.shape)}")
     if int(t) < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {int(t)}")
-    return t.to(torch.int64)
+    return int(t) if inline else t.to(torch.int64)
 
 
 def causal(b, h, q_idx, kv_idx):
@@ -42,17 +47,18 @@ def causal(b, h, q_idx, kv_idx):
     return q_idx >= kv_idx
 
 
-def sliding_window_mask(window, device=None):
+def sliding_window_mask(window, device=None, inline: bool = False):
     """Causal sliding window: ``0 <= q_idx - kv_idx < window`` (``window`` keys, the diagonal included).
 
     Args:
         window: int or 0-d integer tensor, >= 1 (window 1 keeps only the diagonal).
         device: device of the captured 0-d tensor (the attention's device).
+        inline: capture the window as a Python int instead (module docstring).
     Raises:
         ValueError: window < 1. TypeError: window not an integer.
     Source: Longformer / Mistral sliding-window attention; attention-gym ``generate_sliding_window``.
     """
-    w = _knob("window", window, device, 1)
+    w = _knob("window", window, device, 1, inline)
 
     def within_window(b, h, q_idx, kv_idx):
         return q_idx - kv_idx < w
@@ -127,19 +133,20 @@ def document_mask(seqlen: int, lengths=None, offsets=None, device=None):
     return and_masks(causal, same_document)
 
 
-def document_window_mask(seqlen: int, window, lengths=None, offsets=None, device=None):
+def document_window_mask(seqlen: int, window, lengths=None, offsets=None, device=None, inline: bool = False):
     """The source's combined mask: sliding window + causal + document packing (composition by ``and_masks``)."""
-    return and_masks(document_mask(seqlen, lengths, offsets, device), sliding_window_mask(window, device))
+    return and_masks(document_mask(seqlen, lengths, offsets, device), sliding_window_mask(window, device, inline))
 
 
-def prefix_lm_mask(prefix, device=None):
+def prefix_lm_mask(prefix, device=None, inline: bool = False):
     """Prefix-LM: the first ``prefix`` tokens attend to each other bidirectionally, the rest causally.
 
     ``kv_idx < prefix`` or ``kv_idx <= q_idx`` (composition by ``or_masks``);
-    ``prefix`` is an int or 0-d integer tensor >= 0 (0 gives the causal mask).
+    ``prefix`` is an int or 0-d integer tensor >= 0 (0 gives the causal mask); ``inline``
+    captures it as a Python int instead (module docstring).
     Source: T5 / UniLM prefix language models; attention-gym ``generate_prefix_lm_mask``.
     """
-    p = _knob("prefix", prefix, device, 0)
+    p = _knob("prefix", prefix, device, 0, inline)
 
     def in_prefix(b, h, q_idx, kv_idx):
         return kv_idx < p
@@ -147,18 +154,20 @@ def prefix_lm_mask(prefix, device=None):
     return or_masks(causal, in_prefix)
 
 
-def mask_mod_for(mask: str, seqlen: int, window: int = 0, lengths=None, prefix: int = 0, device=None):
-    """The mask_mod of a study row (``mask`` in :data:`MASKS`); unused knobs are ignored."""
+def mask_mod_for(mask: str, seqlen: int, window: int = 0, lengths=None, prefix: int = 0, device=None,
+                 inline: bool = False):
+    """The mask_mod of a study row (``mask`` in :data:`MASKS`); unused knobs are ignored; ``inline``
+    captures the scalar knobs (window, prefix) as Python ints (module docstring)."""
     if mask == "causal":
         return causal
     if mask == "window":
-        return sliding_window_mask(window, device)
+        return sliding_window_mask(window, device, inline)
     if mask == "document":
         return document_mask(seqlen, lengths=lengths, device=device)
     if mask == "document_window":
-        return document_window_mask(seqlen, window, lengths=lengths, device=device)
+        return document_window_mask(seqlen, window, lengths=lengths, device=device, inline=inline)
     if mask == "prefix":
         if prefix > seqlen:
             raise ValueError(f"prefix={prefix} is longer than seqlen={seqlen}")
-        return prefix_lm_mask(prefix, device)
+        return prefix_lm_mask(prefix, device, inline)
     raise ValueError(f"mask must be one of {MASKS}, got {mask!r}")

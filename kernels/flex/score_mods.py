@@ -47,19 +47,22 @@ def alibi(slopes: torch.Tensor):
     return alibi_bias
 
 
-def _cap_tensor(cap, device) -> torch.Tensor:
+def _cap_tensor(cap, device, inline: bool = False) -> torch.Tensor | float:
+    """``cap`` as a 0-d float32 tensor on ``device`` (a Python float when ``inline``: FlexAttention's
+    FLASH backend refuses a captured 0-d tensor, :mod:`kernels.flex.masks`); ValueError unless > 0 and finite."""
     c = torch.as_tensor(cap, dtype=torch.float32, device=device)
     if c.ndim != 0 or not bool(torch.isfinite(c)) or float(c) <= 0.0:
         raise ValueError(f"cap must be a positive finite scalar, got {cap!r}")
-    return c
+    return float(c) if inline else c
 
 
-def soft_cap(cap, device=None):
-    """tanh soft-capping ``cap * tanh(score / cap)`` (Gemma 2), ``cap`` > 0 captured as a 0-d float32 tensor.
+def soft_cap(cap, device=None, inline: bool = False):
+    """tanh soft-capping ``cap * tanh(score / cap)`` (Gemma 2), ``cap`` > 0 captured as a 0-d float32 tensor
+    (a Python float when ``inline``).
 
     Raises ValueError for cap <= 0 (or not finite).
     """
-    c = _cap_tensor(cap, device)
+    c = _cap_tensor(cap, device, inline)
 
     def tanh_soft_cap(score, b, h, q_idx, kv_idx):
         return c * torch.tanh(score / c)
@@ -67,7 +70,7 @@ def soft_cap(cap, device=None):
     return tanh_soft_cap
 
 
-def soft_cap_sigmoid(cap, device=None):
+def soft_cap_sigmoid(cap, device=None, inline: bool = False):
     """The same soft-cap written as ``cap * (2 sigmoid(2 score / cap) - 1)`` (= ``cap * tanh(score / cap)``).
 
     A diagnostic for the soft-cap cost: it trades the ``tanh`` lowering for
@@ -75,7 +78,7 @@ def soft_cap_sigmoid(cap, device=None):
     much of the cost is the ``tanh`` instruction sequence itself.
     Raises ValueError for cap <= 0 (or not finite).
     """
-    c = _cap_tensor(cap, device)
+    c = _cap_tensor(cap, device, inline)
 
     def sigmoid_soft_cap(score, b, h, q_idx, kv_idx):
         return c * (2.0 * torch.sigmoid(2.0 * score / c) - 1.0)
@@ -96,22 +99,22 @@ def compose(*mods):
     return composed
 
 
-def score_mod_for(name: str, heads: int, device=None, cap: float = SOURCE_CAP):
+def score_mod_for(name: str, heads: int, device=None, cap: float = SOURCE_CAP, inline: bool = False):
     """The score_mod of a study row, or None for ``"none"``.
 
     ``alibi`` uses the source's slopes ``0.125 (h+1)``; ``softcap`` caps at
     ``cap`` (``softcap_sigmoid``: the same through a sigmoid); ``alibi_softcap`` is the source's combination
     ``cap * tanh((score - 0.125 (h+1) (q - kv)) / cap)``, so the three rows
-    split the combined cost into its parts.
+    split the combined cost into its parts. ``inline`` captures the cap as a Python float.
     """
     if name == "none":
         return None
     if name == "alibi":
         return alibi(source_slopes(heads, device))
     if name == "softcap":
-        return soft_cap(cap, device)
+        return soft_cap(cap, device, inline)
     if name == "softcap_sigmoid":
-        return soft_cap_sigmoid(cap, device)
+        return soft_cap_sigmoid(cap, device, inline)
     if name == "alibi_softcap":
-        return compose(alibi(source_slopes(heads, device)), soft_cap(cap, device))
+        return compose(alibi(source_slopes(heads, device)), soft_cap(cap, device, inline))
     raise ValueError(f"score_mod must be one of {SCORE_MODS}, got {name!r}")

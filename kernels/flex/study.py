@@ -315,8 +315,9 @@ def prepare(impl: str, case: dict, device) -> harness.Prepared:
     v = torch.randn(b, hkv, n, d, generator=gen, device=device, dtype=dtype)
     dout = torch.randn(b, h, n, d, generator=gen, device=device, dtype=dtype) if grad else None
     lengths = _lengths(case, n, int(case.get("seed", 0)))
-    mask_mod = masks.mask_mod_for(case["mask"], n, case["window"], lengths, case["prefix"], device)
-    score_mod = score_mods.score_mod_for(case["score_mod"], h, device)
+    inline = impl == "flex_flash"  # its CuTe lowering refuses captured 0-d tensors (kernels.flex.masks)
+    mask_mod = masks.mask_mod_for(case["mask"], n, case["window"], lengths, case["prefix"], device, inline)
+    score_mod = score_mods.score_mod_for(case["score_mod"], h, device, inline=inline)
 
     extra = {"flops_blocks": flops(case, "density_blocks")}
     graphs0 = _unique_graphs()
