@@ -185,11 +185,18 @@ def measure_case(study_mod, impl: str, case: dict, device, timing: dict) -> dict
     return row
 
 
-def _in_child(request: dict) -> tuple[dict | None, str]:
-    """Run :func:`_child_main` on ``request`` in a fresh Python process: ``(its JSON answer, "")``,
-    or ``(None, what went wrong)`` (exit status and the end of stderr) if it crashed."""
+#: Environment of a :func:`compile_ahead` child: FLA's autotuner keeps its picks in Triton's
+#: on-disk cache (``FLA_CACHE_RESULTS``, default on), where the timed pass would read back a
+#: child's picks, made without timing (:func:`_compile_only_autotuning`) on a shared GPU.
+AHEAD_ENV = {"FLA_CACHE_RESULTS": "0"}
+
+
+def _in_child(request: dict, env: dict | None = None) -> tuple[dict | None, str]:
+    """Run :func:`_child_main` on ``request`` in a fresh Python process (``env`` added to this
+    process's environment): ``(its JSON answer, "")``, or ``(None, what went wrong)`` (exit
+    status and the end of stderr) if it crashed."""
     proc = subprocess.run([sys.executable, "-m", "kernels.harness"], input=json.dumps(request),
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env={**os.environ, **(env or {})})
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("{"):
             return json.loads(line), ""
@@ -224,19 +231,43 @@ def prepare_case(study_mod, impl: str, case: dict, device) -> dict:
     return {"status": status, "error": error, "setup_s": round(time.perf_counter() - t0, 3)}
 
 
+def _run_once(fn: Callable[[], Any], quantiles=None, **_) -> list[float] | float:
+    """A benchmarker that runs ``fn`` once (compiling it) and reports 0 ms, in the shape
+    Triton's autotuner expects (one value per quantile)."""
+    fn()
+    return [0.0] * len(quantiles) if quantiles else 0.0
+
+
+def _compile_only_autotuning() -> None:
+    """Make Triton's autotuner compile and launch each config once instead of timing it.
+
+    For a :func:`compile_ahead` child, whose picks are never used: the timed pass autotunes
+    again in its own process. Triton's ``Autotuner.do_bench`` asks the active driver for its
+    benchmarker (Triton 3.x); where that fails the child times as usual.
+    """
+    try:
+        from triton.runtime import driver
+
+        driver.active.get_benchmarker = lambda: _run_once
+    except Exception as exc:  # noqa: BLE001 - the child then autotunes as usual
+        log.debug("compile-only autotuning not set: %s", exc)
+
+
 def compile_ahead(study: str, impl: str, cases: list[dict], workers: int) -> list[dict]:
     """Prepare ``cases`` in child processes, ``workers`` at a time, before any is timed.
 
-    Compilation and autotuning dominate a cold sweep of a compiled implementation (tens of
-    seconds per new shape for FLA's Triton autotuning and FlashQLA's TileLang JIT) and run on
+    Compilation dominates a cold sweep of an implementation that compiles per shape (tens of
+    seconds per new shape for FLA's Triton autotuning and FlashQLA's TileLang JIT) and runs on
     one CPU core each; preparing the cases side by side fills the on-disk caches, so that the
-    timed pass's own first calls load the kernels instead of compiling them. The timed pass
-    still autotunes in its own process, alone on the GPU, so its picks are not those of a
-    crowded GPU. Returns, per case, :func:`prepare_case`'s answer with ``workers`` added
-    (``status: error`` where the child crashed).
+    timed pass's own first calls load the kernels instead of compiling them. The children's
+    autotuners compile every config without timing it (:func:`_compile_only_autotuning`) and
+    keep no picks (:data:`AHEAD_ENV`): the timed pass autotunes in its own process, alone on
+    the GPU, as without this pass. Returns, per case, :func:`prepare_case`'s answer with
+    ``workers`` added (``status: error`` where the child crashed).
     """
     def one(case: dict) -> dict:
-        answer, crash = _in_child({"study": study, "impl": impl, "case": case, "prepare_only": True})
+        answer, crash = _in_child({"study": study, "impl": impl, "case": case, "prepare_only": True},
+                                  env=AHEAD_ENV)
         return {**(answer or {"status": "error", "error": crash[:500], "setup_s": None}), "workers": workers}
 
     t0 = time.perf_counter()
@@ -366,6 +397,8 @@ def _child_main() -> None:
     mod = importlib.import_module(f"kernels.{req['study']}.study")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if req.get("prepare_only"):
+        if device.type == "cuda":
+            _compile_only_autotuning()
         answer = prepare_case(mod, req["impl"], req["case"], device)
     else:
         answer = measure_case(mod, req["impl"], req["case"], device, req["timing"])

@@ -177,7 +177,8 @@ def test_compile_ahead_prepares_each_case_in_its_own_process(tmp_path):
         with open(os.path.join(study_dir, "study.py"), "w") as f:
             f.write("import os\nfrom kernels.harness import Unsupported\nSTUDY = 'ahead'\nSHAPE_FIELDS = ('n',)\n"
                     "def prepare(impl, case, device):\n"
-                    f"    open(os.path.join({str(tmp_path)!r}, f\"{{case['n']}}-{{os.getpid()}}\"), 'w').close()\n"
+                    f"    open(os.path.join({str(tmp_path)!r}, f\"{{case['n']}}-{{os.getpid()}}\"), 'w')"
+                    ".write(os.environ.get('FLA_CACHE_RESULTS', ''))\n"
                     "    if case['n'] == 2:\n        raise Unsupported('not here')\n"
                     "    if case['n'] == 3:\n        os._exit(7)\n")
         cases = [{"pass": "fwd", "dtype": "float32", "n": n} for n in (1, 2, 3, 4)]
@@ -190,6 +191,13 @@ def test_compile_ahead_prepares_each_case_in_its_own_process(tmp_path):
     made = sorted(p.name.split("-") for p in tmp_path.iterdir())
     assert [n for n, _ in made] == ["1", "2", "3", "4"]
     assert len({pid for _, pid in made}) == 4 and str(os.getpid()) not in {pid for _, pid in made}
+    assert {p.read_text() for p in tmp_path.iterdir()} == {"0"}  # FLA keeps no autotuning picks there
+
+
+def test_compile_only_benchmarker_runs_once_in_the_autotuners_shape():
+    calls = []
+    assert harness._run_once(lambda: calls.append(1), quantiles=(0.5, 0.2, 0.8)) == [0.0, 0.0, 0.0]
+    assert harness._run_once(lambda: calls.append(1)) == 0.0 and calls == [1, 1]
 
 
 @pytest.mark.gpu
