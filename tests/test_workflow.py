@@ -85,6 +85,16 @@ def test_misspelt_top_level_key_fails_naming_it(toy_workflow):
     assert "mesure" in proc.stdout + proc.stderr
 
 
+def test_compile_ahead_of_an_unknown_implementation_fails_naming_it(toy_workflow):
+    path = toy_workflow / "config" / "config.yaml"
+    text = path.read_text()
+    assert "    gdn: [chunk, fla_chunk, flash_qla]\n" in text
+    path.write_text(text.replace("    gdn: [chunk, fla_chunk, flash_qla]\n", "    toy: [scale, scael]\n"))
+    proc = snakemake(toy_workflow, "-n", check=False)
+    assert proc.returncode != 0
+    assert "compile_ahead.impls.toy: ['scael']" in proc.stdout + proc.stderr
+
+
 def test_misspelt_study_key_fails_naming_it(toy_workflow):
     path = toy_workflow / "config" / "studies" / "toy.yaml"
     path.write_text(path.read_text().replace("numel: [1024", "numell: [1024"))

@@ -54,13 +54,6 @@ if config["timing"]["min_reps"] > config["timing"]["max_reps"]:
         f"config/config.yaml: timing.min_reps ({config['timing']['min_reps']}) is "
         f"above timing.max_reps ({config['timing']['max_reps']})"
     )
-for _study, _impls in config["compile_ahead"]["impls"].items():
-    _unknown = sorted(set(_impls) - set(config.get(_study, {}).get("sweep", {}).get("impls", [])))
-    if _unknown:
-        raise WorkflowError(
-            f"config/config.yaml: compile_ahead.impls.{_study}: {_unknown} not among the "
-            f"implementations of config/studies/{_study}.yaml's sweep"
-        )
 for _study in config["studies"]:
     _file = f"config/studies/{_study}.yaml"
     if _study not in config:
@@ -83,6 +76,13 @@ for _study in config["studies"]:
             _check(config[_study])
         except ValueError as _exc:
             raise WorkflowError(f"{_file}: {_study}.{_exc}") from None
+for _study, _impls in config["compile_ahead"]["impls"].items():
+    _known = config.get(_study, {}).get("sweep", {}).get("impls", [])
+    if _study in config["studies"] and set(_impls) - set(_known):
+        raise WorkflowError(
+            f"config/config.yaml: compile_ahead.impls.{_study}: {sorted(set(_impls) - set(_known))} "
+            f"not among the implementations of config/studies/{_study}.yaml's sweep"
+        )
 
 
 def _flag(value):
