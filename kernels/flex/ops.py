@@ -54,7 +54,18 @@ def flash_backend_missing() -> str | None:
 
 @functools.cache
 def compiled_flex(mode: str | None = None):
-    """``torch.compile(flex_attention, dynamic=False, mode=mode)``, made once per mode."""
+    """``torch.compile(flex_attention, dynamic=False, mode=mode)``, made once per mode.
+
+    Also turns off AOTAutograd's donated buffers for the process: the study times the
+    backward of one forward graph again and again (``retain_graph=True``,
+    :mod:`kernels.passes`), which a backward compiled with donated buffers refuses. The
+    backward is compiled at its first call, and only a first call without ``retain_graph``
+    donates, so a process whose first flex backward was of that kind (the mask tests
+    before the study's in one pytest run on the H200) failed every later timed backward.
+    """
+    import torch._functorch.config
+
+    torch._functorch.config.donated_buffer = False
     return torch.compile(flex_attention, dynamic=False, mode=mode)
 
 
