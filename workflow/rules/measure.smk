@@ -29,9 +29,11 @@ if MEASURE:
         params:
             sweep=lambda w: config[w.study][SWEEP],
             timing=config["timing"],
-            ahead_workers=lambda w: config["compile_ahead"]["workers"]
-            if w.impl in config["compile_ahead"]["impls"].get(w.study, [])
-            else 0,
+            ahead_workers=lambda w: (
+                config["compile_ahead"]["workers"]
+                if w.impl in config["compile_ahead"]["impls"].get(w.study, [])
+                else 0
+            ),
             interpret=SMOKE,
             gpus=N_GPUS,
         script:
