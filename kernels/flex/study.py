@@ -93,14 +93,15 @@ def cases(sweep: dict, impl: str) -> list[dict]:
 
     A group runs the impls it lists; the dense baselines run every shape of
     every group with ``dense: true`` (the default), once, with the causal
-    mask. An impl absent from ``sweep["impls"]`` has no cases.
+    mask. An impl absent from ``sweep["impls"]`` has no cases. Each case carries ``roles``, the
+    names of the groups it comes from (in config order); the report selects rows by them.
     """
     if impl not in IMPLS:
         raise ValueError(f"unknown impl {impl!r}; expected one of {IMPLS}")
     if impl not in sweep["impls"]:
         return []
     seed = int(sweep.get("seed", 0))
-    out, seen = [], set()
+    out, seen = [], {}
     for group in sweep["groups"]:
         if impl in DENSE_IMPLS:
             if not group.get("dense", True):
@@ -118,9 +119,13 @@ def cases(sweep: dict, impl: str) -> list[dict]:
                     "kv_heads": int(kv_heads), "seqlen": int(seqlen), "head_dim": int(head_dim), **point,
                     "density_blocks": round(d_blk, 6), "density_elements": round(d_elem, 6), "seed": seed}
             key = tuple(sorted(case.items()))
-            if key not in seen:
-                seen.add(key)
-                out.append(case)
+            if key in seen:
+                if group["name"] not in seen[key]["roles"]:
+                    seen[key]["roles"].append(group["name"])
+                continue
+            seen[key] = case
+            case["roles"] = [group["name"]]
+            out.append(case)
     return out
 
 
