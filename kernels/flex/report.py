@@ -41,11 +41,13 @@ from matplotlib import ticker
 
 from kernels import report_kit as kit
 from kernels import style
+from kernels.flex.impls import IMPLS
 from kernels.flex.density import BLOCK_SIZE
 
 SHAPE = ["gpu", "dtype", "pass", "batch", "heads", "kv_heads", "seqlen", "head_dim"]
 MASK_KNOBS = ["mask", "window", "documents", "doc_dist", "prefix"]
-DENSE = ["sdpa_flash", "sdpa_cudnn", "sdpa_efficient"]
+#: The implementations in the order of legends and tables (their registry's).
+ORDER = tuple(IMPLS)
 MASK_LABEL = {"causal": "causal", "window": "sliding window", "document": "document packing",
               "document_window": "documents + window", "prefix": "prefix-LM"}
 SCORE_MOD_LABEL = {"alibi": "ALiBi", "softcap": "soft-cap (tanh)", "softcap_sigmoid": "soft-cap (sigmoid)",
@@ -253,7 +255,7 @@ def fig_tflops(df: pd.DataFrame):
     passes = ["fwd", "fwdbwd"]
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
     impls = sorted(d["impl"].unique()) if not d.empty else []
-    colors = style.palette(impls)
+    colors = style.palette("flex", impls)
     for ax, pas in zip(axes[0], passes):
         p = d[d["pass"] == pas] if not d.empty else d
         if p.empty:
@@ -284,7 +286,7 @@ def fig_memory(df: pd.DataFrame):
         d = d[tokens == tokens.max()] if not d.empty else d
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
     impls = sorted(d["impl"].unique()) if not d.empty else []
-    colors = style.palette(impls)
+    colors = style.palette("flex", impls)
     for ax, pas in zip(axes[0], ["fwd", "fwdbwd"]):
         p = d[d["pass"] == pas] if not d.empty else d
         if p.empty:
@@ -482,7 +484,7 @@ def table_dense(df: pd.DataFrame) -> pd.DataFrame:
     d = d.assign(shape=shape, _p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2}))
     t = d.pivot_table(index=["_p", "pass", "seqlen", "shape"], columns="impl", values="cell", aggfunc="first")
     t = t.reset_index().drop(columns=["seqlen", "_p"]).fillna(style.MISSING)
-    order = [c for c in ["flex", "flex_autotune", "flex_flash", *DENSE, "sdpa_masked", "naive"] if c in t]
+    order = [c for c in ORDER if c in t]
     t = t[["pass", "shape", *order]].assign(**{"pass": lambda x: x["pass"].map(style.pass_label)})
     t.columns = ["pass", "shape", *(style.label("flex", c) for c in order)]
     return t

@@ -52,6 +52,7 @@ import time
 
 from kernels import correctness, harness
 from kernels.flex import density
+from kernels.flex.impls import IMPLS as REGISTRY
 
 STUDY = "flex"
 SHAPE_FIELDS = ("batch", "heads", "kv_heads", "seqlen", "head_dim", "mask", "window", "documents", "doc_dist",
@@ -59,7 +60,7 @@ SHAPE_FIELDS = ("batch", "heads", "kv_heads", "seqlen", "head_dim", "mask", "win
 FLEX_IMPLS = ("flex", "flex_autotune", "flex_flash")
 DENSE_IMPLS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")
 MATERIALISED_IMPLS = ("sdpa_masked", "naive")
-IMPLS = FLEX_IMPLS + DENSE_IMPLS + MATERIALISED_IMPLS
+IMPLS = tuple(REGISTRY)  # FLEX_IMPLS, DENSE_IMPLS and MATERIALISED_IMPLS split it (a test checks)
 
 #: Tolerance on RMSE/RMS of the output against float64; gradients get twice as much.
 TOLERANCE = {"bfloat16": 0.02, "float16": 0.01, "float32": 2e-3}

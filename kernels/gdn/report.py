@@ -23,9 +23,11 @@ import pandas as pd
 
 from kernels import report_kit as kit
 from kernels import style
+from kernels.gdn.impls import IMPLS
 
 SHAPE = ["gpu", "pass", "dtype", "batch", "seqlen", "heads", "value_heads", "head_dim", "num_seqs", "varlen"]
-ORDER = ["naive", "recurrent", "chunk", "fla_chunk", "fla_recurrent", "flash_qla"]
+#: The implementations in the order of legends and tables (their registry's).
+ORDER = tuple(IMPLS)
 
 
 def _shape_cols(df):
@@ -86,7 +88,7 @@ def _time_vs_seqlen(df: pd.DataFrame, pas: str, what: str):
 
     fig, ax = style.figure(height=2.6)
     d = _sweep_rows(_pass(df, pas))
-    pal = style.palette(_impls(df))
+    pal = style.palette("gdn", _impls(df))
     for impl in _impls(d) if not d.empty else []:
         s = d[d["impl"] == impl].sort_values("seqlen")
         ax.plot(s["seqlen"], s["device_ms"], marker="o", label=_label(impl), color=pal[impl],
@@ -152,7 +154,7 @@ def _bars(ax, d, col, log=False):
             s = rows[col]
             err = np.vstack([(s - rows["speedup_low"]).clip(lower=0), (rows["speedup_high"] - s).clip(lower=0)])
             yerr[impl] = None if np.isnan(err).all() else np.nan_to_num(err)
-    kit.grouped_bars(ax, d, col, "shape", impls, style.palette(impls), {i: _label(i) for i in impls}, yerr)
+    kit.grouped_bars(ax, d, col, "shape", impls, style.palette("gdn", impls), {i: _label(i) for i in impls}, yerr)
     values = pd.to_numeric(d[col], errors="coerce")
     if log and (values > 0).any():
         ax.set_yscale("log")

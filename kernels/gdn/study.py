@@ -54,6 +54,7 @@ import sys
 import time
 
 from kernels import correctness, harness
+from kernels.gdn.impls import IMPLS as REGISTRY
 from kernels.gdn.flops import gdn_bwd_bytes, gdn_bwd_flops, gdn_fwd_bytes, gdn_fwd_flops
 
 # FLA's own kernels, not its FlashQLA dispatch (FLA >= 0.5.2 hands chunk_gated_delta_rule to
@@ -62,8 +63,8 @@ os.environ["FLA_FLASH_QLA"] = "0"
 
 STUDY = "gdn"
 SHAPE_FIELDS = ("batch", "seqlen", "heads", "head_dim", "num_seqs", "varlen")
-IMPLS = ("naive", "recurrent", "chunk", "fla_chunk", "fla_recurrent", "flash_qla")
-BWD_IMPLS = ("naive", "chunk", "fla_chunk", "flash_qla")
+IMPLS = tuple(REGISTRY)
+BWD_IMPLS = tuple(name for name, impl in REGISTRY.items() if "bwd" in impl.passes)
 ISOLATE = frozenset({"fla_recurrent"})
 TOL = 0.005  # RMSE/RMS of o and of the final state, flash-linear-attention's forward tolerance
 

@@ -24,6 +24,7 @@ import pandas as pd
 
 from kernels import report_kit as kit
 from kernels import style
+from kernels.swiglu.impls import IMPLS
 
 #: Datasheet HBM bandwidth in GB/s (NVIDIA H200 SXM: 4.8 TB/s HBM3e).
 PEAK_GBPS = {"h200": 4800.0}
@@ -31,8 +32,7 @@ PEAK_GBPS = {"h200": 4800.0}
 MODELS = {11008: "Llama-2-7B", 14336: "Llama-3-8B", 18944: "Qwen2-7B", 28672: "Llama-3-70B"}
 GEMM_MODELS = {(4096, 14336): "Llama-3-8B", (8192, 28672): "Llama-3-70B"}
 #: Order of the tiers in legends and tables.
-ORDER = ("eager", "compile", "compile_no_cudagraphs", "triton", "decode", "seed", "liger", "matmul",
-         "gemm_fused", "copy")
+ORDER = tuple(IMPLS)
 LARGE = 2**26  # "large" elementwise sizes for the bandwidth verdict
 DEFAULTS = {"series": "grid", "launch": "stream", "gemm_in": 0}
 SHAPE = ["tokens", "hidden", "gemm_in"]
@@ -117,7 +117,7 @@ def _size_panels(df: pd.DataFrame, metric: str, ylabel: str, title: str):
     data = flat if not flat.empty else data
     passes = _passes(data)
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=len(passes), squeeze=False)
-    colors = style.palette(_impls(data))
+    colors = style.palette("swiglu", _impls(data))
     for ax, p in zip(axes[0], passes):
         sub = data[data["pass"].eq(p)]
         for impl in _impls(sub):
@@ -175,7 +175,7 @@ def fig_speedup(df: pd.DataFrame):
     data = data[data["impl"].ne("eager") & data["speedup_eager"].notna()]
     passes = _passes(data)
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=len(passes), squeeze=False)
-    colors = style.palette(_impls(data))
+    colors = style.palette("swiglu", _impls(data))
     for ax, p in zip(axes[0], passes):
         sub = data[data["pass"].eq(p)]
         for impl in _impls(sub):
@@ -206,7 +206,7 @@ def fig_decode(df: pd.DataFrame):
     d = d[d["dtype"].eq("bfloat16") & d["pass"].eq("fwd") & d["gemm_in"].astype(float).eq(0)
           & d["hidden"].eq(14336) & d["tokens"].le(64)]
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
-    colors = style.palette(_impls(d))
+    colors = style.palette("swiglu", _impls(d))
     for ax, (metric, title) in zip(axes[0], (("us", "device time"), ("latency_us", "latency"))):
         for impl in _impls(d):
             for launch, ls in (("stream", "-"), ("graph", "--")):
@@ -254,7 +254,7 @@ def fig_gemm(df: pd.DataFrame):
     shapes = list(dict.fromkeys(d.sort_values("gemm_in")["shape"]))
     fused = d[d["impl"].eq("gemm_fused")].groupby("shape")[["device_ms", "q10_ms", "q90_ms"]].median()
     others = [i for i in _impls(d) if i != "gemm_fused"]
-    colors = style.palette(others)
+    colors = style.palette("swiglu", others)
     for j, impl in enumerate(others):
         o = d[d["impl"].eq(impl)].groupby("shape")[["device_ms", "q10_ms", "q90_ms"]].median()
         o, f = o.reindex(shapes), fused.reindex(shapes)

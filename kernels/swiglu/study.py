@@ -57,14 +57,14 @@ from contextlib import nullcontext
 import torch
 
 from kernels import correctness, harness
+from kernels.swiglu.impls import IMPLS as REGISTRY
 from kernels.swiglu.reference import swiglu_backward_reference, swiglu_eager, swiglu_reference
 
 STUDY = "swiglu"
 SHAPE_FIELDS = ("tokens", "hidden", "numel", "gemm_in")
-IMPLS = ("eager", "compile", "compile_no_cudagraphs", "triton", "decode", "seed", "liger",
-         "gemm_fused", "matmul", "copy")
+IMPLS = tuple(REGISTRY)
 #: Implementations with a forward only (other passes are skipped by cases()).
-FWD_ONLY = frozenset({"seed", "decode", "gemm_fused", "matmul"})
+FWD_ONLY = frozenset(name for name, impl in REGISTRY.items() if impl.passes == ("fwd",))
 #: Implementations measured with ``launch: graph`` (others skip graph launches).
 GRAPH_IMPLS = frozenset({"eager", "decode"})
 #: Implementations of gemm rows (gemm_in > 0), and those only of gemm rows.
