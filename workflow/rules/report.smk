@@ -28,7 +28,10 @@ rule collect:
         gpu=GPU,
         # the config section the rows were measured with: the roles of rows without them
         section=lambda w: config[w.study][SWEEP],
-        code=lambda w: [report_code(w.study), code_version(f"kernels/{w.study}/study.py")],
+        code=lambda w: [
+            report_code(w.study),
+            code_version(f"kernels/{w.study}/study.py"),
+        ],
     script:
         "../scripts/collect.py"
 
