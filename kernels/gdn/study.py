@@ -341,11 +341,11 @@ _REF_CACHE: dict = {}
 
 def _reference_grads(case, q, k, v, g, beta, do, dht, cu):
     """float64 reference gradients of a shape, cached on the host (the bwd and fwdbwd
-    cases of a shape share their seeded inputs; the host copy keeps them out of the
+    cases of a shape, whatever their roles, share their seeded inputs; the host copy keeps them out of the
     measured peak memory)."""
     from kernels.gdn.naive import reference_grads
 
-    key = tuple(sorted((n, x) for n, x in case.items() if n != "pass"))
+    key = tuple(sorted((n, x) for n, x in case.items() if n not in ("pass", "roles")))
     if key not in _REF_CACHE:
         _REF_CACHE.clear()
         ref = reference_grads(q, k, v, g, beta, do, dht, scale=case["head_dim"] ** -0.5, cu_seqlens=cu)
