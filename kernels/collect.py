@@ -109,7 +109,8 @@ def with_roles(rows: list[dict], study: str, section: dict | None) -> list[dict]
     """``rows`` (raw rows of ``study``), each with ``roles``: its own, or, for a row without
     them, those of its case (:func:`kernels.rows.case_id`) among the cases ``section`` (the
     study's config section, e.g. ``config[study]["sweep"]``) makes for the row's impl with
-    ``kernels.<study>.study.cases``; ``[]`` when the section does not make the case or is None.
+    ``kernels.<study>.study.cases``; ``[]`` when the section does not make the case, is None,
+    or the study's cases carry no roles.
     The rows given are not changed."""
     missing = {row["impl"] for row in rows if rows_mod.ROLES not in row}
     known = {}
@@ -117,7 +118,7 @@ def with_roles(rows: list[dict], study: str, section: dict | None) -> list[dict]
         cases = importlib.import_module(f"kernels.{study}.study").cases
         for impl in sorted(missing):
             for case in cases(section, impl):
-                known[rows_mod.case_id({"study": study, "impl": impl, **case})] = case[rows_mod.ROLES]
+                known[rows_mod.case_id({"study": study, "impl": impl, **case})] = case.get(rows_mod.ROLES, [])
     out = [row if rows_mod.ROLES in row else {**row, rows_mod.ROLES: known.get(rows_mod.case_id(row), [])}
            for row in rows]
     unmatched = sum(1 for row, new in zip(rows, out) if rows_mod.ROLES not in row and not new[rows_mod.ROLES])
