@@ -7,9 +7,14 @@ case (study, impl and every field but the measured ones the schemas list) has
 one row, and each file at least one. The first problem stops the collect with
 ``path:line: what is wrong`` (a ValueError), before anything is written.
 
+Each row's ``roles`` (the parts of the config its case comes from, set by the
+study's ``cases``) are kept; a row measured before rows carried them gets those
+of the same case in the config section the data were measured with
+(:func:`with_roles`), none where the config no longer makes its case.
+
 The tidy table has one row per raw row: every field but ``env``, ``timing``
 and the repetition lists (a per-kernel breakdown ``kernels`` as one JSON text
-cell), the environment as ``env_*`` columns and the timing block as
+cell, ``roles`` as one text cell, space-separated), the environment as ``env_*`` columns and the timing block as
 ``timing_*`` columns, plus ``gpu`` (the data folder), ``gpu_name``,
 ``n_reps``; from the device times (``device_times_ms``: the GPU's work alone,
 :mod:`kernels.timing`) ``device_ms`` (median), ``q10_ms``, ``q90_ms`` and
@@ -100,6 +105,28 @@ def load_rows(paths: list[str], study: str) -> list[dict]:
     return rows
 
 
+def with_roles(rows: list[dict], study: str, section: dict | None) -> list[dict]:
+    """``rows`` (raw rows of ``study``), each with ``roles``: its own, or, for a row without
+    them, those of its case (:func:`kernels.rows.case_id`) among the cases ``section`` (the
+    study's config section, e.g. ``config[study]["sweep"]``) makes for the row's impl with
+    ``kernels.<study>.study.cases``; ``[]`` when the section does not make the case, is None,
+    or the study's cases carry no roles.
+    The rows given are not changed."""
+    missing = {row["impl"] for row in rows if rows_mod.ROLES not in row}
+    known = {}
+    if missing and section is not None:
+        cases = importlib.import_module(f"kernels.{study}.study").cases
+        for impl in sorted(missing):
+            for case in cases(section, impl):
+                known[rows_mod.case_id({"study": study, "impl": impl, **case})] = case.get(rows_mod.ROLES, [])
+    out = [row if rows_mod.ROLES in row else {**row, rows_mod.ROLES: known.get(rows_mod.case_id(row), [])}
+           for row in rows]
+    unmatched = sum(1 for row, new in zip(rows, out) if rows_mod.ROLES not in row and not new[rows_mod.ROLES])
+    if unmatched:
+        log.warning("%s: %d rows without roles whose case the config no longer makes", study, unmatched)
+    return out
+
+
 #: Raw list fields that the tidy table summarises instead of copying.
 _LISTS = ("times_ms", "device_times_ms")
 
@@ -127,7 +154,8 @@ def tidy(rows: list[dict], gpu: str) -> pd.DataFrame:
         ok = row["status"] == "ok"
         device = np.asarray(row.get("device_times_ms", []), dtype=float)
         latency = np.asarray(row["times_ms"], dtype=float)
-        rec = {k: v for k, v in row.items() if k not in ("env", "kernels", "timing", *_LISTS)}
+        rec = {k: v for k, v in row.items() if k not in ("env", "kernels", "timing", rows_mod.ROLES, *_LISTS)}
+        rec[rows_mod.ROLES] = " ".join(row.get(rows_mod.ROLES, []))
         if "kernels" in row:  # per-kernel breakdown, kept as one JSON text cell
             rec["kernels"] = json.dumps(row["kernels"])
         device_ms, q10, q90 = _quantiles(device, ok)
@@ -155,9 +183,11 @@ def tidy(rows: list[dict], gpu: str) -> pd.DataFrame:
     return df
 
 
-def collect(study: str, paths: list[str], gpu: str, out: str) -> pd.DataFrame:
-    """Validate the rows of ``paths``, build the study's tidy table and write it to ``out`` (CSV)."""
-    rows = load_rows(paths, study)
+def collect(study: str, paths: list[str], gpu: str, out: str, section: dict | None = None) -> pd.DataFrame:
+    """Validate the rows of ``paths``, give each its roles from ``section`` where it has none
+    (:func:`with_roles`; ``section``: the study's config section the rows were measured with),
+    build the study's tidy table and write it to ``out`` (CSV)."""
+    rows = with_roles(load_rows(paths, study), study, section)
     df = tidy(rows, gpu)
     if not df.empty:
         df = importlib.import_module(f"kernels.{study}.report").derive(df)

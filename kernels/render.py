@@ -2,15 +2,15 @@
 macros of every number quoted in the text, and the PDF itself.
 
 Each study's ``kernels.<study>.report`` supplies ``FIGURES``, ``TABLES`` and
-``macros``; this module only reads the tidy CSV, calls them and writes the
-files (atomically, with reproducible bytes).
+``macros`` (built from :mod:`kernels.report_kit`, never from this module); this
+module only reads the tidy CSV, calls them and writes the files (atomically,
+with reproducible bytes).
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
-import json
 import logging
 import os
 import re
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kernels import style, timing
+from kernels import report_kit, style, timing
 from kernels.files import write_atomic
 
 log = logging.getLogger("kernels.render")
@@ -53,17 +53,6 @@ def _report(study: str):
     return importlib.import_module(f"kernels.{study}.report")
 
 
-NOT_MEASURED = "not measured in these data"
-
-
-def mark_empty_axes(fig) -> None:
-    """Write :data:`NOT_MEASURED` across every panel of ``fig`` that has no data and no note."""
-    for ax in fig.axes:
-        if ax.get_visible() and not ax.has_data() and not ax.texts:
-            ax.text(0.5, 0.5, NOT_MEASURED, transform=ax.transAxes, ha="center", va="center",
-                    color="0.4")
-
-
 def render_figure(study: str, name: str, tidy_csv: str, out: str) -> None:
     """Draw figure ``name`` of ``study`` from its tidy CSV into ``out`` (PDF).
 
@@ -71,7 +60,7 @@ def render_figure(study: str, name: str, tidy_csv: str, out: str) -> None:
     so instead of showing bare axes.
     """
     fig = _report(study).FIGURES[name](read_tidy(tidy_csv))
-    mark_empty_axes(fig)
+    report_kit.mark_empty_axes(fig)
     style.save(fig, out)
 
 
@@ -91,7 +80,8 @@ def table_to_latex(table: pd.DataFrame, caption: str | None = None) -> str:
     saying that it was not measured.
     """
     if table.empty:
-        return "\\begin{tabular}{l}\n\\toprule\n" + escape_latex(NOT_MEASURED) + " \\\\\n\\bottomrule\n\\end{tabular}\n"
+        return ("\\begin{tabular}{l}\n\\toprule\n" + escape_latex(report_kit.NOT_MEASURED)
+                + " \\\\\n\\bottomrule\n\\end{tabular}\n")
     table = table.copy()  # Styler escapes index values and headers, not the axis names
     table.index.names = [escape_latex(n) if n is not None else None for n in table.index.names]
     table.columns.names = [escape_latex(n) if n is not None else None for n in table.columns.names]
@@ -127,56 +117,6 @@ def render_table(study: str, name: str, tidy_csv: str, out: str) -> None:
 
 
 _MACRO_NAME = re.compile(r"^[A-Za-z]+$")
-
-
-def kernel_table(df: pd.DataFrame, order: Sequence[str] = (), min_share: float = 0.02,
-                 study: str = "") -> pd.DataFrame:
-    """Per-kernel breakdown of the tidy rows that carry one (column ``kernels``,
-    JSON from :func:`kernels.profiling.kernel_breakdown`), one block per (pass, impl).
-
-    Index (pass, implementation, kernel), implementations in ``order`` first; columns ``µs`` (per
-    call) and ``share %`` of that impl's total. Kernels under ``min_share`` of
-    the total are summed as ``other``; names are shortened by
-    :func:`short_kernel_names`; implementations and passes by their display
-    names (:func:`kernels.style.label` of ``study``). Empty when no row
-    carries a breakdown.
-    """
-    if "kernels" not in df.columns:
-        return pd.DataFrame()
-    d = df[df["kernels"].notna() & (df["status"] == "ok")]
-    out = []
-    for (impl, pas), g in d.groupby(["impl", "pass"], sort=False):
-        entries = json.loads(g["kernels"].iloc[0])
-        total = sum(e["us"] for e in entries)
-        keep = [e for e in entries if e["us"] >= min_share * total and e["name"] != "other"]
-        small = total - sum(e["us"] for e in keep)
-        rows = [(e["name"], e["us"]) for e in keep] + ([("other", small)] if small > 0 else [])
-        out += [{"impl": impl, "pass": pas, "kernel": name, "µs": us, "share %": 100 * us / total}
-                for name, us in zip(short_kernel_names([n for n, _ in rows]), [u for _, u in rows])]
-    if not out:
-        return pd.DataFrame()
-    rank = {name: i for i, name in enumerate(order)}
-    t = pd.DataFrame(out)
-    t["_rank"] = t["impl"].map(lambda i: rank.get(i, len(rank)))
-    t["_pass"] = t["pass"].map(lambda p: list(style.PASS_LABELS).index(p) if p in style.PASS_LABELS else 9)
-    t = t.sort_values(["_pass", "_rank"], kind="stable").drop(columns=["_rank", "_pass"])
-    t = t.assign(impl=t["impl"].map(lambda i: style.label(study, i)), **{"pass": t["pass"].map(style.pass_label)})
-    return t.rename(columns={"impl": "implementation"}).set_index(["pass", "implementation", "kernel"]).round(
-        {"µs": 1, "share %": 1})
-
-
-def short_kernel_names(names: Sequence[str]) -> list[str]:
-    """Kernel names as a reader knows them: without return type, namespaces, template and
-    argument lists (``void at::native::vectorized_elementwise_kernel<4, ...>(...)`` ->
-    ``vectorized_elementwise_kernel``); a name that repeats within ``names`` gets ``#2``, ``#3``."""
-    out, seen = [], {}
-    for name in names:
-        short = re.sub(r"\(anonymous namespace\)::", "", name)
-        short = re.sub(r"^void ", "", short)
-        short = re.split(r"[<(]", short, maxsplit=1)[0].split("::")[-1].strip() or name
-        seen[short] = seen.get(short, 0) + 1
-        out.append(short if seen[short] == 1 else f"{short} #{seen[short]}")
-    return out
 
 
 def macro_lines(values: dict[str, str]) -> list[str]:
@@ -442,19 +382,3 @@ def render_floats(study: str, out: str) -> None:
             rf"\caption{{{_caption(func)}}}", rf"\label{{tab:{name}}}",
             r"\input{generated/" + name + ".tex}", r"\end{table}}"]))
     write_atomic(out, "\n\n".join(parts) + "\n")
-
-
-def claim_verdict(values: Sequence[float], low: float, high: float = float("inf")) -> str:
-    """The verdict on a claimed range ``[low, high]`` (a single claimed factor is ``[low, inf)``)
-    from the measured values, as the claims table's caption states it: "holds" when every value
-    reaches ``low`` (within the range or beyond it, some within), "exceeded" when every value lies
-    above ``high``, "partly holds" when some values reach ``low`` and some do not, "not reached"
-    when none does; :data:`kernels.style.MISSING` when nothing was measured."""
-    values = [float(v) for v in values if v is not None and np.isfinite(float(v))]
-    if not values:
-        return style.MISSING
-    if min(values) > high:
-        return "exceeded"
-    if min(values) >= low:
-        return "holds"
-    return "partly holds" if max(values) >= low else "not reached"

@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from kernels import render, rows, style, timing
-from kernels.collect import load_rows, tidy
+from kernels.collect import load_rows, tidy, with_roles
 from kernels.files import write_atomic
 
 log = logging.getLogger("kernels.reproduce")
@@ -169,15 +169,17 @@ def compare(candidate: list[dict], reference: list[dict], tolerance: float,
 # the claims
 
 
-def tidy_tables(run: list[dict], gpu: str) -> dict[str, pd.DataFrame]:
+def tidy_tables(run: list[dict], gpu: str, sections: dict[str, dict] | None = None) -> dict[str, pd.DataFrame]:
     """Each study's tidy table of ``run`` as the rule ``collect`` writes it and the rule
-    ``numbers`` reads it back (:func:`kernels.collect.tidy`, the study's ``derive``, a CSV
-    round trip); ``gpu`` is the data folder's name (the reports look up datasheet peaks by it)."""
+    ``numbers`` reads it back (:func:`kernels.collect.with_roles` from the study's section of
+    ``sections``, :func:`kernels.collect.tidy`, the study's ``derive``, a CSV round trip);
+    ``gpu`` is the data folder's name (the reports look up datasheet peaks by it)."""
     by_study = defaultdict(list)
     for row in run:
         by_study[row["study"]].append(row)
     out = {}
     for study, study_rows in sorted(by_study.items()):
+        study_rows = with_roles(study_rows, study, (sections or {}).get(study))
         df = importlib.import_module(f"kernels.{study}.report").derive(tidy(study_rows, gpu))
         out[study] = pd.read_csv(io.StringIO(df.to_csv(index=False)))
     return out
@@ -562,8 +564,9 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
         candidate_files, reference_files: the two runs' JSONL files.
         gpu: the data folder's GPU name (tidy tables for the claims).
         tolerance, min_within: config ``reproduce.tolerance`` and ``reproduce.min_within``.
-        sections: {study: config section} the candidate ran (:func:`expected_cases`), or
-            None to compare every reference row.
+        sections: {study: config section} the candidate ran (:func:`expected_cases`), which
+            also gives the rows without roles theirs (:func:`kernels.collect.with_roles`), or
+            None to compare every reference row (rows without roles then have none).
         candidate: the candidate's folder, as the paper names it.
         out_*: the comparison (CSV), the one-line summary (text), the figure (PDF), the
             table of rows outside the tolerance (LaTeX), the paper's snippet (appendix) and
@@ -576,8 +579,9 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
     expected = expected_cases(sections) if sections is not None else None
     table = compare(cand, ref, tolerance, expected)
     in_scope = {rows.case_id(r) for r in ref} if expected is None else expected
-    claims = compare_claims(claim_verdicts(tidy_tables([r for r in ref if rows.case_id(r) in in_scope], gpu)),
-                            claim_verdicts(tidy_tables(cand, gpu)))
+    claims = compare_claims(claim_verdicts(tidy_tables([r for r in ref if rows.case_id(r) in in_scope], gpu,
+                                                       sections)),
+                            claim_verdicts(tidy_tables(cand, gpu, sections)))
     line = summary_line(table, claims, tolerance, min_within)
     outside = outside_table(table)
     write_atomic(out_csv, table.to_csv(index=False))

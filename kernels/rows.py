@@ -9,7 +9,11 @@ Two rows of two runs are the same case when their case fields are equal
 rows that way, and the collect step allows one row per case
 (:mod:`kernels.collect`). The fields that are *not* part of a case are listed
 once, as ``measured`` in the row schemas (:func:`measured_fields`): a field a
-study adds is a case field unless its row schema names it there.
+study adds is a case field unless its row schema names it there. One field is
+neither: ``roles`` (:data:`ROLES`), the parts of the config a case comes from,
+which say how the reports use the row, not what was run; a case keeps its
+identity (and pairs with the rows measured before roles existed) when the
+config gives it another role.
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ def row_schema(study: str) -> Path:
     return path
 
 
+#: The row field that lists a case's roles (set by the study's ``cases``; :func:`kernels.collect.with_roles`).
+ROLES = "roles"
+
+
 def measured_fields(study: str) -> frozenset[str]:
     """Fields a measurement of ``study`` writes: the ``measured`` lists of the common row schema
     (``workflow/schemas/row.schema.yaml``) and of the study's (:func:`row_schema`), the one place
@@ -40,8 +48,8 @@ def measured_fields(study: str) -> frozenset[str]:
 
 def case_fields(row: dict) -> dict:
     """The case of ``row`` (a raw row, or a study's case dict with ``study`` and ``impl``):
-    every field that is not measured (:func:`measured_fields`), sorted by name."""
-    measured = measured_fields(row["study"])
+    every field that is not measured (:func:`measured_fields`) and not :data:`ROLES`, sorted by name."""
+    measured = measured_fields(row["study"]) | {ROLES}
     return {k: row[k] for k in sorted(row) if k not in measured}
 
 

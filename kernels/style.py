@@ -6,8 +6,10 @@ bytes for the same data: no creation date in the metadata.
 
 from __future__ import annotations
 
+import importlib
 import io
 from pathlib import Path
+from typing import NamedTuple
 
 import matplotlib
 
@@ -21,33 +23,24 @@ from kernels.files import write_atomic  # noqa: E402
 COLUMN_WIDTH = 3.4
 FULL_WIDTH = 7.0
 
-#: Fixed colours per implementation, so that one implementation has one
-#: colour in every figure. Unknown names get the next colour of the palette.
-IMPL_COLORS = {
-    # shared roles
-    "eager": "#4C72B0", "naive": "#4C72B0",
-    "compile": "#DD8452", "compile_no_cudagraphs": "#C44E52",
-    "triton": "#55A868", "chunk": "#55A868", "flex": "#55A868",
-    "decode": "#8C8C8C", "flex_autotune": "#8C8C8C", "recurrent": "#8C8C8C", "flex_flash": "#8172B3",
-    "seed": "#937860", "liger": "#DA8BC3", "fla_chunk": "#DA8BC3", "fla_recurrent": "#937860",
-    "gemm_fused": "#8172B3", "flash_qla": "#8172B3", "matmul": "#CCB974",
-    "copy": "#000000",
-    "sdpa_flash": "#DD8452", "sdpa_cudnn": "#C44E52", "sdpa_efficient": "#CCB974",
-    "sdpa_masked": "#64B5CD", "sdpa_math": "#64B5CD",
-}
+class Impl(NamedTuple):
+    """One implementation of a study, in its registry (``kernels/<study>/impls.py``, ``IMPLS``, in the
+    order of the paper's legends and tables): its display name in every legend, table and caption,
+    its colour in every figure, and the passes it has."""
+
+    label: str
+    color: str
+    passes: tuple[str, ...] = ("fwd", "bwd", "fwdbwd")
 
 
-#: The display name of each implementation, per study: one name in every legend, table and
-#: caption. An implementation missing here is shown by its code name.
-IMPL_LABELS = {
-    "swiglu": {"eager": "eager", "compile": "compile", "compile_no_cudagraphs": "compile (no graphs)",
-               "triton": "Triton (ours)", "decode": "Triton fixed (ours)", "seed": "source kernel",
-               "liger": "Liger", "matmul": "cuBLAS + act.", "gemm_fused": "fused epilogue", "copy": "copy"},
-    "flex": {"flex": "Flex", "flex_autotune": "Flex autotuned", "flex_flash": "Flex FLASH", "sdpa_flash": "FA2",
-             "sdpa_cudnn": "cuDNN", "sdpa_efficient": "mem.-efficient", "sdpa_masked": "SDPA + mask", "naive": "naive"},
-    "gdn": {"naive": "token loop", "recurrent": "recurrent (ours)", "chunk": "chunked (ours)",
-            "fla_chunk": "FLA", "fla_recurrent": "FLA recurrent", "flash_qla": "FlashQLA"},
-}
+def registry(study: str) -> dict[str, Impl]:
+    """The implementations of ``study`` (``kernels.<study>.impls.IMPLS``; empty for a study without one)."""
+    try:
+        return importlib.import_module(f"kernels.{study}.impls").IMPLS
+    except ModuleNotFoundError:
+        return {}
+
+
 #: Display names of the studies.
 STUDY_LABELS = {"swiglu": "SwiGLU", "flex": "FlexAttention", "gdn": "Gated DeltaNet"}
 #: Display names of passes.
@@ -57,8 +50,9 @@ MISSING = "n/a"
 
 
 def label(study: str, impl: str) -> str:
-    """The display name of implementation ``impl`` of ``study`` (:data:`IMPL_LABELS`)."""
-    return IMPL_LABELS.get(study, {}).get(impl, impl)
+    """The display name of implementation ``impl`` of ``study`` (its :func:`registry`; else ``impl``)."""
+    entry = registry(study).get(impl)
+    return entry.label if entry else impl
 
 
 def pass_label(name: str) -> str:
@@ -94,10 +88,12 @@ def apply() -> None:
     })
 
 
-def palette(impls) -> dict:
-    """Colour of each implementation name in ``impls`` (stable across figures)."""
+def palette(study: str, impls) -> dict:
+    """Colour of each implementation of ``study`` in ``impls``: its registry's (:func:`registry`), so one
+    implementation has one colour in every figure; one not in it gets the next colour of the palette."""
     spare = iter(sns.color_palette("tab10").as_hex())
-    return {i: IMPL_COLORS.get(i) or next(spare) for i in impls}
+    known = registry(study)
+    return {i: known[i].color if i in known else next(spare) for i in impls}
 
 
 def figure(width: float = COLUMN_WIDTH, height: float = 2.4, ncols: int = 1, nrows: int = 1, **kw):

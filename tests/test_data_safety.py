@@ -288,6 +288,34 @@ def test_the_committed_rows_are_valid():
         assert len(collect.load_rows(paths, study)) > 0
 
 
+@pytest.mark.parametrize("folder", ["data/raw/h200", "data/reproductions/h200-640a6f14"])
+def test_committed_rows_get_their_roles_from_the_config(folder):
+    """The committed rows carry no roles: each gets those of its case in the sweep section, and
+    the kernel breakdowns sit on the rows of role profile."""
+    for study in ("swiglu", "flex", "gdn"):
+        section = yaml.safe_load((ROOT / "config" / "studies" / f"{study}.yaml").read_text())[study]["sweep"]
+        paths = sorted(str(p) for p in (ROOT / folder / study).glob("*.jsonl"))
+        raw = collect.load_rows(paths, study)
+        assert not any(rows.ROLES in r for r in raw)
+        got = collect.with_roles(raw, study, section)
+        assert all(r[rows.ROLES] for r in got) and not any(rows.ROLES in r for r in raw)
+        if study == "gdn":
+            assert all(("profile" in r["roles"]) == ("kernels" in r) for r in got if r["impl"] != "naive")
+            chunk = [r for r in got if r["impl"] == "chunk" and r["pass"] == "fwd" and r["batch"] == 4]
+            assert [r["roles"] for r in chunk] == [["main", "profile", "published"]]
+        if study == "flex":
+            assert {"masks", "score_mods"} <= {role for r in got for role in r["roles"]}
+
+
+def test_rows_keep_their_roles_and_unknown_cases_get_none():
+    row = {"study": "gdn", "impl": "chunk", "pass": "fwd", "dtype": "bfloat16", "head_dim": 128, "batch": 3,
+           "seqlen": 3, "heads": 3, "num_seqs": 3, "varlen": False}
+    section = yaml.safe_load((ROOT / "config" / "studies" / "gdn.yaml").read_text())["gdn"]["sweep"]
+    assert collect.with_roles([row], "gdn", section)[0][rows.ROLES] == []
+    assert collect.with_roles([{**row, "roles": ["x"]}], "gdn", section)[0][rows.ROLES] == ["x"]
+    assert rows.case_id({**row, "roles": ["x"]}) == rows.case_id(row)  # roles are not part of a case
+
+
 @pytest.mark.parametrize("study", ["swiglu", "flex", "gdn"])
 def test_row_schemas_accept_every_configured_case(study):
     """Every case a study's sweep and smoke run make, as a row, is valid, and its fields are case fields."""

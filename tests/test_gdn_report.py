@@ -10,6 +10,11 @@ import pandas as pd  # noqa: E402
 from kernels.gdn import report  # noqa: E402
 
 
+#: The roles of the shapes of these tables, as config/studies/gdn.yaml's sweep gives them.
+FWD_ROLES = {(4, 8192, 16): "main profile published", (1, 32768, 32): "main published", (8, 4096, 16): "main"}
+BWD_ROLES = {(4, 8192, 16): "main profile", (1, 32768, 32): "main", (1, 8192, 16): "main", (1, 1024, 16): "sweep"}
+
+
 def tidy():
     rows = []
     ms = {"naive": 200.0, "recurrent": 5.0, "chunk": 0.9, "fla_chunk": 1.0, "flash_qla": 0.4}
@@ -21,6 +26,7 @@ def tidy():
             med = base * b * t * h / 16384 if ok else np.nan
             rows.append(dict(gpu="h200", study="gdn", impl=impl, **{"pass": "fwd"}, dtype="bfloat16", batch=b,
                              seqlen=t, heads=h, head_dim=128, num_seqs=n, varlen=var, device_ms=med,
+                             roles="varlen" if var else FWD_ROLES.get((b, t, h), "sweep"),
                              flops=int(b * t * h * 1.8e5), bytes=b * t * h * 1032,
                              status="ok" if ok else "unsupported", tflops=b * t * h * 1.8e5 / med / 1e9))
     rows.append(dict(gpu="h200", study="gdn", impl="fla_recurrent", **{"pass": "fwd"}, dtype="bfloat16", batch=1,
@@ -71,6 +77,7 @@ def bwd_tidy():
                 med = base * f * b * t * h / (4 * 8192 * 16)
                 rows.append(dict(gpu="h200", study="gdn", impl=impl, **{"pass": pas}, dtype="bfloat16", batch=b,
                                  seqlen=t, heads=h, head_dim=128, num_seqs=b, varlen=False, device_ms=med,
+                                 roles=BWD_ROLES.get((b, t, h), ""),
                                  flops=int(b * t * h * 5.7e5), bytes=b * t * h * 1800,
                                  status="unsupported" if impl == "naive" else "ok",
                                  peak_mem_bytes=2**31, peak_mem_timed_bytes=2**30 * b * t * h / 2**19,
@@ -100,6 +107,25 @@ def test_backward_figures_tables_macros():
     for fn in report.FIGURES.values():
         plt.close(fn(bwd_only))
     assert report.macros(bwd_only)["GdnChunkFwdbwdSpeedupVsFlaBFourTEightK"] == "n/a"
+
+
+def test_main_rows_are_the_rows_of_role_main():
+    """The tables and figures of the main shapes take the rows the config calls main, whatever their shape."""
+    df = report.derive(pd.concat([tidy(), bwd_tidy()], ignore_index=True))
+    moved = df.assign(roles=np.where((df.batch == 1) & (df.seqlen == 4096) & (df["pass"] != "fwd"), "main", df.roles))
+    assert len(report.TABLES["gdn_bwd"](moved)) == len(report.TABLES["gdn_bwd"](df)) + 2
+    assert "B1 T4096 H16" in report.TABLES["gdn_bwd"](moved).index.get_level_values("shape")
+    assert report.TABLES["gdn_main"](df.assign(roles="")).empty
+
+
+def test_macro_names_follow_the_config_shapes():
+    sweep = {"main_shapes": [{"batch": 2, "seqlen": 2048, "heads": 8, "profile": True},
+                             {"batch": 1, "seqlen": 4096, "heads": 8, "value_heads": 16}],
+             "backward": {"main_shapes": [{"batch": 1, "seqlen": 65536, "heads": 4}],
+                          "seqlen_sweep": {"batch": 1, "heads": 4, "seqlens": [512]}}}
+    shapes = report.paper_shapes(sweep)
+    assert shapes["main"] == {(2, 2048, 8): "BTwoTTwoK"} and shapes["profile"] == shapes["main"]
+    assert shapes["step"] == {(1, 65536, 4): "BOneTSixtyFourK", (1, 512, 4): "BOneTFiveHundredTwelve"}
 
 
 def test_kernel_table_shares_and_other():

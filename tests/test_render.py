@@ -1,10 +1,9 @@
-"""Rendering helpers: LaTeX tables and macros, empty panels, the LaTeX log check, coverage."""
+"""Rendering helpers: LaTeX tables and macros, the LaTeX log check, coverage."""
 
-import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from kernels import render
+from kernels import render, report_kit
 
 
 def test_table_headers_and_index_are_escaped():
@@ -18,7 +17,7 @@ def test_row_numbers_are_left_out_and_empty_tables_say_so():
     tex = render.table_to_latex(pd.DataFrame({"a": [1.5, 2.0]}))
     assert tex.splitlines()[0] == r"\begin{tabular}{S}"
     empty = render.table_to_latex(pd.DataFrame())
-    assert render.NOT_MEASURED in empty and r"\begin{tabular}{l}" in empty
+    assert report_kit.NOT_MEASURED in empty and r"\begin{tabular}{l}" in empty
 
 
 def test_missing_values_print_as_one_marker_and_columns_keep_their_decimals():
@@ -26,36 +25,10 @@ def test_missing_values_print_as_one_marker_and_columns_keep_their_decimals():
     assert "{n/a}" in tex and "1.00 & 2 \\\\" in tex and "0.25 & 4" in tex
 
 
-def test_kernel_names_lose_namespaces_templates_and_arguments():
-    names = ["void at::native::vectorized_elementwise_kernel<4, at::native::mul>(int, float*)",
-             "void at::native::(anonymous namespace)::reduce_kernel<512, 1>(x)",
-             "void at::native::vectorized_elementwise_kernel<4, at::native::silu>(int)", "_swiglu_fwd_kernel"]
-    assert render.short_kernel_names(names) == ["vectorized_elementwise_kernel", "reduce_kernel",
-                                                "vectorized_elementwise_kernel #2", "_swiglu_fwd_kernel"]
-
-
-def test_claim_verdicts_follow_the_stated_criterion():
-    assert render.claim_verdict([2.6, 3.0], 2.5, 3.5) == "holds"
-    assert render.claim_verdict([2.6, 4.0], 2.5, 3.5) == "holds"  # within and beyond
-    assert render.claim_verdict([3.6, 4.0], 2.5, 3.5) == "exceeded"
-    assert render.claim_verdict([84.6, 91.2], 85, 92) == "partly holds"
-    assert render.claim_verdict([1.7, 1.74], 2.5, 3.5) == "not reached"
-    assert render.claim_verdict([float("nan")], 2.5) == "n/a"
-
-
 def test_macro_names_must_be_letters():
     assert render.macro_lines({"SwigluX": "1.5"}) == [r"\newcommand{\SwigluX}{1.5}"]
     with pytest.raises(ValueError, match="letters only"):
         render.macro_lines({"Swiglu2": "1"})
-
-
-def test_empty_panels_are_marked():
-    fig, (full, empty) = plt.subplots(1, 2)
-    full.plot([1, 2], [3, 4])
-    render.mark_empty_axes(fig)
-    assert not full.texts
-    assert [t.get_text() for t in empty.texts] == [render.NOT_MEASURED]
-    plt.close(fig)
 
 
 def test_paper_problems_finds_undefined_and_wide_boxes():
@@ -132,20 +105,3 @@ def test_tidy_drift_compares_the_last_five_repetitions_with_the_first_five():
     assert t["device_ms"].iloc[0] == pytest.approx(1.25) and t["latency_ms"].iloc[0] == pytest.approx(2.0)
     assert t["host_overhead_ms"].iloc[0] == pytest.approx(0.75) and t["gbps"].iloc[0] == pytest.approx(1 / 1.25e-3 / 1e9)
     assert "median_ms" not in t and pd.isna(t["device_ms"].iloc[2])  # an error row has no time
-
-
-def test_kernel_table_orders_impls_and_sums_small_kernels():
-    import json
-
-    rows = [{"impl": impl, "pass": "fwd", "status": "ok",
-             "kernels": json.dumps([{"name": "k" * 60, "calls": 1, "us": 90.0},
-                                    {"name": "tiny", "calls": 2, "us": 1.0},
-                                    {"name": "other", "calls": 1, "us": 9.0}])}
-            for impl in ("triton", "eager")]
-    rows.append({"impl": "liger", "pass": "fwd", "status": "ok", "kernels": None})
-    t = render.kernel_table(pd.DataFrame(rows), order=("eager", "triton"), study="swiglu")
-    assert [i for i in t.index.get_level_values("implementation").unique()] == ["eager", "Triton (ours)"]
-    eager = t.loc[("forward", "eager")]
-    assert eager.index[0] == "k" * 60 and eager["µs"].tolist() == [90.0, 10.0]
-    assert eager["share %"].tolist() == [90.0, 10.0]
-    assert render.kernel_table(pd.DataFrame({"impl": ["a"]})).empty

@@ -39,14 +39,15 @@ def test_cases_cover_every_impl(run):
         for case in cases:
             assert set(study.SHAPE_FIELDS) <= set(case)
             assert case["numel"] == case["tokens"] * case["hidden"]
-            assert all(isinstance(v, (int, str)) for v in case.values())
+            assert all(isinstance(v, (int, str)) for k, v in case.items() if k != "roles")
+            assert case["series"] == case["roles"][0]  # the first group's series, then any other's
             if impl in study.FWD_ONLY:
                 assert case["pass"] == "fwd"
             if case["launch"] == "graph":
                 assert impl in study.GRAPH_IMPLS
             assert (case["gemm_in"] > 0) <= (impl in study.GEMM_IMPLS)
             assert ("warmup_ms" in case) == (run == "sweep" and case["series"] == "gemm")
-        keys = [tuple(sorted((k, v) for k, v in c.items() if k != "series")) for c in cases]
+        keys = [tuple(sorted((k, v) for k, v in c.items() if k not in ("series", "roles"))) for c in cases]
         assert len(keys) == len(set(keys)), "duplicate cases"
     assert total < (400 if run == "sweep" else 80)
 

@@ -59,6 +59,24 @@ def toy_workflow(tmp_path):
     return wf
 
 
+def test_adding_a_study_touches_the_files_docs_extending_counts(toy_workflow):
+    """The files the toy study adds to or changes in a copy of the workflow (its package counted once)
+    are as many as docs/extending.md says a new study touches."""
+    import re
+
+    touched = set()
+    for path in toy_workflow.rglob("*"):
+        rel = path.relative_to(toy_workflow)
+        if not path.is_file() or "__pycache__" in rel.parts or rel.parts[0] in ("profiles",):
+            continue
+        original = ROOT / rel
+        if not original.exists() or original.read_bytes() != path.read_bytes():
+            touched.add("kernels/toy/" if rel.parts[:2] == ("kernels", "toy") else str(rel))
+    text = (ROOT / "docs" / "extending.md").read_text()
+    stated = re.search(r"A new study touches \*\*(\d+) files\*\*", text)
+    assert stated and int(stated.group(1)) == len(touched), sorted(touched)
+
+
 #: The paper of the toy workflow: the real one quotes the real studies' numbers.
 TOY_PAPER = r"""\documentclass{article}
 \usepackage[margin=2cm]{geometry}

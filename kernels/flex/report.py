@@ -1,4 +1,4 @@
-"""Figures, tables and quoted numbers of the FlexAttention study (no torch).
+"""Figures, tables and quoted numbers of the FlexAttention study, built on kernels.report_kit.
 
 Derived metrics (:func:`derive`), per row of the tidy table:
 
@@ -28,6 +28,9 @@ Derived metrics (:func:`derive`), per row of the tidy table:
     time per computed tile over flex causal's time per computed tile at the
     same shape, pass, impl and score_mod: ideal_ratio / speedup_vs_causal,
     i.e. 100 / pct_of_ideal.
+
+The reference shape (score modifications, the causal macros) is that of the
+config group ``masks`` (role, :data:`REFERENCE_GROUP`).
 """
 
 from __future__ import annotations
@@ -36,30 +39,33 @@ import numpy as np
 import pandas as pd
 from matplotlib import ticker
 
-from kernels import render, style
+from kernels import report_kit as kit
+from kernels import style
+from kernels.flex.impls import IMPLS
 from kernels.flex.density import BLOCK_SIZE
 
 SHAPE = ["gpu", "dtype", "pass", "batch", "heads", "kv_heads", "seqlen", "head_dim"]
 MASK_KNOBS = ["mask", "window", "documents", "doc_dist", "prefix"]
-DENSE = ["sdpa_flash", "sdpa_cudnn", "sdpa_efficient"]
+#: The implementations in the order of legends and tables (their registry's).
+ORDER = tuple(IMPLS)
 MASK_LABEL = {"causal": "causal", "window": "sliding window", "document": "document packing",
               "document_window": "documents + window", "prefix": "prefix-LM"}
 SCORE_MOD_LABEL = {"alibi": "ALiBi", "softcap": "soft-cap (tanh)", "softcap_sigmoid": "soft-cap (sigmoid)",
                    "alibi_softcap": "ALiBi + soft-cap"}
 FAMILY_COLORS = dict(zip(MASK_LABEL, ["#000000", "#4C72B0", "#DD8452", "#8172B3", "#55A868"]))
-#: The reference shape of the study: B4 H16 N8192 D128 bf16.
-BASE = dict(batch=4, heads=16, kv_heads=16, seqlen=8192, head_dim=128, dtype="bfloat16")
+#: The config group (role) whose shape is the study's reference shape: every mask family at one shape.
+REFERENCE_GROUP = "masks"
+#: The fields of a shape (the reference shape's, :func:`_reference`).
+REFERENCE_FIELDS = ["batch", "heads", "kv_heads", "seqlen", "head_dim", "dtype"]
 
 
 def _num(df: pd.DataFrame, col: str) -> pd.Series:
     return pd.to_numeric(df[col], errors="coerce") if col in df else pd.Series(np.nan, index=df.index)
 
 
-def _lookup(df: pd.DataFrame, sel: pd.Series, keys: list[str], col: str = "device_ms") -> pd.Series:
+def _ok_base(df: pd.DataFrame, sel: pd.Series, keys: list[str], col: str = "device_ms") -> pd.Series:
     """For every row of ``df``, ``col`` of the ok row selected by ``sel`` with equal ``keys`` (NaN if none)."""
-    ref = df.loc[sel & (df["status"] == "ok"), keys + [col]].drop_duplicates(keys)
-    merged = df[keys].merge(ref, on=keys, how="left")
-    return pd.Series(merged[col].to_numpy(), index=df.index)
+    return kit.baseline(df, sel & (df["status"] == "ok"), keys, col)
 
 
 def derive(df: pd.DataFrame) -> pd.DataFrame:
@@ -74,16 +80,16 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     df["tflops_blocks"] = df["flops_blocks"] / seconds / 1e12
     causal = (df["mask"] == "causal") & (df["score_mod"] == "none")
     for impl, name in (("sdpa_flash", "flash"), ("sdpa_cudnn", "cudnn")):
-        df[f"speedup_vs_{name}"] = _lookup(df, causal & (df["impl"] == impl), SHAPE) / df["device_ms"]
+        df[f"speedup_vs_{name}"] = _ok_base(df, causal & (df["impl"] == impl), SHAPE) / df["device_ms"]
     keys = SHAPE + ["impl", "score_mod"]
-    df["speedup_vs_causal"] = _lookup(df, df["mask"] == "causal", keys) / df["device_ms"]
-    causal_blocks = _lookup(df, df["mask"] == "causal", ["seqlen"], "density_blocks")
+    df["speedup_vs_causal"] = _ok_base(df, df["mask"] == "causal", keys) / df["device_ms"]
+    causal_blocks = _ok_base(df, df["mask"] == "causal", ["seqlen"], "density_blocks")
     df["ideal_ratio"] = causal_blocks / df["density_blocks"]
     df["pct_of_ideal"] = 100.0 * df["speedup_vs_causal"] / df["ideal_ratio"]
     df["tiles_per_row"] = df["density_blocks"] * np.ceil(df["seqlen"] / BLOCK_SIZE)
     df["tile_fill"] = df["density_elements"] / df["density_blocks"]
     df["tile_cost"] = df["ideal_ratio"] / df["speedup_vs_causal"]
-    df["slowdown_vs_plain"] = df["device_ms"] / _lookup(df, df["score_mod"] == "none",
+    df["slowdown_vs_plain"] = df["device_ms"] / _ok_base(df, df["score_mod"] == "none",
                                                         SHAPE + ["impl"] + MASK_KNOBS)
     return df
 
@@ -115,10 +121,23 @@ def _ok(df: pd.DataFrame) -> pd.DataFrame:
     return df[(df["status"] == "ok") & df["device_ms"].notna()] if not df.empty else df
 
 
+def _reference(df: pd.DataFrame) -> dict | None:
+    """The reference shape (:data:`REFERENCE_FIELDS`): that of the first row of the config group
+    :data:`REFERENCE_GROUP` (role) in ``df``; None when ``df`` has none."""
+    ref = kit.with_role(df, REFERENCE_GROUP)
+    return None if ref.empty else ref.iloc[0][REFERENCE_FIELDS].to_dict()
+
+
+def _at_reference(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``df`` at the reference shape (:func:`_reference`); none without it."""
+    ref = _reference(df)
+    return _where(df, **ref) if ref is not None else df.iloc[0:0]
+
+
 def _base(df: pd.DataFrame) -> pd.DataFrame:
-    """The main GPU's rows at the reference shape (B4 H16 N8192 D128 bf16), or all of them if it was not measured."""
+    """The main GPU's rows at the reference shape (:func:`_at_reference`), or all of them if it was not measured."""
     d = _main_gpu(df)
-    b = _where(d, **BASE)
+    b = _at_reference(d)
     return b if not b.empty else d
 
 
@@ -181,10 +200,6 @@ def _seqlen_ticks(ax, seqlens) -> None:
         ax.xaxis.set_minor_formatter(ticker.NullFormatter())
 
 
-def _empty(ax, text: str = "no data") -> None:
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
-
-
 # ----------------------------------------------------------------------------
 # figures
 
@@ -202,7 +217,7 @@ def fig_speedup_density(df: pd.DataFrame):
     for ax, pas in zip(axes[0], passes):
         p = d[d["pass"] == pas] if not d.empty else d
         if p.empty or p["ideal_ratio"].isna().all():
-            _empty(ax)
+            kit.mark_empty(ax)
             continue
         x = 1.0 / p["ideal_ratio"]
         grid = np.geomspace(max(x.min() * 0.8, 1e-3), 1.05, 50)
@@ -240,11 +255,11 @@ def fig_tflops(df: pd.DataFrame):
     passes = ["fwd", "fwdbwd"]
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
     impls = sorted(d["impl"].unique()) if not d.empty else []
-    colors = style.palette(impls)
+    colors = style.palette("flex", impls)
     for ax, pas in zip(axes[0], passes):
         p = d[d["pass"] == pas] if not d.empty else d
         if p.empty:
-            _empty(ax)
+            kit.mark_empty(ax)
         for impl in impls:
             g = p[p["impl"] == impl].sort_values("seqlen")
             if not g.empty:
@@ -271,11 +286,11 @@ def fig_memory(df: pd.DataFrame):
         d = d[tokens == tokens.max()] if not d.empty else d
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
     impls = sorted(d["impl"].unique()) if not d.empty else []
-    colors = style.palette(impls)
+    colors = style.palette("flex", impls)
     for ax, pas in zip(axes[0], ["fwd", "fwdbwd"]):
         p = d[d["pass"] == pas] if not d.empty else d
         if p.empty:
-            _empty(ax)
+            kit.mark_empty(ax)
             continue
         top = _num(p, "peak_mem_bytes").max() / 2**30
         for impl in impls:
@@ -307,7 +322,7 @@ def fig_score_mods(df: pd.DataFrame):
     d = d[(d["impl"] == "flex") & (d["score_mod"] != "none")] if not d.empty else d
     fig, ax = style.figure(height=2.2)
     if d.empty:
-        _empty(ax)
+        kit.mark_empty(ax)
         return fig
     d = d.assign(label=d["mask"].map(MASK_LABEL).fillna(d["mask"]) + ", " + d["pass"].map(style.pass_label))
     order = ["alibi", "softcap", "softcap_sigmoid", "alibi_softcap"]
@@ -352,7 +367,7 @@ def fig_tile_cost(df: pd.DataFrame):
         ax.set_title(style.pass_label(pas))
         p = d[d["pass"] == pas] if not d.empty else d
         if p.empty:
-            _empty(ax)
+            kit.mark_empty(ax)
             continue
         for fam in families:
             for n in n_labels:
@@ -378,7 +393,7 @@ def fig_tile_cost(df: pd.DataFrame):
     ax = axes[0][2]
     ax.set_title("fill")
     if d.empty:
-        _empty(ax)
+        kit.mark_empty(ax)
     for fam in families:
         for pas, face in zip(passes, [FAMILY_COLORS[fam], "none"]):
             g = d[(d["mask"] == fam) & (d["pass"] == pas)]
@@ -469,7 +484,7 @@ def table_dense(df: pd.DataFrame) -> pd.DataFrame:
     d = d.assign(shape=shape, _p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2}))
     t = d.pivot_table(index=["_p", "pass", "seqlen", "shape"], columns="impl", values="cell", aggfunc="first")
     t = t.reset_index().drop(columns=["seqlen", "_p"]).fillna(style.MISSING)
-    order = [c for c in ["flex", "flex_autotune", "flex_flash", *DENSE, "sdpa_masked", "naive"] if c in t]
+    order = [c for c in ORDER if c in t]
     t = t[["pass", "shape", *order]].assign(**{"pass": lambda x: x["pass"].map(style.pass_label)})
     t.columns = ["pass", "shape", *(style.label("flex", c) for c in order)]
     return t
@@ -485,7 +500,7 @@ def table_score_mods(df: pd.DataFrame) -> pd.DataFrame:
     if d.empty:
         return pd.DataFrame(columns=cols)
     d = d[(d["impl"] == "flex") & d["mask"].isin(["causal", "window"])]
-    plain = _lookup(d, d["score_mod"] == "none", SHAPE + ["impl"] + MASK_KNOBS)
+    plain = _ok_base(d, d["score_mod"] == "none", SHAPE + ["impl"] + MASK_KNOBS)
     elements = d["batch"] * d["heads"] * d["seqlen"].astype(float) ** 2 * d["density_elements"]
     added = (d["device_ms"] - plain) * 1e9 / elements
     keep = plain.notna() & (d["score_mod"] != "none")
@@ -499,14 +514,17 @@ def table_score_mods(df: pd.DataFrame) -> pd.DataFrame:
         columns={"score_mod": "modification"}).reset_index(drop=True)
 
 
-def _shape_note(row) -> str:
-    """What differs from the reference shape apart from batch and seqlen (e.g. "D64", "H16 KV4")."""
+def _shape_note(row, ref: dict | None) -> str:
+    """What differs from the reference shape ``ref`` (:func:`_reference`) apart from batch and seqlen
+    (e.g. "D64", "H16 KV4"); nothing without one."""
     notes = []
-    if row["heads"] != BASE["heads"] or row["kv_heads"] != BASE["kv_heads"]:
+    if ref is None:
+        return ""
+    if row["heads"] != ref["heads"] or row["kv_heads"] != ref["kv_heads"]:
         notes.append(style.shape(H=row["heads"], KV=row["kv_heads"]))
-    if row["head_dim"] != BASE["head_dim"]:
+    if row["head_dim"] != ref["head_dim"]:
         notes.append(style.shape(D=row["head_dim"]))
-    if row["dtype"] != BASE["dtype"]:
+    if row["dtype"] != ref["dtype"]:
         notes.append(str(row["dtype"]))
     return ", ".join(notes)
 
@@ -529,7 +547,8 @@ def table_tile_cost(df: pd.DataFrame) -> pd.DataFrame:
         fit[idx] = _row_model(k, rows, rows * d.loc[idx, "ideal_ratio"])
     d = d.assign(fit=fit, _p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2})).sort_values(
         ["_p", "tiles_per_row", "seqlen", "mask"])
-    setting = d.apply(lambda r: ", ".join(x for x in (_case_label(r), _shape_note(r)) if x), axis=1)
+    ref = _reference(_main_gpu(df))
+    setting = d.apply(lambda r: ", ".join(x for x in (_case_label(r), _shape_note(r, ref)) if x), axis=1)
     out = pd.DataFrame({
         "pass": d["pass"].map(style.pass_label), "N": d["seqlen"].astype(int), "mask": setting,
         "tiles / row": d["tiles_per_row"].round(1), "fill %": (100 * d["tile_fill"]).round(0),
@@ -549,18 +568,6 @@ TABLES = {
 # macros
 
 
-def _fmt(value, digits: int = 2) -> str:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return "n/a"
-    return "n/a" if not np.isfinite(v) else f"{v:.{digits}f}"
-
-
-def _one(d: pd.DataFrame, col: str):
-    return d[col].iloc[0] if not d.empty and col in d else np.nan
-
-
 #: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
 CLAIMS = {"FlexMemoryVerdict": "FlexAttention: dense mask memory from O(N²) to O(N)",
           "FlexPrefillVerdict": "FlexAttention: 2–4× faster prefill",
@@ -571,14 +578,14 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text (``Flex...`` macros); "n/a" where not measured."""
     out: dict[str, str] = {}
     d = _ok(_main_gpu(df)) if not df.empty else df
-    base = _where(d, **BASE) if not d.empty else d
+    base = _at_reference(d) if not d.empty else d
     names = {"fwd": "Fwd", "bwd": "Bwd", "fwdbwd": "Fwdbwd"}
     for pas, pname in names.items():
         causal = _where(base, impl="flex", mask="causal", score_mod="none", **{"pass": pas})
-        out[f"Flex{pname}CausalMs"] = _fmt(_one(causal, "device_ms"), 3)
-        out[f"Flex{pname}CausalVsFlash"] = _fmt(_one(causal, "speedup_vs_flash"))
-        out[f"Flex{pname}CausalVsCudnn"] = _fmt(_one(causal, "speedup_vs_cudnn"))
-        out[f"Flex{pname}CausalTflops"] = _fmt(_one(causal, "tflops_elements"), 0)
+        out[f"Flex{pname}CausalMs"] = kit.fmt(kit.first(causal, "device_ms"), 3)
+        out[f"Flex{pname}CausalVsFlash"] = kit.fmt(kit.first(causal, "speedup_vs_flash"), 2)
+        out[f"Flex{pname}CausalVsCudnn"] = kit.fmt(kit.first(causal, "speedup_vs_cudnn"), 2)
+        out[f"Flex{pname}CausalTflops"] = kit.fmt(kit.first(causal, "tflops_elements"), 0)
     # the >= 80 % of ideal target, sliding windows and document packing at N >= 8K, flex forward
     flex = d[(d["impl"] == "flex") & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)] if not d.empty else d
     fwd_pcts: list[float] = []
@@ -586,22 +593,22 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         for pas, pname in names.items():
             f = flex[(flex["mask"] == fam) & (flex["pass"] == pas)] if not flex.empty else flex
             pct = f["pct_of_ideal"].dropna() if not f.empty else pd.Series(dtype=float)
-            out[f"Flex{fname}{pname}PctIdealMin"] = _fmt(pct.min() if len(pct) else np.nan, 0)
-            out[f"Flex{fname}{pname}PctIdealMedian"] = _fmt(pct.median() if len(pct) else np.nan, 1)
+            out[f"Flex{fname}{pname}PctIdealMin"] = kit.fmt(pct.min() if len(pct) else np.nan, 0)
+            out[f"Flex{fname}{pname}PctIdealMedian"] = kit.fmt(pct.median() if len(pct) else np.nan, 1)
             out[f"Flex{fname}{pname}TargetMet"] = (f"{int((pct >= 80).sum())} of {len(pct)}" if len(pct) else "n/a")
             fwd_pcts.extend(pct.tolist() if pas == "fwd" else [])
     # verdict on "speed follows sparsity": forward cases of both families at >= 80 % of the ideal
-    out["FlexSparsityVerdict"] = render.claim_verdict(fwd_pcts, 80.0)
+    out["FlexSparsityVerdict"] = kit.claim_verdict(fwd_pcts, 80.0)
     fwd = _where(base, impl="flex", mask="causal", score_mod="none", **{"pass": "fwd"})
-    out["FlexPrefillVerdict"] = render.claim_verdict([_one(fwd, "speedup_vs_flash"), _one(fwd, "speedup_vs_cudnn")],
-                                                     2.0, 4.0)
+    out["FlexPrefillVerdict"] = kit.claim_verdict(
+        [kit.first(fwd, "speedup_vs_flash"), kit.first(fwd, "speedup_vs_cudnn")], 2.0, 4.0)
     for mod, mname in (("alibi", "Alibi"), ("softcap", "Softcap"), ("softcap_sigmoid", "SoftcapSigmoid"),
                        ("alibi_softcap", "AlibiSoftcap")):
         for pas, pname in names.items():
             r = _where(base, impl="flex", mask="causal", score_mod=mod, **{"pass": pas})
-            out[f"Flex{pname}{mname}Slowdown"] = _fmt(_one(r, "slowdown_vs_plain"))
+            out[f"Flex{pname}{mname}Slowdown"] = kit.fmt(kit.first(r, "slowdown_vs_plain"), 2)
     w = _where(base, impl="flex", mask="window", window=1024, score_mod="none", **{"pass": "fwd"})
-    out["FlexFwdWindowThousandSpeedup"] = _fmt(_one(w, "speedup_vs_causal"))
+    out["FlexFwdWindowThousandSpeedup"] = kit.fmt(kit.first(w, "speedup_vs_causal"), 2)
     # memory: largest seqlen each materialised baseline ran, and its memory over flex's there
     causal = _where(d, mask="causal", score_mod="none", **{"pass": "fwd"}) if not d.empty else d
     growth: list[float] = []
@@ -613,17 +620,17 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         ratio = np.nan
         if not both.empty:
             ratio = (_num(both, "peak_mem_bytes") / _num(both, "peak_mem_bytes_flex")).iloc[-1]
-        out[f"Flex{iname}MemOverFlex"] = _fmt(ratio, 1)
+        out[f"Flex{iname}MemOverFlex"] = kit.fmt(ratio, 1)
         if len(both) >= 2:  # how the ratio grows from the shortest to the longest length both ran
             ratios = _num(both, "peak_mem_bytes") / _num(both, "peak_mem_bytes_flex")
             growth.append(ratios.iloc[-1] / ratios.iloc[0])
         out[f"Flex{iname}MemMinSeqlen"] = str(int(both["seqlen"].min())) if len(both) else "n/a"
-        out[f"Flex{iname}MemRatioGrowth"] = _fmt(growth[-1] if len(both) >= 2 else np.nan, 1)
+        out[f"Flex{iname}MemRatioGrowth"] = kit.fmt(growth[-1] if len(both) >= 2 else np.nan, 1)
     # O(N^2) against O(N): the materialised baselines' memory over flex's grows with N (by > 10 %)
-    out["FlexMemoryVerdict"] = render.claim_verdict(growth, 1.1)
+    out["FlexMemoryVerdict"] = kit.claim_verdict(growth, 1.1)
     flexrows = d[d["impl"] == "flex"] if not d.empty else d
     comp = _num(flexrows, "compile_s")[_num(flexrows, "recompiles") > 0] if not flexrows.empty else pd.Series()
-    out["FlexCompileSecondsMedian"] = _fmt(comp.median() if len(comp) else np.nan, 1)
+    out["FlexCompileSecondsMedian"] = kit.fmt(comp.median() if len(comp) else np.nan, 1)
     reused = _num(flexrows, "recompiles") if not flexrows.empty else pd.Series(dtype=float)
     out["FlexCasesWithoutRecompile"] = f"{int((reused == 0).sum())} of {int(reused.notna().sum())}" \
         if reused.notna().any() else "n/a"
@@ -632,25 +639,26 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     for pas, pname in names.items():
         p = sparse[sparse["pass"] == pas] if not sparse.empty else sparse
         k, r2 = row_cost_fit(p)
-        out[f"Flex{pname}RowCostTiles"] = _fmt(k, 1)
-        out[f"Flex{pname}RowCostRsq"] = _fmt(r2, 3)
-        out[f"Flex{pname}TileCostRankCorrRows"] = _fmt(_rank_corr(p["tile_cost"], p["tiles_per_row"])
-                                                       if not p.empty else np.nan)
-        out[f"Flex{pname}TileCostRankCorrFill"] = _fmt(_rank_corr(p["tile_cost"], p["tile_fill"])
-                                                       if not p.empty else np.nan)
+        out[f"Flex{pname}RowCostTiles"] = kit.fmt(k, 1)
+        out[f"Flex{pname}RowCostRsq"] = kit.fmt(r2, 3)
+        out[f"Flex{pname}TileCostRankCorrRows"] = kit.fmt(_rank_corr(p["tile_cost"], p["tiles_per_row"])
+                                                       if not p.empty else np.nan, 2)
+        out[f"Flex{pname}TileCostRankCorrFill"] = kit.fmt(_rank_corr(p["tile_cost"], p["tile_fill"])
+                                                       if not p.empty else np.nan, 2)
         if not p.empty:
             rows = p["tiles_per_row"]
             residual = p["tile_cost"] - _row_model(k, rows, rows * p["ideal_ratio"])
         for sel, sname in (("window", "Window"), ("uniform", "DocUniform"), ("heavy", "DocHeavy")):
             r = residual[(p["mask"] == sel) | ((p["mask"] == "document") & (p["doc_dist"] == sel))].dropna() \
                 if not p.empty else pd.Series(dtype=float)
-            out[f"Flex{pname}FitResidual{sname}"] = _fmt(r.mean() if len(r) else np.nan)
+            out[f"Flex{pname}FitResidual{sname}"] = kit.fmt(r.mean() if len(r) else np.nan, 2)
         for fam, fname in (("window", "Window"), ("document", "Document")):
             f = p[p["mask"] == fam].dropna(subset=["tile_cost"]) if not p.empty else p
             worst = f.loc[[f["tile_cost"].idxmax()]] if len(f) else f
-            out[f"Flex{fname}{pname}WorstTileCost"] = _fmt(_one(worst, "tile_cost"))
-            out[f"Flex{fname}{pname}WorstTilesPerRow"] = _fmt(_one(worst, "tiles_per_row"), 1)
-            out[f"Flex{fname}{pname}WorstFillPct"] = _fmt(100 * _one(worst, "tile_fill"), 0)
-            rows = _one(worst, "tiles_per_row")
-            out[f"Flex{fname}{pname}WorstTileCostFit"] = _fmt(_row_model(k, rows, rows * _one(worst, "ideal_ratio")))
+            out[f"Flex{fname}{pname}WorstTileCost"] = kit.fmt(kit.first(worst, "tile_cost"), 2)
+            out[f"Flex{fname}{pname}WorstTilesPerRow"] = kit.fmt(kit.first(worst, "tiles_per_row"), 1)
+            out[f"Flex{fname}{pname}WorstFillPct"] = kit.fmt(100 * kit.first(worst, "tile_fill"), 0)
+            rows = kit.first(worst, "tiles_per_row")
+            fit = _row_model(k, rows, rows * kit.first(worst, "ideal_ratio"))
+            out[f"Flex{fname}{pname}WorstTileCostFit"] = kit.fmt(fit, 2)
     return out

@@ -53,6 +53,7 @@ import time
 
 from kernels import correctness, harness, passes
 from kernels.flex import density
+from kernels.flex.impls import IMPLS as REGISTRY
 
 STUDY = "flex"
 SHAPE_FIELDS = ("batch", "heads", "kv_heads", "seqlen", "head_dim", "mask", "window", "documents", "doc_dist",
@@ -60,7 +61,7 @@ SHAPE_FIELDS = ("batch", "heads", "kv_heads", "seqlen", "head_dim", "mask", "win
 FLEX_IMPLS = ("flex", "flex_autotune", "flex_flash")
 DENSE_IMPLS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")
 MATERIALISED_IMPLS = ("sdpa_masked", "naive")
-IMPLS = FLEX_IMPLS + DENSE_IMPLS + MATERIALISED_IMPLS
+IMPLS = tuple(REGISTRY)  # FLEX_IMPLS, DENSE_IMPLS and MATERIALISED_IMPLS split it (a test checks)
 
 #: Tolerance on RMSE/RMS of the output against float64; gradients get twice as much.
 TOLERANCE = {"bfloat16": 0.02, "float16": 0.01, "float32": 2e-3}
@@ -94,14 +95,15 @@ def cases(sweep: dict, impl: str) -> list[dict]:
 
     A group runs the impls it lists; the dense baselines run every shape of
     every group with ``dense: true`` (the default), once, with the causal
-    mask. An impl absent from ``sweep["impls"]`` has no cases.
+    mask. An impl absent from ``sweep["impls"]`` has no cases. Each case carries ``roles``, the
+    names of the groups it comes from (in config order); the report selects rows by them.
     """
     if impl not in IMPLS:
         raise ValueError(f"unknown impl {impl!r}; expected one of {IMPLS}")
     if impl not in sweep["impls"]:
         return []
     seed = int(sweep.get("seed", 0))
-    out, seen = [], set()
+    out, seen = [], {}
     for group in sweep["groups"]:
         if impl in DENSE_IMPLS:
             if not group.get("dense", True):
@@ -119,9 +121,13 @@ def cases(sweep: dict, impl: str) -> list[dict]:
                     "kv_heads": int(kv_heads), "seqlen": int(seqlen), "head_dim": int(head_dim), **point,
                     "density_blocks": round(d_blk, 6), "density_elements": round(d_elem, 6), "seed": seed}
             key = tuple(sorted(case.items()))
-            if key not in seen:
-                seen.add(key)
-                out.append(case)
+            if key in seen:
+                if group["name"] not in seen[key]["roles"]:
+                    seen[key]["roles"].append(group["name"])
+                continue
+            seen[key] = case
+            case["roles"] = [group["name"]]
+            out.append(case)
     return out
 
 

@@ -1,4 +1,4 @@
-"""Figures, tables and quoted numbers of the GDN study, forward and training step (no torch).
+"""Figures, tables and quoted numbers of the GDN study, forward and training step.
 
 Derived metrics (per row of the tidy table, compared within the same pass
 and shape): ``tflops`` from the chunked FLOP counts of :mod:`kernels.gdn.flops`
@@ -7,6 +7,11 @@ median; only where naive was measured), ``speedup_vs_fla`` (fla_chunk / this),
 ``ratio_to_flash_qla`` (this / flash_qla, > 1 means slower than FlashQLA) and
 ``peak_mem_gib`` (peak memory allocated while the timed call runs once,
 ``peak_mem_timed_bytes``, else the harness's ``peak_mem_bytes``).
+
+The main-shape figures and tables take the rows of role ``main`` (the config's
+``main_shapes``, forward and backward; :func:`kernels.report_kit.with_role`); the
+macros are named after the config's shapes (:func:`paper_shapes`). Built on
+:mod:`kernels.report_kit`.
 """
 
 from __future__ import annotations
@@ -16,25 +21,22 @@ import json
 import numpy as np
 import pandas as pd
 
-from kernels import render, style
+from kernels import report_kit as kit
+from kernels import style
+from kernels.gdn.impls import IMPLS
 
 SHAPE = ["gpu", "pass", "dtype", "batch", "seqlen", "heads", "value_heads", "head_dim", "num_seqs", "varlen"]
-MAIN = [(4, 8192, 16), (1, 32768, 32), (8, 4096, 16)]
-BWD_MAIN = [(4, 8192, 16), (1, 32768, 32), (1, 8192, 16)]
-ORDER = ["naive", "recurrent", "chunk", "fla_chunk", "fla_recurrent", "flash_qla"]
+#: The implementations in the order of legends and tables (their registry's).
+ORDER = tuple(IMPLS)
 
 
 def _shape_cols(df):
     return [c for c in SHAPE if c in df.columns]
 
 
-def _baseline(df: pd.DataFrame, impl: str) -> pd.Series:
+def _speedup_base(df: pd.DataFrame, impl: str) -> pd.Series:
     """Median of ``impl`` at each row's shape (NaN where it has none)."""
-    cols = _shape_cols(df)
-    base = df[df["impl"] == impl][cols + ["device_ms"]].rename(columns={"device_ms": "_base"})
-    base = base.dropna(subset=["_base"]).drop_duplicates(subset=cols)
-    merged = df[cols].merge(base, on=cols, how="left")
-    return pd.Series(merged["_base"].to_numpy(), index=df.index)
+    return kit.baseline(df, df["impl"] == impl, _shape_cols(df))
 
 
 def derive(df: pd.DataFrame) -> pd.DataFrame:
@@ -42,9 +44,9 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     if "tflops" not in df.columns:
         df["tflops"] = df["flops"] / (df["device_ms"] * 1e-3) / 1e12
-    df["speedup_vs_naive"] = _baseline(df, "naive") / df["device_ms"]
-    df["speedup_vs_fla"] = _baseline(df, "fla_chunk") / df["device_ms"]
-    df["ratio_to_flash_qla"] = df["device_ms"] / _baseline(df, "flash_qla")
+    df["speedup_vs_naive"] = _speedup_base(df, "naive") / df["device_ms"]
+    df["speedup_vs_fla"] = _speedup_base(df, "fla_chunk") / df["device_ms"]
+    df["ratio_to_flash_qla"] = df["device_ms"] / _speedup_base(df, "flash_qla")
     peak = df["peak_mem_timed_bytes"] if "peak_mem_timed_bytes" in df.columns else pd.Series(np.nan, index=df.index)
     if "peak_mem_bytes" in df.columns:
         peak = peak.fillna(df["peak_mem_bytes"])
@@ -64,8 +66,7 @@ def _pass(df, pas):
 
 
 def _impls(df):
-    present = list(dict.fromkeys(df["impl"]))
-    return [i for i in ORDER if i in present] + [i for i in present if i not in ORDER]
+    return kit.ordered(df["impl"], ORDER)
 
 
 def _sweep_rows(df):
@@ -87,7 +88,7 @@ def _time_vs_seqlen(df: pd.DataFrame, pas: str, what: str):
 
     fig, ax = style.figure(height=2.6)
     d = _sweep_rows(_pass(df, pas))
-    pal = style.palette(_impls(df))
+    pal = style.palette("gdn", _impls(df))
     for impl in _impls(d) if not d.empty else []:
         s = d[d["impl"] == impl].sort_values("seqlen")
         ax.plot(s["seqlen"], s["device_ms"], marker="o", label=_label(impl), color=pal[impl],
@@ -119,11 +120,10 @@ def fig_fwdbwd_time_vs_seqlen(df: pd.DataFrame):
     return _time_vs_seqlen(df, "fwdbwd", "forward + backward")
 
 
-def _main_rows(df, main=MAIN):
-    d = df[(df["varlen"] != True) & df["device_ms"].notna()]  # noqa: E712
-    keys = set(main)
-    mask = np.array([(b, t, h) in keys for b, t, h in zip(d["batch"], d["seqlen"], d["heads"])], dtype=bool)
-    return d[mask]
+def _main_rows(df):
+    """The timed rows of the config's main shapes (role ``main``: the forward's ``main_shapes`` on
+    fwd rows, the backward's on bwd and fwdbwd rows)."""
+    return kit.with_role(df[df["device_ms"].notna()], "main")
 
 
 def _shape_label(d):
@@ -135,11 +135,9 @@ def _fla_band(df: pd.DataFrame) -> pd.DataFrame:
     FLA's 90th over this row's 10th (the spread of ``speedup_vs_fla``; NaN without quantiles)."""
     if not {"q10_ms", "q90_ms"} <= set(df.columns):
         return df.assign(speedup_low=np.nan, speedup_high=np.nan)
-    cols = _shape_cols(df)
-    fla = df[df["impl"] == "fla_chunk"][cols + ["q10_ms", "q90_ms"]].drop_duplicates(subset=cols)
-    merged = df[cols].merge(fla.rename(columns={"q10_ms": "_f10", "q90_ms": "_f90"}), on=cols, how="left")
-    return df.assign(speedup_low=merged["_f10"].to_numpy() / df["q90_ms"].to_numpy(),
-                     speedup_high=merged["_f90"].to_numpy() / df["q10_ms"].to_numpy())
+    fla = df["impl"] == "fla_chunk"
+    return df.assign(speedup_low=kit.baseline(df, fla, _shape_cols(df), "q10_ms") / df["q90_ms"],
+                     speedup_high=kit.baseline(df, fla, _shape_cols(df), "q90_ms") / df["q10_ms"])
 
 
 def _bars(ax, d, col, log=False):
@@ -148,19 +146,15 @@ def _bars(ax, d, col, log=False):
     from the quantiles (:func:`_fla_band`)."""
     impls = _impls(d)
     shapes = list(dict.fromkeys(d["shape"]))
-    pal = style.palette(impls)
-    width = 0.8 / max(len(impls), 1)
-    for j, impl in enumerate(impls):
-        rows = d[d["impl"] == impl].set_index("shape")
-        rows = rows[~rows.index.duplicated()].reindex(shapes)
-        s = rows[col]
-        yerr = None
-        if col == "speedup_vs_fla" and {"speedup_low", "speedup_high"} <= set(rows.columns):
-            yerr = np.vstack([(s - rows["speedup_low"]).clip(lower=0), (rows["speedup_high"] - s).clip(lower=0)])
-            yerr = None if np.isnan(yerr).all() else np.nan_to_num(yerr)
-        ax.bar(np.arange(len(shapes)) + j * width, s.to_numpy(), width, label=_label(impl), color=pal[impl],
-               yerr=yerr, error_kw={"elinewidth": 0.6, "capsize": 1.5})
-    ax.set_xticks(np.arange(len(shapes)) + 0.4 - width / 2, shapes, fontsize=6)
+    yerr = {}
+    if col == "speedup_vs_fla" and {"speedup_low", "speedup_high"} <= set(d.columns):
+        for impl in impls:
+            rows = d[d["impl"] == impl].set_index("shape")
+            rows = rows[~rows.index.duplicated()].reindex(shapes)
+            s = rows[col]
+            err = np.vstack([(s - rows["speedup_low"]).clip(lower=0), (rows["speedup_high"] - s).clip(lower=0)])
+            yerr[impl] = None if np.isnan(err).all() else np.nan_to_num(err)
+    kit.grouped_bars(ax, d, col, "shape", impls, style.palette("gdn", impls), {i: _label(i) for i in impls}, yerr)
     values = pd.to_numeric(d[col], errors="coerce")
     if log and (values > 0).any():
         ax.set_yscale("log")
@@ -191,7 +185,7 @@ def fig_bwd_speedup_main(df: pd.DataFrame):
     90th over this one's 10th."""
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.6, ncols=2, sharey=True)
     for ax, (pas, what) in zip(axes, (("bwd", "backward"), ("fwdbwd", "forward + backward"))):
-        d = _main_rows(_pass(df, pas), BWD_MAIN).dropna(subset=["speedup_vs_fla"])
+        d = _main_rows(_pass(df, pas)).dropna(subset=["speedup_vs_fla"])
         if not d.empty:
             _bars(ax, _fla_band(d).assign(shape=_shape_label(d)), "speedup_vs_fla")
             ax.axhline(1.0, color="black", lw=0.6)
@@ -206,7 +200,7 @@ def fig_peak_memory(df: pd.DataFrame):
     """Gated DeltaNet training step: peak memory (GiB) of one forward + backward call at the
     backward's main shapes, per implementation."""
     fig, ax = style.figure(height=2.4)
-    d = _main_rows(_pass(df, "fwdbwd"), BWD_MAIN)
+    d = _main_rows(_pass(df, "fwdbwd"))
     d = d.dropna(subset=["peak_mem_gib"]) if "peak_mem_gib" in d.columns else d.iloc[0:0]
     if not d.empty:
         _bars(ax, d.assign(shape=_shape_label(d)), "peak_mem_gib")
@@ -227,9 +221,7 @@ def table_main(df: pd.DataFrame) -> pd.DataFrame:
     packed sequences of varying lengths (S: number of sequences, T: their total length); n/a: not
     measured (FlashQLA ran the main shapes, the token loop the shorter sequences)."""
     d = _pass(df, "fwd")
-    d = d[d["device_ms"].notna()]
-    keys = set(MAIN)
-    d = d[[(b, t, h) in keys or bool(v) for b, t, h, v in zip(d["batch"], d["seqlen"], d["heads"], d["varlen"])]]
+    d = d[d["device_ms"].notna() & (kit.has_role(d, "main") | kit.has_role(d, "varlen"))]
     if d.empty:
         return pd.DataFrame()
     label = [style.shape(S=n, T=t, H=h) if v else style.shape(B=b, T=t, H=h)
@@ -245,7 +237,7 @@ def table_bwd(df: pd.DataFrame) -> pd.DataFrame:
     """Gated DeltaNet backward and training step (forward + backward): median device time (ms) per
     implementation at the backward's main shapes, with the peak memory of our chunked kernels'
     training step (GiB)."""
-    d = pd.concat([_main_rows(_pass(df, p), BWD_MAIN) for p in ("bwd", "fwdbwd")])
+    d = pd.concat([_main_rows(_pass(df, p)) for p in ("bwd", "fwdbwd")])
     if d.empty:
         return pd.DataFrame()
     d = d.assign(shape=[style.shape(B=b, T=t, H=h) for b, t, h in zip(d["batch"], d["seqlen"], d["heads"])],
@@ -265,14 +257,10 @@ def table_kernels(df: pd.DataFrame) -> pd.DataFrame:
     """Where the time goes at B4 T8192 H16: device time of each kernel of one call (µs;
     torch.profiler, L2 not flushed) per implementation and pass, longest first, with its share of
     the implementation's total; kernels under 2 % of it are summed as other."""
-    return render.kernel_table(df, ORDER, study="gdn")
+    return kit.kernel_table(df, ORDER, study="gdn")
 
 
 TABLES = {"gdn_main": table_main, "gdn_bwd": table_bwd, "gdn_kernels": table_kernels}
-
-
-def _fmt(x, spec):
-    return "n/a" if x is None or pd.isna(x) else format(x, spec)
 
 
 def _at(df, impl, b, t, h, col="device_ms", pas="fwd"):
@@ -286,14 +274,14 @@ def _at(df, impl, b, t, h, col="device_ms", pas="fwd"):
 
 def flash_qla_verdicts(df: pd.DataFrame) -> dict[str, str]:
     """Verdicts on FlashQLA's claim (2--3x FLA's forward, 2x its backward, on Hopper) from the
-    rows that pair flash_qla with fla_chunk, per pass (:func:`kernels.render.claim_verdict` on the
+    rows that pair flash_qla with fla_chunk, per pass (:func:`kernels.report_kit.claim_verdict` on the
     speedups over ``[2, 3]`` forward, ``[2, inf)`` backward): ``GdnFlashQlaFwdVerdict``,
     ``GdnFlashQlaBwdVerdict``."""
     out = {}
     for pas, name, high in (("fwd", "Fwd", 3.0), ("bwd", "Bwd", float("inf"))):
         d = _pass(df, pas)
         s = d[d["impl"] == "flash_qla"]["speedup_vs_fla"].dropna() if "speedup_vs_fla" in d.columns else []
-        out[f"GdnFlashQla{name}Verdict"] = render.claim_verdict(list(s), 2.0, high)
+        out[f"GdnFlashQla{name}Verdict"] = kit.claim_verdict(list(s), 2.0, high)
     return out
 
 
@@ -302,64 +290,82 @@ CLAIMS = {"GdnFlashQlaFwdVerdict": "FlashQLA 2–3× FLA's forward on Hopper",
           "GdnFlashQlaBwdVerdict": "FlashQLA 2× FLA's backward on Hopper"}
 
 
+def paper_shapes(sweep: dict) -> dict[str, dict[tuple, str]]:
+    """The (batch, seqlen, heads) the text quotes numbers at, each with its name in the macros
+    (:func:`kernels.report_kit.shape_name` of batch and seqlen, ``BFourTEightK``), from the config
+    section ``sweep``: ``main`` its main shapes, ``backward`` those of its backward, ``step`` those
+    and the backward's seqlen sweep, ``profile`` the main shapes marked ``profile``; shapes with
+    ``value_heads`` are left out (the published configurations)."""
+    def names(entries, key):
+        return kit.shape_names([e for e in entries if "value_heads" not in e], key, {"B": "batch", "T": "seqlen"},
+                               ("batch", "seqlen", "heads"))
+
+    bwd = sweep["backward"]
+    sw = bwd["seqlen_sweep"]
+    sweep_shapes = [{"batch": sw["batch"], "seqlen": t, "heads": sw["heads"]} for t in sw["seqlens"]]
+    return {"main": names(sweep["main_shapes"], "sweep.main_shapes"),
+            "backward": names(bwd["main_shapes"], "sweep.backward.main_shapes"),
+            "step": names(bwd["main_shapes"] + sweep_shapes, "sweep.backward"),
+            "profile": names([e for e in sweep["main_shapes"] if e.get("profile")], "sweep.main_shapes")}
+
+
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text: forward times, speedups and TFLOP/s at the main
     shapes, the speedup over naive at the largest seqlen naive ran (and that
     shape); ``chunk``'s and FLA's forward on the longest packed-sequence case
     (``Gdn<Impl>VarlenMs``, ``GdnVarlenCase``); backward and forward + backward times, speedups over FLA and peak
     memory at the backward's main shapes (``Gdn<Impl>Bwd...``, ``Gdn<Impl>Fwdbwd...``);
-    the forward's summed kernel time at B4 T8192 H16 (``Gdn<Impl>KernelMs...``, from
-    the profiled breakdown); FlashQLA's speedups over FLA and the verdict on its
+    the summed kernel time of the forward at the profiled shape (``Gdn<Impl>KernelMs...``, from
+    the breakdown); FlashQLA's speedups over FLA and the verdict on its
     claim (:func:`flash_qla_verdicts`); a training step's device time against its forward and backward
-    timed apart (``Gdn<Impl>FwdbwdMs<shape>``, ``Gdn<Impl>FwdPlusBwdMs<shape>``); the host overhead per call (latency minus device time) at
-    B4 T8192 H16 (``Gdn<Impl><Pass>HostUsBFourTEightK``, µs); the largest
+    timed apart (``Gdn<Impl>FwdbwdMs<shape>``, ``Gdn<Impl>FwdPlusBwdMs<shape>``); the host overhead
+    per call (latency minus device time) at the profiled shape (``Gdn<Impl><Pass>HostUs<shape>``,
+    µs); the largest
     output and gradient RMSE/RMS of ``chunk`` against float64 (``GdnChunkOutErrMax``,
-    ``GdnChunkGradErrMax``)."""
+    ``GdnChunkGradErrMax``). The shapes and their names: :func:`paper_shapes` of the config's
+    ``sweep``, the section the paper's rows are measured with."""
     m = {}
-    names = {(4, 8192, 16): "BFourTEightK", (1, 32768, 32): "BOneTThirtyTwoK", (8, 4096, 16): "BEightTFourK"}
-    for (b, t, h), tag in names.items():
+    shapes = paper_shapes(kit.study_config("gdn"))
+    for (b, t, h), tag in shapes["main"].items():
         for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla"),
                             ("recurrent", "Recurrent")):
-            m[f"Gdn{iname}Ms{tag}"] = _fmt(_at(df, impl, b, t, h), ".3f")
-        m[f"GdnChunkSpeedupVsFla{tag}"] = _fmt(_at(df, "chunk", b, t, h, "speedup_vs_fla"), ".2f")
-        m[f"GdnChunkRatioToFlashQla{tag}"] = _fmt(_at(df, "chunk", b, t, h, "ratio_to_flash_qla"), ".2f")
-        m[f"GdnFlashQlaSpeedupVsFla{tag}"] = _fmt(_at(df, "flash_qla", b, t, h, "speedup_vs_fla"), ".2f")
-        m[f"GdnChunkTflops{tag}"] = _fmt(_at(df, "chunk", b, t, h, "tflops"), ".0f")
-    bnames = {(4, 8192, 16): "BFourTEightK", (1, 32768, 32): "BOneTThirtyTwoK", (1, 8192, 16): "BOneTEightK"}
-    for (b, t, h), tag in bnames.items():
+            m[f"Gdn{iname}Ms{tag}"] = kit.fmt(_at(df, impl, b, t, h), 3)
+        m[f"GdnChunkSpeedupVsFla{tag}"] = kit.fmt(_at(df, "chunk", b, t, h, "speedup_vs_fla"), 2)
+        m[f"GdnChunkRatioToFlashQla{tag}"] = kit.fmt(_at(df, "chunk", b, t, h, "ratio_to_flash_qla"), 2)
+        m[f"GdnFlashQlaSpeedupVsFla{tag}"] = kit.fmt(_at(df, "flash_qla", b, t, h, "speedup_vs_fla"), 2)
+        m[f"GdnChunkTflops{tag}"] = kit.fmt(_at(df, "chunk", b, t, h, "tflops"), 0)
+    for (b, t, h), tag in shapes["backward"].items():
         for pas, pname in (("bwd", "Bwd"), ("fwdbwd", "Fwdbwd")):
             for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
-                m[f"Gdn{iname}{pname}Ms{tag}"] = _fmt(_at(df, impl, b, t, h, pas=pas), ".3f")
-            m[f"GdnChunk{pname}SpeedupVsFla{tag}"] = _fmt(_at(df, "chunk", b, t, h, "speedup_vs_fla", pas), ".2f")
-            m[f"GdnChunk{pname}RatioToFlashQla{tag}"] = _fmt(_at(df, "chunk", b, t, h, "ratio_to_flash_qla", pas),
-                                                            ".2f")
-            m[f"GdnFlashQla{pname}SpeedupVsFla{tag}"] = _fmt(_at(df, "flash_qla", b, t, h, "speedup_vs_fla", pas),
-                                                            ".2f")
+                m[f"Gdn{iname}{pname}Ms{tag}"] = kit.fmt(_at(df, impl, b, t, h, pas=pas), 3)
+            m[f"GdnChunk{pname}SpeedupVsFla{tag}"] = kit.fmt(_at(df, "chunk", b, t, h, "speedup_vs_fla", pas), 2)
+            m[f"GdnChunk{pname}RatioToFlashQla{tag}"] = kit.fmt(_at(df, "chunk", b, t, h, "ratio_to_flash_qla", pas), 2)
+            m[f"GdnFlashQla{pname}SpeedupVsFla{tag}"] = kit.fmt(_at(df, "flash_qla", b, t, h, "speedup_vs_fla", pas), 2)
         for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
-            m[f"Gdn{iname}FwdbwdPeakGib{tag}"] = _fmt(_at(df, impl, b, t, h, "peak_mem_gib", "fwdbwd"), ".2f")
+            m[f"Gdn{iname}FwdbwdPeakGib{tag}"] = kit.fmt(_at(df, impl, b, t, h, "peak_mem_gib", "fwdbwd"), 2)
     m.update(flash_qla_verdicts(df))
     # A training step timed whole against its forward and backward timed apart: where the step's device
     # time is longer, the GPU idled inside it waiting for the host.
-    for (b, t, h), tag in {**bnames, (1, 1024, 16): "BOneTOneK"}.items():
+    for (b, t, h), tag in shapes["step"].items():
         for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla")):
             whole = _at(df, impl, b, t, h, pas="fwdbwd")
             parts = [_at(df, impl, b, t, h, pas=p) for p in ("fwd", "bwd")]
             apart = None if None in parts else sum(parts)
-            m.setdefault(f"Gdn{iname}FwdbwdMs{tag}", _fmt(whole, ".3f"))  # the main shapes have theirs
-            m[f"Gdn{iname}FwdPlusBwdMs{tag}"] = _fmt(apart, ".3f")
-    for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
-        for pas, pname in (("fwd", "Fwd"), ("fwdbwd", "Fwdbwd")):  # latency minus device time, µs
-            host = _at(df, impl, 4, 8192, 16, "host_overhead_ms", pas)
-            m[f"Gdn{iname}{pname}HostUsBFourTEightK"] = _fmt(None if host is None else host * 1e3, ".0f")
-    for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
-        cell = _at(df, impl, 4, 8192, 16, "kernels")
-        total = sum(e["us"] for e in json.loads(cell)) / 1e3 if isinstance(cell, str) else None
-        m[f"Gdn{iname}KernelMsBFourTEightK"] = _fmt(total, ".3f")
+            m.setdefault(f"Gdn{iname}FwdbwdMs{tag}", kit.fmt(whole, 3))  # the main shapes have theirs
+            m[f"Gdn{iname}FwdPlusBwdMs{tag}"] = kit.fmt(apart, 3)
+    for (b, t, h), tag in shapes["profile"].items():
+        for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
+            for pas, pname in (("fwd", "Fwd"), ("fwdbwd", "Fwdbwd")):  # latency minus device time, µs
+                host = _at(df, impl, b, t, h, "host_overhead_ms", pas)
+                m[f"Gdn{iname}{pname}HostUs{tag}"] = kit.fmt(None if host is None else host * 1e3, 0)
+            cell = _at(df, impl, b, t, h, "kernels")
+            total = sum(e["us"] for e in json.loads(cell)) / 1e3 if isinstance(cell, str) else None
+            m[f"Gdn{iname}KernelMs{tag}"] = kit.fmt(total, 3)
     grads = [c for c in df.columns if c in ("rel_err_dq", "rel_err_dk", "rel_err_dv", "rel_err_dg", "rel_err_dbeta")]
     g = df[(df["impl"] == "chunk") & (df["pass"] != "fwd")][grads]
-    m["GdnChunkGradErrMax"] = _fmt(g.max().max() if len(g) and grads else None, ".4f")
+    m["GdnChunkGradErrMax"] = kit.fmt(g.max().max() if len(g) and grads else None, 4)
     o = df.loc[df["impl"] == "chunk", "rel_err"] if "rel_err" in df.columns else pd.Series(dtype=float)
-    m["GdnChunkOutErrMax"] = _fmt(o.max() if o.notna().any() else None, ".4f")
+    m["GdnChunkOutErrMax"] = kit.fmt(o.max() if o.notna().any() else None, 4)
     fwd = _pass(df, "fwd")
     v = fwd[(fwd["varlen"] == True) & fwd["device_ms"].notna()]  # noqa: E712
     if len(v):  # the longest packed case, its rows of every impl
@@ -370,11 +376,11 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         m["GdnVarlenCase"] = "n/a"
     for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla")):
         s = v.loc[v["impl"] == impl, "device_ms"]
-        m[f"Gdn{iname}VarlenMs"] = _fmt(s.iloc[0] if len(s) else None, ".3f")
+        m[f"Gdn{iname}VarlenMs"] = kit.fmt(s.iloc[0] if len(s) else None, 3)
     d = fwd[(fwd["impl"] == "chunk") & fwd["speedup_vs_naive"].notna()]
     if len(d):
         row = d.assign(tokens=d["batch"] * d["seqlen"] * d["heads"]).sort_values(["seqlen", "tokens"]).iloc[-1]
-        m["GdnChunkSpeedupVsNaive"] = _fmt(row["speedup_vs_naive"], ".0f")
+        m["GdnChunkSpeedupVsNaive"] = kit.fmt(row["speedup_vs_naive"], 0)
         m["GdnNaiveMaxShape"] = f"B{int(row['batch'])} T{int(row['seqlen'])} H{int(row['heads'])}"
     else:
         m["GdnChunkSpeedupVsNaive"] = m["GdnNaiveMaxShape"] = "n/a"

@@ -41,7 +41,7 @@ denominator at least ``GRAD_FLOOR``, <= ``TOLERANCE``: 0.008 for dq, dk, dv,
 graph kept from one forward (``retain_graph=True``), i.e. the backward
 kernels alone; ``fwdbwd`` = forward + that backward.
 
-Rows at ``PROFILE_SHAPES`` (B4 T8192 H16) also carry ``kernels``, the device
+Rows of the main shapes marked ``profile: true`` in the config (role ``profile``) also carry ``kernels``, the device
 time of each kernel of one call (:func:`kernels.profiling.kernel_breakdown`),
 so the paper can say which kernel a gap comes from; not for ``naive``, whose
 token loop launches tens of thousands of tiny kernels per call: its breakdown
@@ -55,6 +55,7 @@ import sys
 import time
 
 from kernels import correctness, harness, passes
+from kernels.gdn.impls import IMPLS as REGISTRY
 from kernels.gdn.flops import gdn_bwd_bytes, gdn_bwd_flops, gdn_fwd_bytes, gdn_fwd_flops
 
 # FLA's own kernels, not its FlashQLA dispatch (FLA >= 0.5.2 hands chunk_gated_delta_rule to
@@ -63,8 +64,8 @@ os.environ["FLA_FLASH_QLA"] = "0"
 
 STUDY = "gdn"
 SHAPE_FIELDS = ("batch", "seqlen", "heads", "head_dim", "num_seqs", "varlen")
-IMPLS = ("naive", "recurrent", "chunk", "fla_chunk", "fla_recurrent", "flash_qla")
-BWD_IMPLS = ("naive", "chunk", "fla_chunk", "flash_qla")
+IMPLS = tuple(REGISTRY)
+BWD_IMPLS = tuple(name for name, impl in REGISTRY.items() if "bwd" in impl.passes)
 ISOLATE = frozenset({"fla_recurrent"})
 #: RMSE/RMS tolerance of each checked output against float64 (flash-linear-attention's test
 #: ratios): o and the final state, and the gradients (dh0: of the initial state).
@@ -73,13 +74,10 @@ TOLERANCE = {"o": 0.005, "final_state": 0.005,
 #: RMS below which a reference gradient counts as zero (strong gates make dg and the initial
 #: state's gradient ~1e-16, float64 rounding noise): the error is then relative to it.
 GRAD_FLOOR = 1e-6
-#: (batch, seqlen, heads) whose rows also carry a per-kernel breakdown (the reference shape)
-PROFILE_SHAPES = frozenset({(4, 8192, 16)})
 
 
 def _profiled(impl: str, case: dict) -> bool:
-    shape = (case["batch"], case["seqlen"], case["heads"])
-    return impl != "naive" and not case.get("varlen") and "value_heads" not in case and shape in PROFILE_SHAPES
+    return impl != "naive" and "profile" in case.get("roles", ())
 
 
 def _fixed(shapes: list[dict]) -> list[dict]:
@@ -96,15 +94,39 @@ def value_heads(case: dict) -> int:
     return case.get("value_heads", case["heads"])
 
 
-def _shapes(block: dict) -> list[dict]:
-    """Fixed-length shapes of ``main_shapes`` and ``seqlen_sweep`` and the varlen batches of a config block."""
-    shapes = _fixed(block["main_shapes"])
+def _shapes(block: dict) -> list[tuple[dict, list[str]]]:
+    """(shape, roles) of a config block: ``main_shapes`` (role ``main``, and ``profile`` where the
+    entry says ``profile: true``), the fixed-length ``seqlen_sweep`` (``sweep``) and the ``varlen``
+    batches (``varlen``)."""
+    shapes = [(s, ["main", "profile"] if e.get("profile") else ["main"])
+              for e, s in zip(block["main_shapes"], _fixed(block["main_shapes"]))]
     sw = block["seqlen_sweep"]
-    shapes += [dict(batch=sw["batch"], seqlen=t, heads=sw["heads"], num_seqs=sw["batch"], varlen=False)
+    shapes += [(dict(batch=sw["batch"], seqlen=t, heads=sw["heads"], num_seqs=sw["batch"], varlen=False), ["sweep"])
                for t in sw["seqlens"]]
-    shapes += [dict(batch=1, seqlen=s["seqlen"], heads=s["heads"], num_seqs=s["num_seqs"], varlen=True)
-                for s in block.get("varlen", [])]
+    shapes += [(dict(batch=1, seqlen=s["seqlen"], heads=s["heads"], num_seqs=s["num_seqs"], varlen=True), ["varlen"])
+               for s in block.get("varlen", [])]
     return shapes
+
+
+def _impl_shapes(block: dict, impl: str, key: str) -> list[tuple[dict, list[str]]]:
+    """The (shape, roles) of the block's own shapes that ``impl`` runs: all of them, or those its
+    ``impl_shapes`` entry lists (each one of the block's shapes, whose roles it takes).
+
+    Raises:
+        ValueError: ``'<key>impl_shapes.<impl>[<i>]: ...'`` for a listed shape the block does not have.
+    """
+    listed = _shapes(block)
+    only = block.get("impl_shapes", {}).get(impl)
+    if only is None:
+        return listed
+    out = []
+    for i, shape in enumerate(_fixed(only)):
+        roles = [r for s, r in listed if s == shape]
+        if not roles:
+            raise ValueError(f"{key}impl_shapes.{impl}[{i}]: {shape['batch']}x{shape['seqlen']}x{shape['heads']} "
+                             "is none of the block's main_shapes, seqlen_sweep or varlen shapes")
+        out.append((shape, roles[0]))
+    return out
 
 
 def cases(sweep: dict, impl: str) -> list[dict]:
@@ -113,33 +135,41 @@ def cases(sweep: dict, impl: str) -> list[dict]:
     ``fwd``: the main shapes, the seqlen sweep and the variable-length batches
     of ``sweep`` (keys: dtype, head_dim, main_shapes, seqlen_sweep {batch,
     heads, seqlens}, varlen [{num_seqs, seqlen, heads}], naive_max_seqlen),
-    or only the shapes listed for ``impl`` under ``impl_shapes`` (an anchor
+    or only those of them listed for ``impl`` under ``impl_shapes`` (an anchor
     whose JIT per shape is too slow for the whole set); then the shapes of
     ``published`` ({impls, shapes}: FlashQLA's configurations) when ``impl`` is
     one of its impls.
     ``bwd``/``fwdbwd``: the shapes of ``sweep["backward"]`` (same keys) for
     the impls in ``BWD_IMPLS`` only, or those under ``backward.impl_shapes``. The naive loop's cases beyond its
     ``naive_max_seqlen`` carry ``unsupported_reason`` and become unsupported rows.
+
+    Each case carries ``roles``, the parts of the config it comes from, in that order: ``main``,
+    ``profile``, ``sweep``, ``varlen``, ``published`` (a shape listed twice has both); the reports
+    select rows by them (:func:`kernels.report_kit.with_role`).
+
+    Raises:
+        ValueError: unknown impl, or an ``impl_shapes`` shape that is not one of its block's.
     """
     if impl not in IMPLS:
         raise ValueError(f"unknown gdn impl {impl!r}; known: {IMPLS}")
-    out, seen = [], set()
+    out, seen = [], {}
     for pas in sweep.get("passes", ["fwd"]):
         if pas != "fwd" and impl not in BWD_IMPLS:
             continue
-        block = sweep if pas == "fwd" else sweep["backward"]
-        only = block.get("impl_shapes", {}).get(impl)
+        block, key = (sweep, "") if pas == "fwd" else (sweep["backward"], "backward.")
         published = block.get("published", {})
-        extra = _fixed(published["shapes"]) if impl in published.get("impls", []) else []
-        for s in (_shapes(block) if only is None else _fixed(only)) + extra:
+        extra = [(s, ["published"]) for s in _fixed(published["shapes"])] if impl in published.get("impls", []) else []
+        for s, roles in _impl_shapes(block, impl, key) + extra:
             case = {"pass": pas, "dtype": sweep["dtype"], "head_dim": sweep["head_dim"], **s}
-            key = tuple(sorted(case.items()))
-            if key in seen:
+            ident = tuple(sorted(case.items()))
+            if ident in seen:
+                seen[ident]["roles"] += [r for r in roles if r not in seen[ident]["roles"]]
                 continue
-            seen.add(key)
+            seen[ident] = case
             if impl == "naive" and case["seqlen"] > block["naive_max_seqlen"]:
                 case["unsupported_reason"] = (f"naive token loop limited to seqlen <= {block['naive_max_seqlen']} "
                                               "(config naive_max_seqlen); not extrapolated")
+            case["roles"] = list(roles)
             out.append(case)
     return out
 
@@ -148,11 +178,14 @@ def check_config(section: dict) -> None:
     """Check the ``gdn`` config section beyond its schema, before any job runs: every
     ``varlen`` batch of ``sweep``, ``smoke`` and ``quick`` (and of their ``backward``) fits
     its ``num_seqs`` sequences of at least one token each in ``seqlen``
-    (:func:`make_inputs`), and every shape's ``value_heads`` is a multiple of its ``heads``.
+    (:func:`make_inputs`), every shape's ``value_heads`` is a multiple of its ``heads``,
+    ``profile`` marks main shapes only, and every ``impl_shapes`` shape is one of its block's
+    (:func:`cases`).
 
     Raises:
-        ValueError: ``'<run>[.backward].varlen[<i>].num_seqs: what is wrong'`` or
-            ``'<run>[.backward].<list>[<i>].value_heads: what is wrong'``.
+        ValueError: ``'<run>[.backward].varlen[<i>].num_seqs: what is wrong'``,
+            ``'<run>[.backward].<list>[<i>].<key>: what is wrong'`` (value_heads, profile) or
+            ``'<run>[.backward].impl_shapes.<impl>[<i>]: what is wrong'``.
     """
     for run in ("sweep", "smoke", "quick"):
         if run not in section:
@@ -170,6 +203,13 @@ def check_config(section: dict) -> None:
                     if value_heads(shape) % shape["heads"]:
                         raise ValueError(f"{key}.{name}[{i}].value_heads: {shape['value_heads']} is not a multiple "
                                          f"of heads {shape['heads']}")
+                    if shape.get("profile") and name != "main_shapes":
+                        raise ValueError(f"{key}.{name}[{i}].profile: only main_shapes entries are profiled")
+        for impl in section[run]["impls"]:
+            try:
+                cases(section[run], impl)
+            except ValueError as exc:
+                raise ValueError(f"{run}.{exc}") from None
 
 
 def make_inputs(case: dict, device, seed: int = 0):
@@ -309,11 +349,11 @@ _REF_CACHE: dict = {}
 
 def _reference_grads(case, q, k, v, g, beta, do, dht, cu):
     """float64 reference gradients of a shape, cached on the host (the bwd and fwdbwd
-    cases of a shape share their seeded inputs; the host copy keeps them out of the
+    cases of a shape, whatever their roles, share their seeded inputs; the host copy keeps them out of the
     measured peak memory)."""
     from kernels.gdn.naive import reference_grads
 
-    key = tuple(sorted((n, x) for n, x in case.items() if n != "pass"))
+    key = tuple(sorted((n, x) for n, x in case.items() if n not in ("pass", "roles")))
     if key not in _REF_CACHE:
         _REF_CACHE.clear()
         ref = reference_grads(q, k, v, g, beta, do, dht, scale=case["head_dim"] ** -0.5, cu_seqlens=cu)

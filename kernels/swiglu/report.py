@@ -1,4 +1,4 @@
-"""Figures, tables and quoted numbers of the SwiGLU study (no torch import).
+"""Figures, tables and quoted numbers of the SwiGLU study, built on kernels.report_kit.
 
 Derived metrics (:func:`derive`), per row:
 
@@ -18,12 +18,13 @@ lower figure than its real traffic.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pandas as pd
 
-from kernels import render, style
+from kernels import report_kit as kit
+from kernels import style
+from kernels.swiglu.impls import IMPLS
 
 #: Datasheet HBM bandwidth in GB/s (NVIDIA H200 SXM: 4.8 TB/s HBM3e).
 PEAK_GBPS = {"h200": 4800.0}
@@ -31,8 +32,7 @@ PEAK_GBPS = {"h200": 4800.0}
 MODELS = {11008: "Llama-2-7B", 14336: "Llama-3-8B", 18944: "Qwen2-7B", 28672: "Llama-3-70B"}
 GEMM_MODELS = {(4096, 14336): "Llama-3-8B", (8192, 28672): "Llama-3-70B"}
 #: Order of the tiers in legends and tables.
-ORDER = ("eager", "compile", "compile_no_cudagraphs", "triton", "decode", "seed", "liger", "matmul",
-         "gemm_fused", "copy")
+ORDER = tuple(IMPLS)
 LARGE = 2**26  # "large" elementwise sizes for the bandwidth verdict
 DEFAULTS = {"series": "grid", "launch": "stream", "gemm_in": 0}
 SHAPE = ["tokens", "hidden", "gemm_in"]
@@ -91,8 +91,7 @@ def _elementwise(df: pd.DataFrame, dtype="bfloat16") -> pd.DataFrame:
 
 
 def _impls(df: pd.DataFrame) -> list[str]:
-    present = list(dict.fromkeys(df["impl"])) if "impl" in df else []
-    return [i for i in ORDER if i in present] + sorted(i for i in present if i not in ORDER)
+    return kit.ordered(sorted(df["impl"].unique()) if "impl" in df else [], ORDER)
 
 
 def _passes(df: pd.DataFrame) -> list[str]:
@@ -111,10 +110,6 @@ def _plot(ax, line: pd.Series, **kw) -> None:
     ax.plot(line.index, line.values, **kw)
 
 
-def _empty_note(ax, text=render.NOT_MEASURED):
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=7)
-
-
 def _size_panels(df: pd.DataFrame, metric: str, ylabel: str, title: str):
     """One panel per pass: metric against numel, one line per impl (median over shapes)."""
     data = _elementwise(df)
@@ -122,7 +117,7 @@ def _size_panels(df: pd.DataFrame, metric: str, ylabel: str, title: str):
     data = flat if not flat.empty else data
     passes = _passes(data)
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=len(passes), squeeze=False)
-    colors = style.palette(_impls(data))
+    colors = style.palette("swiglu", _impls(data))
     for ax, p in zip(axes[0], passes):
         sub = data[data["pass"].eq(p)]
         for impl in _impls(sub):
@@ -140,7 +135,7 @@ def _size_panels(df: pd.DataFrame, metric: str, ylabel: str, title: str):
                     ax.annotate(f"{gpu.upper()} datasheet", (0.02, PEAK_GBPS[gpu]), fontsize=6,
                                 xycoords=("axes fraction", "data"), va="bottom")
         if sub.empty:
-            _empty_note(ax)
+            kit.mark_empty(ax)
         else:
             ax.set_xscale("log", base=2)
             ax.set_yscale("log" if metric == "us" else "linear")
@@ -180,7 +175,7 @@ def fig_speedup(df: pd.DataFrame):
     data = data[data["impl"].ne("eager") & data["speedup_eager"].notna()]
     passes = _passes(data)
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=len(passes), squeeze=False)
-    colors = style.palette(_impls(data))
+    colors = style.palette("swiglu", _impls(data))
     for ax, p in zip(axes[0], passes):
         sub = data[data["pass"].eq(p)]
         for impl in _impls(sub):
@@ -191,7 +186,7 @@ def fig_speedup(df: pd.DataFrame):
         if p == "fwd":
             ax.axhline(10 / 6, color="grey", linestyle=":", linewidth=0.8)
         if sub.empty:
-            _empty_note(ax)
+            kit.mark_empty(ax)
         else:
             ax.set_xscale("log", base=2)
         ax.set_title(style.pass_label(p))
@@ -211,7 +206,7 @@ def fig_decode(df: pd.DataFrame):
     d = d[d["dtype"].eq("bfloat16") & d["pass"].eq("fwd") & d["gemm_in"].astype(float).eq(0)
           & d["hidden"].eq(14336) & d["tokens"].le(64)]
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
-    colors = style.palette(_impls(d))
+    colors = style.palette("swiglu", _impls(d))
     for ax, (metric, title) in zip(axes[0], (("us", "device time"), ("latency_us", "latency"))):
         for impl in _impls(d):
             for launch, ls in (("stream", "-"), ("graph", "--")):
@@ -223,7 +218,7 @@ def fig_decode(df: pd.DataFrame):
                           color=colors[impl], markerfacecolor=colors[impl] if launch == "stream" else "none",
                           label=_label(impl) + (", CUDA graph" if launch == "graph" else ""))
         if not ax.lines:
-            _empty_note(ax)
+            kit.mark_empty(ax)
         else:
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
@@ -252,14 +247,14 @@ def fig_gemm(df: pd.DataFrame):
     d = d[d["gemm_in"].astype(float) > 0]
     fig, ax = style.figure(height=2.2)
     if d.empty or not d["impl"].eq("gemm_fused").any():
-        _empty_note(ax)
+        kit.mark_empty(ax)
         return fig
     d = d.assign(shape=[f"{GEMM_MODELS.get((int(k), int(n)), '')}\n{_gemm_shape(t, k, n)}".strip()
                         for t, k, n in zip(d["tokens"], d["gemm_in"], d["hidden"])])
     shapes = list(dict.fromkeys(d.sort_values("gemm_in")["shape"]))
     fused = d[d["impl"].eq("gemm_fused")].groupby("shape")[["device_ms", "q10_ms", "q90_ms"]].median()
     others = [i for i in _impls(d) if i != "gemm_fused"]
-    colors = style.palette(others)
+    colors = style.palette("swiglu", others)
     for j, impl in enumerate(others):
         o = d[d["impl"].eq(impl)].groupby("shape")[["device_ms", "q10_ms", "q90_ms"]].median()
         o, f = o.reindex(shapes), fused.reindex(shapes)
@@ -338,7 +333,7 @@ def table_kernels(df: pd.DataFrame) -> pd.DataFrame:
     """Where the time goes at 8192 × 14336 (bfloat16): device time of each kernel of one call (µs;
     torch.profiler, L2 not flushed) per implementation and pass, with its share of the
     implementation's total; kernels under 2 % of it are summed as other."""
-    return render.kernel_table(df, ORDER, study="swiglu")
+    return kit.kernel_table(df, ORDER, study="swiglu")
 
 
 TABLES = {"swiglu_model_shapes": table_model_shapes, "swiglu_gemm": table_gemm, "swiglu_kernels": table_kernels}
@@ -348,24 +343,12 @@ TABLES = {"swiglu_model_shapes": table_model_shapes, "swiglu_gemm": table_gemm, 
 # macros
 
 
-def _fmt(value, digits=1) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)) or pd.isna(value):
-        return "n/a"
-    return f"{value:.{digits}f}"
-
-
 def _range(values: pd.Series, digits=1) -> str:
     values = values.dropna()
     if values.empty:
         return "n/a"
-    lo, hi = _fmt(values.min(), digits), _fmt(values.max(), digits)
+    lo, hi = kit.fmt(values.min(), digits), kit.fmt(values.max(), digits)
     return lo if lo == hi else f"{lo}--{hi}"
-
-
-def _one(d: pd.DataFrame, col: str, **where) -> float:
-    for key, value in where.items():
-        d = d[d[key].eq(value)]
-    return float(d[col].median()) if not d.empty else float("nan")
 
 
 #: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
@@ -385,8 +368,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     def col(frame, impl, name):
         return frame[frame["impl"].eq(impl)][name] if not frame.empty else pd.Series(dtype=float)
 
-    out["SwigluCopyTBps"] = _fmt(col(large, "copy", "gbps").max() / 1e3, 2)
-    out["SwigluTritonFwdPctCopyMin"] = _fmt(col(large, "triton", "pct_copy").min())
+    out["SwigluCopyTBps"] = kit.fmt(col(large, "copy", "gbps").max() / 1e3, 2)
+    out["SwigluTritonFwdPctCopyMin"] = kit.fmt(col(large, "triton", "pct_copy").min(), 1)
     out["SwigluTritonFwdPctCopyRange"] = _range(col(large, "triton", "pct_copy"))
     out["SwigluTritonFwdPctPeakRange"] = _range(col(large, "triton", "pct_peak"))
     out["SwigluSeedFwdPctPeakRange"] = _range(col(large, "seed", "pct_peak"))
@@ -397,50 +380,51 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     out["SwigluTritonSpeedupAllRange"] = _range(col(fwd, "triton", "speedup_eager"), 2)
     out["SwigluSeedSpeedupAllRange"] = _range(col(fwd, "seed", "speedup_eager"), 2)
     # Source claims: 2.5-3.5x latency over eager and 85-92 % of peak bandwidth.
-    out["SwigluClaimLatencyVerdict"] = render.claim_verdict(col(large, "seed", "speedup_eager"), 2.5, 3.5)
-    out["SwigluClaimBandwidthVerdict"] = render.claim_verdict(col(large, "seed", "pct_peak"), 85.0, 92.0)
+    out["SwigluClaimLatencyVerdict"] = kit.claim_verdict(col(large, "seed", "speedup_eager"), 2.5, 3.5)
+    out["SwigluClaimBandwidthVerdict"] = kit.claim_verdict(col(large, "seed", "pct_peak"), 85.0, 92.0)
     model = bf[bf["tokens"].eq(8192) & bf["hidden"].eq(14336)] if not bf.empty else bf
     for impl, name in (("eager", "Eager"), ("compile", "Compile"), ("compile_no_cudagraphs", "CompileNoGraphs"),
                        ("triton", "Triton"), ("liger", "Liger"), ("seed", "Seed")):
-        out[f"Swiglu{name}FwdUsEightB"] = _fmt(_one(model, "us", impl=impl, **{"pass": "fwd"}))
+        out[f"Swiglu{name}FwdUsEightB"] = kit.fmt(kit.median(model, "us", impl=impl, **{"pass": "fwd"}), 1)
         if impl != "seed":  # the source kernel has no backward
-            out[f"Swiglu{name}FwdbwdUsEightB"] = _fmt(_one(model, "us", impl=impl, **{"pass": "fwdbwd"}))
+            out[f"Swiglu{name}FwdbwdUsEightB"] = kit.fmt(kit.median(model, "us", impl=impl, **{"pass": "fwdbwd"}), 1)
     step = bf[bf["pass"].eq("fwdbwd") & bf["impl"].eq("triton")] if not bf.empty else bf
     out["SwigluTritonFwdbwdSpeedupAllRange"] = _range(step["speedup_eager"] if not step.empty
                                                       else pd.Series(dtype=float), 2)
-    out["SwigluTritonFwdbwdSpeedupEightB"] = _fmt(_one(model, "speedup_eager", impl="triton",
+    out["SwigluTritonFwdbwdSpeedupEightB"] = kit.fmt(kit.median(model, "speedup_eager", impl="triton",
                                                        **{"pass": "fwdbwd"}), 2)
-    out["SwigluTritonFwdbwdLatencySpeedupEightB"] = _fmt(
-        _one(model, "latency_us", impl="eager", **{"pass": "fwdbwd"})
-        / _one(model, "latency_us", impl="triton", **{"pass": "fwdbwd"}), 2)
+    out["SwigluTritonFwdbwdLatencySpeedupEightB"] = kit.fmt(
+        kit.median(model, "latency_us", impl="eager", **{"pass": "fwdbwd"})
+        / kit.median(model, "latency_us", impl="triton", **{"pass": "fwdbwd"}), 2)
     for impl, name in (("eager", "Eager"), ("triton", "Triton"), ("liger", "Liger")):
         for p, pname in (("fwd", "Fwd"), ("fwdbwd", "Fwdbwd")):
-            out[f"Swiglu{name}{pname}HostUsEightB"] = _fmt(
-                _one(model, "host_overhead_ms", impl=impl, **{"pass": p}) * 1e3)
-    out["SwigluCompileSecondsEightB"] = _fmt(_one(model, "compile_s", impl="compile", **{"pass": "fwd"})
-                                             if "compile_s" in model else float("nan"))
+            host = kit.median(model, "host_overhead_ms", impl=impl, **{"pass": p})
+            out[f"Swiglu{name}{pname}HostUsEightB"] = kit.fmt(host * 1e3, 1)
+    out["SwigluCompileSecondsEightB"] = kit.fmt(kit.median(model, "compile_s", impl="compile", **{"pass": "fwd"})
+                                             if "compile_s" in model else float("nan"), 1)
     dec = d[d["dtype"].eq("bfloat16") & d["pass"].eq("fwd") & d["tokens"].eq(16) & d["hidden"].eq(14336)
             & d["gemm_in"].astype(float).eq(0)] if not d.empty else d
-    out["SwigluDecodeGraphUs"] = _fmt(_one(dec, "us", impl="decode", launch="graph"), 2)
-    out["SwigluDecodeStreamUs"] = _fmt(_one(dec, "us", impl="decode", launch="stream"), 2)
-    out["SwigluDecodeEagerUs"] = _fmt(_one(dec, "us", impl="eager", launch="stream"), 2)
-    out["SwigluDecodeEagerGraphUs"] = _fmt(_one(dec, "us", impl="eager", launch="graph"), 2)
-    out["SwigluDecodeTritonUs"] = _fmt(_one(dec, "us", impl="triton", launch="stream"), 2)
-    out["SwigluDecodeCompileUs"] = _fmt(_one(dec, "us", impl="compile", launch="stream"), 2)
-    out["SwigluDecodeCompileNoGraphsUs"] = _fmt(_one(dec, "us", impl="compile_no_cudagraphs", launch="stream"), 2)
+    out["SwigluDecodeGraphUs"] = kit.fmt(kit.median(dec, "us", impl="decode", launch="graph"), 2)
+    out["SwigluDecodeStreamUs"] = kit.fmt(kit.median(dec, "us", impl="decode", launch="stream"), 2)
+    out["SwigluDecodeEagerUs"] = kit.fmt(kit.median(dec, "us", impl="eager", launch="stream"), 2)
+    out["SwigluDecodeEagerGraphUs"] = kit.fmt(kit.median(dec, "us", impl="eager", launch="graph"), 2)
+    out["SwigluDecodeTritonUs"] = kit.fmt(kit.median(dec, "us", impl="triton", launch="stream"), 2)
+    out["SwigluDecodeCompileUs"] = kit.fmt(kit.median(dec, "us", impl="compile", launch="stream"), 2)
+    out["SwigluDecodeCompileNoGraphsUs"] = kit.fmt(
+        kit.median(dec, "us", impl="compile_no_cudagraphs", launch="stream"), 2)
     for impl, launch, name in (("decode", "graph", "Graph"), ("decode", "stream", "Stream"),
                                ("eager", "stream", "Eager"), ("eager", "graph", "EagerGraph"),
                                ("liger", "stream", "Liger")):
-        out[f"SwigluDecode{name}LatencyUs"] = _fmt(_one(dec, "latency_us", impl=impl, launch=launch), 2)
+        out[f"SwigluDecode{name}LatencyUs"] = kit.fmt(kit.median(dec, "latency_us", impl=impl, launch=launch), 2)
     gemm = d[d["gemm_in"].astype(float) > 0] if not d.empty else d
     for (k, n), name in (((4096, 14336), "EightB"), ((8192, 28672), "SeventyB")):
         g = gemm[gemm["gemm_in"].eq(k) & gemm["hidden"].eq(n)] if not gemm.empty else gemm
-        fused, unfused = _one(g, "device_ms", impl="gemm_fused"), _one(g, "device_ms", impl="matmul")
-        out[f"SwigluGemmFusedSpeedup{name}"] = _fmt(unfused / fused, 2)
-        out[f"SwigluGemmFusedTflops{name}"] = _fmt(_one(g, "tflops", impl="gemm_fused"), 0)
-        out[f"SwigluGemmMatmulTflops{name}"] = _fmt(_one(g, "tflops", impl="matmul"), 0)
-        out[f"SwigluGemmFusedQNinetyMs{name}"] = _fmt(_one(g, "q90_ms", impl="gemm_fused"), 3)
-        out[f"SwigluGemmMatmulQTenMs{name}"] = _fmt(_one(g, "q10_ms", impl="matmul"), 3)
-    out["SwigluGemmWarmupMs"] = _fmt(_one(gemm, "warmup_ms", impl="gemm_fused") if "warmup_ms" in gemm
+        fused, unfused = kit.median(g, "device_ms", impl="gemm_fused"), kit.median(g, "device_ms", impl="matmul")
+        out[f"SwigluGemmFusedSpeedup{name}"] = kit.fmt(unfused / fused, 2)
+        out[f"SwigluGemmFusedTflops{name}"] = kit.fmt(kit.median(g, "tflops", impl="gemm_fused"), 0)
+        out[f"SwigluGemmMatmulTflops{name}"] = kit.fmt(kit.median(g, "tflops", impl="matmul"), 0)
+        out[f"SwigluGemmFusedQNinetyMs{name}"] = kit.fmt(kit.median(g, "q90_ms", impl="gemm_fused"), 3)
+        out[f"SwigluGemmMatmulQTenMs{name}"] = kit.fmt(kit.median(g, "q10_ms", impl="matmul"), 3)
+    out["SwigluGemmWarmupMs"] = kit.fmt(kit.median(gemm, "warmup_ms", impl="gemm_fused") if "warmup_ms" in gemm
                                      else float("nan"), 0)
     return out

@@ -57,14 +57,14 @@ from contextlib import nullcontext
 import torch
 
 from kernels import correctness, harness, passes
+from kernels.swiglu.impls import IMPLS as REGISTRY
 from kernels.swiglu.reference import swiglu_backward_reference, swiglu_eager, swiglu_reference
 
 STUDY = "swiglu"
 SHAPE_FIELDS = ("tokens", "hidden", "numel", "gemm_in")
-IMPLS = ("eager", "compile", "compile_no_cudagraphs", "triton", "decode", "seed", "liger",
-         "gemm_fused", "matmul", "copy")
+IMPLS = tuple(REGISTRY)
 #: Implementations with a forward only (other passes are skipped by cases()).
-FWD_ONLY = frozenset({"seed", "decode", "gemm_fused", "matmul"})
+FWD_ONLY = frozenset(name for name, impl in REGISTRY.items() if impl.passes == ("fwd",))
 #: Implementations measured with ``launch: graph`` (others skip graph launches).
 GRAPH_IMPLS = frozenset({"eager", "decode"})
 #: Implementations of gemm rows (gemm_in > 0), and those only of gemm rows.
@@ -108,7 +108,9 @@ def cases(sweep: dict, impl: str) -> list[dict]:
     shapes and ``launch`` modes (a group's ``warmup_ms`` goes into each of its
     cases: :func:`kernels.harness.measure_case` warms up that long); passes other than fwd are skipped for
     :data:`FWD_ONLY` impls and graph launches for impls outside
-    :data:`GRAPH_IMPLS`. A case repeated by two groups is kept once.
+    :data:`GRAPH_IMPLS`. A case repeated by two groups is kept once, with the first group's
+    ``series``. Each case carries ``roles``, the series of the groups it comes from (in config
+    order).
 
     Raises:
         ValueError: unknown impl, a gemm-only impl in a group without
@@ -117,7 +119,7 @@ def cases(sweep: dict, impl: str) -> list[dict]:
     """
     if impl not in IMPLS:
         raise ValueError(f"unknown swiglu impl {impl!r}; known: {', '.join(IMPLS)}")
-    out, seen = [], set()
+    out, seen = [], {}
     for group in sweep["groups"]:
         if impl not in group["impls"]:
             continue
@@ -137,9 +139,13 @@ def cases(sweep: dict, impl: str) -> list[dict]:
                         if "warmup_ms" in group:
                             case["warmup_ms"] = group["warmup_ms"]
                         key = tuple(v for k, v in sorted(case.items()) if k != "series")
-                        if key not in seen:
-                            seen.add(key)
-                            out.append(case)
+                        if key in seen:
+                            if group["series"] not in seen[key]["roles"]:
+                                seen[key]["roles"].append(group["series"])
+                            continue
+                        seen[key] = case
+                        case["roles"] = [group["series"]]
+                        out.append(case)
     return out
 
 

@@ -244,6 +244,7 @@ RENDER_CODE = [
     "kernels/checks.py",
     "kernels/files.py",
     "kernels/render.py",
+    "kernels/report_kit.py",
     "kernels/style.py",
     "kernels/timing.py",
     "workflow/schemas/row.schema.yaml",

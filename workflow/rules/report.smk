@@ -26,7 +26,12 @@ rule collect:
         "../envs/render.yaml"
     params:
         gpu=GPU,
-        code=lambda w: report_code(w.study),
+        # the config section the rows were measured with: the roles of rows without them
+        section=lambda w: config[w.study][SWEEP],
+        code=lambda w: [
+            report_code(w.study),
+            code_version(f"kernels/{w.study}/study.py"),
+        ],
     script:
         "../scripts/collect.py"
 

@@ -1,0 +1,228 @@
+"""What every study's report builds its figures, tables and macros from.
+
+The reports (``kernels/<study>/report.py``) take a tidy table (:mod:`kernels.collect`)
+and return figures, DataFrames and macro texts; :mod:`kernels.render` writes them. This
+module holds what they share, so that each is written once: the number format of a macro
+(:func:`fmt`), a row's value by selection (:func:`first`, :func:`median`), a baseline's
+value at each row's case (:func:`baseline`), the rows of a config role (:func:`with_role`),
+a shape's macro name (:func:`shape_name`), the implementations in a study's order
+(:func:`ordered`), grouped bars (:func:`grouped_bars`), the "not measured" marker of an
+empty panel (:data:`NOT_MEASURED`, :func:`mark_empty`), the per-kernel table
+(:func:`kernel_table`) and the verdict on a claimed range (:func:`claim_verdict`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from kernels import style
+from kernels.rows import ROLES
+
+#: The studies' config files (config/studies/<study>.yaml).
+CONFIG = Path(__file__).resolve().parent.parent / "config" / "studies"
+
+#: What an empty panel says (figures; :func:`kernels.render.table_to_latex` for an empty table).
+NOT_MEASURED = "not measured in these data"
+
+
+def fmt(value, digits: int = 2) -> str:
+    """``value`` with ``digits`` decimals, or :data:`kernels.style.MISSING` when it is None, NaN,
+    infinite or not a number (a macro of a value not measured)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return style.MISSING
+    return f"{v:.{digits}f}" if np.isfinite(v) else style.MISSING
+
+
+def first(d: pd.DataFrame, col: str):
+    """``col`` of the first row of ``d``; NaN when ``d`` has no rows or no such column."""
+    return d[col].iloc[0] if not d.empty and col in d else np.nan
+
+
+def median(d: pd.DataFrame, col: str, **where) -> float:
+    """The median of ``col`` over the rows of ``d`` whose columns equal ``where`` (NaN if none)."""
+    for key, value in where.items():
+        d = d[d[key].eq(value)]
+    return float(d[col].median()) if not d.empty else float("nan")
+
+
+def baseline(df: pd.DataFrame, sel: pd.Series, keys: Sequence[str], col: str = "device_ms") -> pd.Series:
+    """For every row of ``df``, ``col`` of the first row selected by ``sel`` (a boolean Series on
+    ``df``) with a value of ``col`` and the same ``keys``; NaN where there is none."""
+    keys = list(keys)
+    ref = df.loc[sel, keys + [col]].dropna(subset=[col]).drop_duplicates(keys)
+    merged = df[keys].merge(ref, on=keys, how="left")
+    return pd.Series(merged[col].to_numpy(), index=df.index)
+
+
+def has_role(df: pd.DataFrame, role: str) -> pd.Series:
+    """Whether each row of ``df`` has ``role`` among its ``roles`` (the tidy table's space-separated
+    cell, set from the config: :func:`kernels.collect.with_roles`); False without the column."""
+    if ROLES not in df:
+        return pd.Series(False, index=df.index)
+    return df[ROLES].fillna("").astype(str).str.split().map(lambda roles: role in roles).astype(bool)
+
+
+def with_role(df: pd.DataFrame, role: str) -> pd.DataFrame:
+    """The rows of ``df`` that have ``role`` (:func:`has_role`)."""
+    return df[has_role(df, role)]
+
+
+_ONES = ["Zero", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine", "Ten", "Eleven",
+         "Twelve", "Thirteen", "Fourteen", "Fifteen", "Sixteen", "Seventeen", "Eighteen", "Nineteen"]
+_TENS = ["", "", "Twenty", "Thirty", "Forty", "Fifty", "Sixty", "Seventy", "Eighty", "Ninety"]
+
+
+def words(n: int) -> str:
+    """A whole number from 0 to 999 in capitalised words without spaces (macro names are letters
+    only): ``32`` -> ``ThirtyTwo``, ``128`` -> ``OneHundredTwentyEight``. ValueError outside."""
+    n = int(n)
+    if not 0 <= n < 1000:
+        raise ValueError(f"{n} has no macro name (0 to 999; a size above that is written in K)")
+    if n >= 100:
+        return _ONES[n // 100] + "Hundred" + (words(n % 100) if n % 100 else "")
+    return _ONES[n] if n < 20 else _TENS[n // 10] + (_ONES[n % 10] if n % 10 else "")
+
+
+def size_name(n: int) -> str:
+    """A size in a macro name: in K (1024) when it is a whole number of them, ``8192`` ->
+    ``EightK``, ``1024`` -> ``OneK``; else in words (:func:`words`)."""
+    n = int(n)
+    return words(n // 1024) + "K" if n >= 1024 and n % 1024 == 0 else words(n)
+
+
+def shape_name(**dims) -> str:
+    """A shape in a macro name, letter and size in the order given:
+    ``shape_name(B=4, T=8192)`` -> ``BFourTEightK`` (:func:`size_name`)."""
+    return "".join(f"{k}{size_name(v)}" for k, v in dims.items())
+
+
+def study_config(study: str, run: str = "sweep") -> dict:
+    """Section ``run`` of ``config/studies/<study>.yaml``: by default the ``sweep``, whose cases
+    the paper's text is written about (a report names its macros after its shapes)."""
+    return yaml.safe_load((CONFIG / f"{study}.yaml").read_text())[study][run]
+
+
+def shape_names(shapes: Iterable[dict], key: str, dims: dict[str, str], fields: Sequence[str]) -> dict[tuple, str]:
+    """``{shape: macro name}`` of config entries ``shapes`` (dicts): each shape as the tuple of its
+    ``fields``, named by :func:`shape_name` of the fields ``dims`` maps letters to
+    (``{"B": "batch", "T": "seqlen"}``). ValueError naming the config ``key`` when two shapes get
+    one name (they differ in a field the name leaves out)."""
+    out = {}
+    for shape in shapes:
+        ident = tuple(shape[field] for field in fields)
+        name = shape_name(**{letter: shape[field] for letter, field in dims.items()})
+        if name in out.values() and out.get(ident) != name:
+            raise ValueError(f"{key}: two shapes have the macro name {name}; a shape's macro names hold "
+                             f"{', '.join(dims.values())} only")
+        out[ident] = name
+    return out
+
+
+def ordered(present: Iterable[str], order: Sequence[str]) -> list[str]:
+    """The distinct names of ``present`` in ``order`` (a study's implementations), the others after
+    them in the order they first appear."""
+    present = list(dict.fromkeys(present))
+    return [i for i in order if i in present] + [i for i in present if i not in order]
+
+
+def grouped_bars(ax, d: pd.DataFrame, col: str, groups: str, impls: Sequence[str], colors: dict,
+                 labels: dict, yerr: dict | None = None) -> None:
+    """Bars of ``col``, one group per value of column ``groups`` of ``d`` (in order of appearance,
+    on x) and one bar per implementation of ``impls`` within it (colour ``colors[impl]``, legend
+    ``labels[impl]``); ``yerr`` maps an impl to its error bars (2 x groups, low and high) where
+    it has them. A group an impl lacks leaves its bar out."""
+    names = list(dict.fromkeys(d[groups]))
+    width = 0.8 / max(len(impls), 1)
+    for j, impl in enumerate(impls):
+        rows = d[d["impl"] == impl].set_index(groups)
+        rows = rows[~rows.index.duplicated()].reindex(names)
+        ax.bar(np.arange(len(names)) + j * width, rows[col].to_numpy(), width, label=labels[impl],
+               color=colors[impl], yerr=(yerr or {}).get(impl), error_kw={"elinewidth": 0.6, "capsize": 1.5})
+    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, fontsize=6)
+
+
+def mark_empty(ax) -> None:
+    """Write :data:`NOT_MEASURED` across the panel ``ax`` (one left without data)."""
+    ax.text(0.5, 0.5, NOT_MEASURED, transform=ax.transAxes, ha="center", va="center", color="0.4")
+
+
+def mark_empty_axes(fig) -> None:
+    """:func:`mark_empty` on every visible panel of ``fig`` that has no data and no text yet."""
+    for ax in fig.axes:
+        if ax.get_visible() and not ax.has_data() and not ax.texts:
+            mark_empty(ax)
+
+
+def kernel_table(df: pd.DataFrame, order: Sequence[str] = (), min_share: float = 0.02,
+                 study: str = "") -> pd.DataFrame:
+    """Per-kernel breakdown of the tidy rows that carry one (column ``kernels``,
+    JSON from :func:`kernels.profiling.kernel_breakdown`), one block per (pass, impl).
+
+    Index (pass, implementation, kernel), implementations in ``order`` first; columns ``µs`` (per
+    call) and ``share %`` of that impl's total. Kernels under ``min_share`` of
+    the total are summed as ``other``; names are shortened by
+    :func:`short_kernel_names`; implementations and passes by their display
+    names (:func:`kernels.style.label` of ``study``). Empty when no row
+    carries a breakdown.
+    """
+    if "kernels" not in df.columns:
+        return pd.DataFrame()
+    d = df[df["kernels"].notna() & (df["status"] == "ok")]
+    out = []
+    for (impl, pas), g in d.groupby(["impl", "pass"], sort=False):
+        entries = json.loads(g["kernels"].iloc[0])
+        total = sum(e["us"] for e in entries)
+        keep = [e for e in entries if e["us"] >= min_share * total and e["name"] != "other"]
+        small = total - sum(e["us"] for e in keep)
+        rows = [(e["name"], e["us"]) for e in keep] + ([("other", small)] if small > 0 else [])
+        out += [{"impl": impl, "pass": pas, "kernel": name, "µs": us, "share %": 100 * us / total}
+                for name, us in zip(short_kernel_names([n for n, _ in rows]), [u for _, u in rows])]
+    if not out:
+        return pd.DataFrame()
+    rank = {name: i for i, name in enumerate(order)}
+    t = pd.DataFrame(out)
+    t["_rank"] = t["impl"].map(lambda i: rank.get(i, len(rank)))
+    t["_pass"] = t["pass"].map(lambda p: list(style.PASS_LABELS).index(p) if p in style.PASS_LABELS else 9)
+    t = t.sort_values(["_pass", "_rank"], kind="stable").drop(columns=["_rank", "_pass"])
+    t = t.assign(impl=t["impl"].map(lambda i: style.label(study, i)), **{"pass": t["pass"].map(style.pass_label)})
+    return t.rename(columns={"impl": "implementation"}).set_index(["pass", "implementation", "kernel"]).round(
+        {"µs": 1, "share %": 1})
+
+
+def short_kernel_names(names: Sequence[str]) -> list[str]:
+    """Kernel names as a reader knows them: without return type, namespaces, template and
+    argument lists (``void at::native::vectorized_elementwise_kernel<4, ...>(...)`` ->
+    ``vectorized_elementwise_kernel``); a name that repeats within ``names`` gets ``#2``, ``#3``."""
+    out, seen = [], {}
+    for name in names:
+        short = re.sub(r"\(anonymous namespace\)::", "", name)
+        short = re.sub(r"^void ", "", short)
+        short = re.split(r"[<(]", short, maxsplit=1)[0].split("::")[-1].strip() or name
+        seen[short] = seen.get(short, 0) + 1
+        out.append(short if seen[short] == 1 else f"{short} #{seen[short]}")
+    return out
+
+
+def claim_verdict(values: Sequence[float], low: float, high: float = float("inf")) -> str:
+    """The verdict on a claimed range ``[low, high]`` (a single claimed factor is ``[low, inf)``)
+    from the measured values, as the claims table's caption states it: "holds" when every value
+    reaches ``low`` (within the range or beyond it, some within), "exceeded" when every value lies
+    above ``high``, "partly holds" when some values reach ``low`` and some do not, "not reached"
+    when none does; :data:`kernels.style.MISSING` when nothing was measured."""
+    values = [float(v) for v in values if v is not None and np.isfinite(float(v))]
+    if not values:
+        return style.MISSING
+    if min(values) > high:
+        return "exceeded"
+    if min(values) >= low:
+        return "holds"
+    return "partly holds" if max(values) >= low else "not reached"

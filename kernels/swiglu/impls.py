@@ -1,0 +1,21 @@
+"""The registry of the SwiGLU study's implementations (:class:`kernels.style.Impl`): what each is
+called and drawn as, and its passes; the study's names, the report's order and the figures'
+colours come from here (the config schema's list is checked against it by a test)."""
+
+from kernels.style import Impl
+
+FWD = ("fwd",)
+
+#: The implementations, in the order of the paper's legends and tables.
+IMPLS = {
+    "eager": Impl("eager", "#4C72B0"),
+    "compile": Impl("compile", "#DD8452"),
+    "compile_no_cudagraphs": Impl("compile (no graphs)", "#C44E52"),
+    "triton": Impl("Triton (ours)", "#55A868"),
+    "decode": Impl("Triton fixed (ours)", "#8C8C8C", FWD),
+    "seed": Impl("source kernel", "#937860", FWD),
+    "liger": Impl("Liger", "#DA8BC3"),
+    "matmul": Impl("cuBLAS + act.", "#CCB974", FWD),
+    "gemm_fused": Impl("fused epilogue", "#8172B3", FWD),
+    "copy": Impl("copy", "#000000"),
+}

@@ -1,0 +1,113 @@
+"""The report toolkit (kernels/report_kit.py) and the rule that the reports build on it alone."""
+
+import ast
+import json
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+
+from kernels import report_kit as kit
+
+ROOT = Path(__file__).resolve().parent.parent
+STUDIES = ("swiglu", "flex", "gdn")
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_reports_never_import_render_and_keep_no_helper_of_the_toolkit(study):
+    """A report builds on report_kit, never on render (which loads the reports), and defines none
+    of the toolkit's helpers again."""
+    tree = ast.parse((ROOT / "kernels" / study / "report.py").read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not {"render", "kernels.render"} & imported
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert not defined & {"_fmt", "_one", "_empty", "_empty_note", "_lookup", "_baseline"}
+
+
+def test_fmt_marks_what_was_not_measured():
+    assert kit.fmt(1.23456, 3) == "1.235" and kit.fmt(np.int64(7), 0) == "7" and kit.fmt("2.5", 1) == "2.5"
+    assert [kit.fmt(v, 2) for v in (None, np.nan, np.inf, "x")] == ["n/a"] * 4
+
+
+def test_first_median_and_baseline():
+    d = pd.DataFrame({"impl": ["a", "b", "b", "c"], "n": [1, 1, 2, 2], "ms": [4.0, 2.0, np.nan, 1.0]})
+    assert kit.first(d, "ms") == 4.0 and np.isnan(kit.first(d.iloc[0:0], "ms")) and np.isnan(kit.first(d, "x"))
+    assert kit.median(d, "ms", impl="b") == 2.0 and np.isnan(kit.median(d, "ms", impl="z"))
+    base = kit.baseline(d, d["impl"] == "b", ["n"], "ms")  # b at n=2 has no time: NaN there
+    assert base.iloc[0] == 2.0 and base.iloc[1] == 2.0 and base.iloc[2:].isna().all()
+
+
+def test_roles_are_selected_from_the_text_cell():
+    d = pd.DataFrame({"roles": ["main profile", "sweep", np.nan, "published main"]})
+    assert kit.has_role(d, "main").tolist() == [True, False, False, True]
+    assert kit.with_role(d, "profile").index.tolist() == [0]
+    assert not kit.has_role(pd.DataFrame({"impl": ["a"]}), "main").any()  # rows without roles have none
+
+
+def test_shape_names_are_letters_and_unique():
+    assert kit.shape_name(B=4, T=8192) == "BFourTEightK" and kit.shape_name(B=1, T=32768) == "BOneTThirtyTwoK"
+    assert kit.size_name(100) == "OneHundred" and kit.size_name(2048) == "TwoK"
+    assert kit.words(128) == "OneHundredTwentyEight" and kit.size_name(65536) == "SixtyFourK"
+    with pytest.raises(ValueError, match="no macro name"):
+        kit.words(1000)
+    shapes = [{"batch": 4, "seqlen": 8192, "heads": 16}, {"batch": 4, "seqlen": 8192, "heads": 32}]
+    dims = {"B": "batch", "T": "seqlen"}
+    assert kit.shape_names(shapes[:1], "k", dims, ("batch", "seqlen", "heads")) == {(4, 8192, 16): "BFourTEightK"}
+    with pytest.raises(ValueError, match="sweep.main_shapes: two shapes have the macro name BFourTEightK"):
+        kit.shape_names(shapes, "sweep.main_shapes", dims, ("batch", "seqlen", "heads"))
+
+
+def test_ordered_and_grouped_bars():
+    assert kit.ordered(["c", "a", "x", "a"], ["a", "b", "c"]) == ["a", "c", "x"]
+    d = pd.DataFrame({"impl": ["a", "b", "a"], "shape": ["s1", "s1", "s2"], "v": [1.0, 2.0, 3.0]})
+    fig, ax = plt.subplots()
+    kit.grouped_bars(ax, d, "v", "shape", ["a", "b"], {"a": "red", "b": "blue"}, {"a": "A", "b": "B"})
+    heights = [p.get_height() for p in ax.patches]
+    assert heights[:3] == [1.0, 3.0, 2.0] and np.isnan(heights[3])  # b has no bar at s2
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["s1", "s2"]
+    plt.close(fig)
+
+
+def test_empty_panels_are_marked():
+    fig, (full, empty) = plt.subplots(1, 2)
+    full.plot([1, 2], [3, 4])
+    kit.mark_empty_axes(fig)
+    assert not full.texts
+    assert [t.get_text() for t in empty.texts] == [kit.NOT_MEASURED]
+    plt.close(fig)
+
+
+def test_kernel_names_lose_namespaces_templates_and_arguments():
+    names = ["void at::native::vectorized_elementwise_kernel<4, at::native::mul>(int, float*)",
+             "void at::native::(anonymous namespace)::reduce_kernel<512, 1>(x)",
+             "void at::native::vectorized_elementwise_kernel<4, at::native::silu>(int)", "_swiglu_fwd_kernel"]
+    assert kit.short_kernel_names(names) == ["vectorized_elementwise_kernel", "reduce_kernel",
+                                             "vectorized_elementwise_kernel #2", "_swiglu_fwd_kernel"]
+
+
+def test_claim_verdicts_follow_the_stated_criterion():
+    assert kit.claim_verdict([2.6, 3.0], 2.5, 3.5) == "holds"
+    assert kit.claim_verdict([2.6, 4.0], 2.5, 3.5) == "holds"  # within and beyond
+    assert kit.claim_verdict([3.6, 4.0], 2.5, 3.5) == "exceeded"
+    assert kit.claim_verdict([84.6, 91.2], 85, 92) == "partly holds"
+    assert kit.claim_verdict([1.7, 1.74], 2.5, 3.5) == "not reached"
+    assert kit.claim_verdict([float("nan")], 2.5) == "n/a"
+
+
+def test_kernel_table_orders_impls_and_sums_small_kernels():
+    rows = [{"impl": impl, "pass": "fwd", "status": "ok",
+             "kernels": json.dumps([{"name": "k" * 60, "calls": 1, "us": 90.0},
+                                    {"name": "tiny", "calls": 2, "us": 1.0},
+                                    {"name": "other", "calls": 1, "us": 9.0}])}
+            for impl in ("triton", "eager")]
+    rows.append({"impl": "liger", "pass": "fwd", "status": "ok", "kernels": None})
+    t = kit.kernel_table(pd.DataFrame(rows), order=("eager", "triton"), study="swiglu")
+    assert [i for i in t.index.get_level_values("implementation").unique()] == ["eager", "Triton (ours)"]
+    eager = t.loc[("forward", "eager")]
+    assert eager.index[0] == "k" * 60 and eager["µs"].tolist() == [90.0, 10.0]
+    assert eager["share %"].tolist() == [90.0, 10.0]
+    assert kit.kernel_table(pd.DataFrame({"impl": ["a"]})).empty
