@@ -1,8 +1,9 @@
 """Kernels, their references and the measurement code of the paper artifact.
 
 One sub-package per study (``swiglu``, ``flex``, ``gdn``), each holding its
-kernels, the plain-PyTorch reference beside them, the sweep (``study.py``)
-and its figures, tables and quoted numbers (``report.py``). Shared pieces:
+kernels, the plain-PyTorch reference beside them, its implementations
+(``impls.py``), the sweep (``study.py``) and its figures, tables and quoted
+numbers (``report.py``). Shared pieces:
 ``harness`` (the job runner: prepare, check, time each case), ``passes``
 (the timed call of each pass), ``timing`` (device time and latency),
 ``correctness`` (errors against the reference, tolerances), ``launch``
@@ -10,7 +11,8 @@ and its figures, tables and quoted numbers (``report.py``). Shared pieces:
 row's environment), ``checks`` (checks that stop a run before it can harm
 the data), ``gpulease`` (one GPU per measurement job), ``files`` (atomic
 writes), ``logs``, ``rows`` (row schemas, case identity), ``collect`` (tidy
-tables), ``render`` (figures, LaTeX, macros, PDF), ``style`` (figures),
+tables), ``render`` (figures, LaTeX, macros, PDF), ``report_kit`` (what the
+reports share: formats, lookups, verdicts), ``style`` (figures),
 ``reproduce`` (a second run against the first). Importing this package
 imports no torch.
 """
