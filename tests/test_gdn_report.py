@@ -153,3 +153,34 @@ def test_kernel_table_shares_and_other():
     assert m["GdnChunkGradErrMax"] == "n/a"
     assert m["GdnChunkOutErrMax"] == "n/a"
     assert report.TABLES["gdn_kernels"](report.derive(tidy())).empty
+
+
+def test_published_table_sets_flash_qlas_times_beside_this_runs():
+    """FlashQLA's published times (kernels.gdn.published) beside the rows of role published at
+    the same (pass, heads, value_heads, batch, seqlen); the verdicts use the measured speedups."""
+    from kernels.gdn import published
+
+    rows = []
+    for impl, ms in (("flash_qla", 0.7), ("fla_chunk", 1.4), ("chunk", 1.2)):
+        rows.append(dict(gpu="h200", study="gdn", impl=impl, **{"pass": "fwd"}, dtype="bfloat16", batch=1,
+                         seqlen=32768, heads=16, value_heads=32, head_dim=128, num_seqs=1, varlen=False,
+                         device_ms=ms, roles="published", flops=1, bytes=1, status="ok"))
+    rows.append({**rows[1], "device_ms": 9.0, "roles": "sweep"})  # not of the role: left out
+    df = report.derive(pd.concat([tidy(), pd.DataFrame(rows)], ignore_index=True))
+    t = report.table_published(df)
+    row = t.loc[("forward", "16/32, 1 x 32768")]
+    assert (row["FlashQLA"], row["FLA"], row["FLA/FlashQLA"], row["chunked (ours)"]) == (0.7, 1.4, 2.0, 1.2)
+    theirs = published.TIMES[("fwd", 16, 32, 1, 32768)]
+    assert (row["FlashQLA, published"], row["FLA, published"]) == (theirs["flash_qla"], theirs["fla_chunk"])
+    assert np.isnan(t.loc[("forward", "2/8, 1 x 32768"), "FlashQLA"])
+    m = report.published_verdicts(df)
+    # 16/32 (2.0) and the main shapes of role published in tidy(): 16/16 at 4 x 8192 and 32/32 (2.5 each)
+    assert (m["GdnPublishedFwdSpeedups"], m["GdnPublishedFwdConfigs"], m["GdnPublishedFwdVerdict"]) == \
+        ("2.00--2.50", "3", "holds")
+    assert (m["GdnPublishedBwdVerdict"], m["GdnPublishedBwdConfigs"]) == ("n/a", "0")
+
+
+def test_every_published_configuration_of_the_sweep_has_published_times():
+    from kernels.gdn import published
+
+    assert report._configured_published() <= set(published.TIMES)

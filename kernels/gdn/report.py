@@ -260,7 +260,82 @@ def table_kernels(df: pd.DataFrame) -> pd.DataFrame:
     return kit.kernel_table(df, ORDER, study="gdn")
 
 
-TABLES = {"gdn_main": table_main, "gdn_bwd": table_bwd, "gdn_kernels": table_kernels}
+def _published_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of FlashQLA's published configurations (role ``published``), keyed like
+    :data:`kernels.gdn.published.TIMES`: a ``config`` tuple (pass, heads, value_heads, batch, seqlen)."""
+    d = kit.with_role(df[df["device_ms"].notna()], "published")
+    if d.empty:
+        return d.assign(config=[])
+    hv = d["value_heads"].fillna(d["heads"]) if "value_heads" in d.columns else d["heads"]
+    return d.assign(config=[(p, int(h), int(v), int(b), int(t)) for p, h, v, b, t in
+                            zip(d["pass"], d["heads"], hv, d["batch"], d["seqlen"])])
+
+
+def _configured_published() -> set[tuple]:
+    """The (pass, heads, value_heads, batch, seqlen) of the sweep's published configurations
+    (config key ``gdn.sweep.published``, forward, and its backward's)."""
+    sweep = kit.study_config("gdn")
+    out = set()
+    for pas, block in (("fwd", sweep), ("bwd", sweep["backward"])):
+        for s in block.get("published", {}).get("shapes", []):
+            out.add((pas, s["heads"], s.get("value_heads", s["heads"]), s["batch"], s["seqlen"]))
+    return out
+
+
+def table_published(df: pd.DataFrame) -> pd.DataFrame:
+    """FlashQLA's published H200 times (ms; FlashQLA and FLA in its repository's benchmark file at
+    commit 6e5d2ea, timed from CUDA graphs with an initial state) beside this run's median device
+    times at the same configurations (query/key heads / value heads, B sequences x T tokens; here B
+    batches without an initial state), and FLA's time over FlashQLA's; n/a: not measured here."""
+    # the configurations: the sweep's (config key gdn.sweep.published), of those published.TIMES holds
+    from kernels.gdn import published
+
+    d = _published_rows(df)
+    rows = []
+    for (pas, h, hv, b, t), theirs in published.TIMES.items():
+        if (pas, h, hv, b, t) not in _configured_published():
+            continue
+        ours = d[d["config"] == (pas, h, hv, b, t)].set_index("impl")["device_ms"] if not d.empty else pd.Series()
+        ours = ours[~ours.index.duplicated()]
+        got = {i: ours.get(i, np.nan) for i in ("chunk", "fla_chunk", "flash_qla")}
+        rows.append({"pass": style.pass_label(pas), "configuration": f"{h}/{hv}, {b} x {t}",
+                     "FlashQLA, published": theirs["flash_qla"], "FLA, published": theirs["fla_chunk"],
+                     "FLA/FlashQLA, published": theirs["fla_chunk"] / theirs["flash_qla"],
+                     "FlashQLA": got["flash_qla"], "FLA": got["fla_chunk"],
+                     "FLA/FlashQLA": got["fla_chunk"] / got["flash_qla"], _label("chunk"): got["chunk"]})
+    t = pd.DataFrame(rows).set_index(["pass", "configuration"]).astype(float).round(3)
+    ratios = [c for c in t.columns if c.startswith("FLA/FlashQLA")]
+    t[ratios] = t[ratios].round(2)
+    return t
+
+
+def published_verdicts(df: pd.DataFrame) -> dict[str, str]:
+    """FlashQLA's claimed speedups over FLA (:data:`kernels.gdn.published.CLAIMED`) at its own
+    configurations, per pass, from this run's rows and from its published times:
+    ``GdnPublishedFwdVerdict`` / ``GdnPublishedBwdVerdict`` (:func:`kernels.report_kit.claim_verdict`
+    on the measured speedups of the configurations measured here), ``GdnPublished<Pass>Speedups``
+    (those speedups, ``1.9--2.8``) and ``GdnPublished<Pass>SpeedupsTheirs`` (the published ones at
+    the same configurations), ``GdnPublished<Pass>Configs`` (how many)."""
+    from kernels.gdn import published
+
+    t = table_published(df)
+    out = {}
+    for pas, name in (("fwd", "Fwd"), ("bwd", "Bwd")):
+        p = t.xs(style.pass_label(pas), level="pass") if style.pass_label(pas) in t.index.get_level_values(0) else t
+        measured = p["FLA/FlashQLA"].dropna()
+        theirs = p.loc[measured.index, "FLA/FlashQLA, published"]
+        low, high = published.CLAIMED[pas]
+        out[f"GdnPublished{name}Verdict"] = kit.claim_verdict(list(measured), low, high)
+        span = (lambda s: f"{kit.fmt(s.min(), 2)}--{kit.fmt(s.max(), 2)}" if len(s) > 1 else kit.fmt(
+            s.iloc[0] if len(s) else None, 2))
+        out[f"GdnPublished{name}Speedups"] = span(measured)
+        out[f"GdnPublished{name}SpeedupsTheirs"] = span(theirs)
+        out[f"GdnPublished{name}Configs"] = str(len(measured))
+    return out
+
+
+TABLES = {"gdn_main": table_main, "gdn_bwd": table_bwd, "gdn_kernels": table_kernels,
+          "gdn_published": table_published}
 
 
 def _at(df, impl, b, t, h, col="device_ms", pas="fwd"):
@@ -287,7 +362,9 @@ def flash_qla_verdicts(df: pd.DataFrame) -> dict[str, str]:
 
 #: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
 CLAIMS = {"GdnFlashQlaFwdVerdict": "FlashQLA 2–3× FLA's forward on Hopper",
-          "GdnFlashQlaBwdVerdict": "FlashQLA 2× FLA's backward on Hopper"}
+          "GdnFlashQlaBwdVerdict": "FlashQLA 2× FLA's backward on Hopper",
+          "GdnPublishedFwdVerdict": "FlashQLA 2–3× FLA's forward at its own configurations",
+          "GdnPublishedBwdVerdict": "FlashQLA 2× FLA's backward at its own configuration"}
 
 
 def paper_shapes(sweep: dict) -> dict[str, dict[tuple, str]]:
@@ -344,6 +421,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
             m[f"Gdn{iname}FwdbwdPeakGib{tag}"] = kit.fmt(_at(df, impl, b, t, h, "peak_mem_gib", "fwdbwd"), 2)
     m.update(flash_qla_verdicts(df))
+    m.update(published_verdicts(df))
     # A training step timed whole against its forward and backward timed apart: where the step's device
     # time is longer, the GPU idled inside it waiting for the host.
     for (b, t, h), tag in shapes["step"].items():
