@@ -1,7 +1,9 @@
 """The measurement harness: statuses, timing rows, atomic files, environment."""
 
+import contextlib
 import json
 import os
+import shutil
 import statistics
 import time
 
@@ -134,23 +136,28 @@ def test_gpu_slug():
     assert env_mod.gpu_slug("cpu") == "cpu"
 
 
-def test_child_process_isolation_records_a_crash(tmp_path):
-    """A case whose process dies becomes an error row instead of ending the sweep."""
-    import shutil
-
+@contextlib.contextmanager
+def fixture_study(name: str, source: str):
+    """A study package ``kernels.<name>`` whose ``study.py`` is ``source``, for child processes
+    (which import the study by name), removed afterwards."""
     import kernels
 
-    study_dir = os.path.join(os.path.dirname(kernels.__file__), "_crash_fixture")
+    study_dir = os.path.join(os.path.dirname(kernels.__file__), name)
     os.makedirs(study_dir)
     try:
         open(os.path.join(study_dir, "__init__.py"), "w").close()
         with open(os.path.join(study_dir, "study.py"), "w") as f:
-            f.write("import os\nSTUDY = 'crash'\nSHAPE_FIELDS = ()\n"
-                    "def prepare(impl, case, device):\n    os._exit(9)\n")
-        row = harness._measure_in_child("_crash_fixture", "x", {"pass": "fwd", "dtype": "float32"},
-                                        TIMING)
+            f.write(source)
+        yield name
     finally:
         shutil.rmtree(study_dir)
+
+
+def test_child_process_isolation_records_a_crash():
+    """A case whose process dies becomes an error row instead of ending the sweep."""
+    source = "import os\nSTUDY = 'crash'\nSHAPE_FIELDS = ()\ndef prepare(impl, case, device):\n    os._exit(9)\n"
+    with fixture_study("_crash_fixture", source) as study:
+        row = harness._measure_in_child(study, "x", {"pass": "fwd", "dtype": "float32"}, TIMING)
     assert row["status"] == "error" and "exited with 9" in row["error"]
     assert row["study"] == "crash" and row["times_ms"] == []
 
@@ -166,25 +173,15 @@ def test_prepare_case_checks_without_timing(impl, status, device):
 def test_compile_ahead_prepares_each_case_in_its_own_process(tmp_path):
     """Every case is prepared once, in a child process (here each leaves a file, as a compiler
     fills its on-disk cache); a failing or crashing case is an answer, not the end of the pass."""
-    import shutil
-
-    import kernels
-
-    study_dir = os.path.join(os.path.dirname(kernels.__file__), "_ahead_fixture")
-    os.makedirs(study_dir)
-    try:
-        open(os.path.join(study_dir, "__init__.py"), "w").close()
-        with open(os.path.join(study_dir, "study.py"), "w") as f:
-            f.write("import os\nfrom kernels.harness import Unsupported\nSTUDY = 'ahead'\nSHAPE_FIELDS = ('n',)\n"
-                    "def prepare(impl, case, device):\n"
-                    f"    open(os.path.join({str(tmp_path)!r}, f\"{{case['n']}}-{{os.getpid()}}\"), 'w')"
-                    ".write(os.environ.get('FLA_CACHE_RESULTS', ''))\n"
-                    "    if case['n'] == 2:\n        raise Unsupported('not here')\n"
-                    "    if case['n'] == 3:\n        os._exit(7)\n")
-        cases = [{"pass": "fwd", "dtype": "float32", "n": n} for n in (1, 2, 3, 4)]
-        answers = harness.compile_ahead("_ahead_fixture", "x", cases, workers=2)
-    finally:
-        shutil.rmtree(study_dir)
+    source = ("import os\nfrom kernels.harness import Unsupported\nSTUDY = 'ahead'\nSHAPE_FIELDS = ('n',)\n"
+              "def prepare(impl, case, device):\n"
+              f"    open(os.path.join({str(tmp_path)!r}, f\"{{case['n']}}-{{os.getpid()}}\"), 'w')"
+              ".write(os.environ.get('FLA_CACHE_RESULTS', ''))\n"
+              "    if case['n'] == 2:\n        raise Unsupported('not here')\n"
+              "    if case['n'] == 3:\n        os._exit(7)\n")
+    cases = [{"pass": "fwd", "dtype": "float32", "n": n} for n in (1, 2, 3, 4)]
+    with fixture_study("_ahead_fixture", source) as study:
+        answers = harness.compile_ahead(study, "x", cases, workers=2)
     assert [a["status"] for a in answers] == ["ok", "unsupported", "error", "ok"]
     assert "exited with 7" in answers[2]["error"] and answers[1]["error"] == "Unsupported: not here"
     assert all(a["workers"] == 2 for a in answers) and answers[0]["setup_s"] >= 0
