@@ -289,7 +289,8 @@ def build_paper(main_tex: str, out_pdf: str, inputs: Sequence[str] = ()) -> None
     env = dict(os.environ, FORCE_SOURCE_DATE="1",
                SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", "0"))
     cmd = ["latexmk", "-pdf", "-g", "-interaction=nonstopmode", "-halt-on-error", main.name]
-    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
+    # LaTeX prints a box's text in its font encoding (T1's bytes are not UTF-8)
+    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, encoding="utf-8", errors="replace")
     built_log = workdir / main.with_suffix(".log").name
     logtext = built_log.read_text(errors="replace") if built_log.exists() else ""
     write_atomic(Path(out_pdf).with_suffix(".log"), logtext)
