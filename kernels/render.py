@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from kernels import report_kit, style, timing
+from kernels.report_kit import escape_latex
 from kernels.files import write_atomic
 
 log = logging.getLogger("kernels.render")
@@ -30,16 +31,6 @@ log = logging.getLogger("kernels.render")
 #: Debian packages that provide what the paper needs (LaTeX, latexmk, pdffonts).
 TEX_PACKAGES = ("latexmk texlive-latex-base texlive-latex-recommended texlive-science "
                 "lmodern poppler-utils")
-
-_LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                   "^": r"\textasciicircum{}"}
-
-
-def escape_latex(text: str) -> str:
-    """Escape LaTeX's special characters in plain text."""
-    return "".join(_LATEX_SPECIALS.get(c, c) for c in str(text))
-
 
 def read_tidy(path: str | os.PathLike) -> pd.DataFrame:
     """The tidy table of a study (an empty DataFrame when it has no rows)."""
@@ -298,7 +289,8 @@ def build_paper(main_tex: str, out_pdf: str, inputs: Sequence[str] = ()) -> None
     env = dict(os.environ, FORCE_SOURCE_DATE="1",
                SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", "0"))
     cmd = ["latexmk", "-pdf", "-g", "-interaction=nonstopmode", "-halt-on-error", main.name]
-    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
+    # LaTeX prints a box's text in its font encoding (T1's bytes are not UTF-8)
+    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, encoding="utf-8", errors="replace")
     built_log = workdir / main.with_suffix(".log").name
     logtext = built_log.read_text(errors="replace") if built_log.exists() else ""
     write_atomic(Path(out_pdf).with_suffix(".log"), logtext)

@@ -5,10 +5,11 @@ and return figures, DataFrames and macro texts; :mod:`kernels.render` writes the
 module holds what they share, so that each is written once: the number format of a macro
 (:func:`fmt`), a row's value by selection (:func:`first`, :func:`median`), a baseline's
 value at each row's case (:func:`baseline`), the rows of a config role (:func:`with_role`),
-a shape's macro name (:func:`shape_name`), the implementations in a study's order
-(:func:`ordered`), grouped bars (:func:`grouped_bars`), the "not measured" marker of an
-empty panel (:data:`NOT_MEASURED`, :func:`mark_empty`), the per-kernel table
-(:func:`kernel_table`) and the verdict on a claimed range (:func:`claim_verdict`).
+a shape's macro name (:func:`shape_name`), plain text in LaTeX (:func:`escape_latex`), the
+implementations in a study's order (:func:`ordered`), grouped bars (:func:`grouped_bars`),
+the "not measured" marker of an empty panel (:data:`NOT_MEASURED`, :func:`mark_empty`), the
+per-kernel table (:func:`kernel_table`) and the verdict on a claimed range
+(:func:`claim_verdict`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ from kernels.rows import ROLES
 #: The studies' config files (config/studies/<study>.yaml).
 CONFIG = Path(__file__).resolve().parent.parent / "config" / "studies"
 
+_LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                   "^": r"\textasciicircum{}"}
+
 #: What an empty panel says (figures; :func:`kernels.render.table_to_latex` for an empty table).
 NOT_MEASURED = "not measured in these data"
 
@@ -40,6 +45,12 @@ def fmt(value, digits: int = 2) -> str:
     except (TypeError, ValueError):
         return style.MISSING
     return f"{v:.{digits}f}" if np.isfinite(v) else style.MISSING
+
+
+def escape_latex(text: str) -> str:
+    """Escape LaTeX's special characters in plain text (a macro that quotes a message, a table's
+    headers)."""
+    return "".join(_LATEX_SPECIALS.get(c, c) for c in str(text))
 
 
 def first(d: pd.DataFrame, col: str):

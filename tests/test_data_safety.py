@@ -454,6 +454,16 @@ def test_a_killed_paper_build_does_not_wedge_the_next(paper, tmp_path):
 
 
 @pytest.mark.skipif(not shutil.which("latexmk"), reason="needs TeX")
+def test_a_paper_whose_box_warning_prints_a_font_byte_builds(paper, tmp_path):
+    """LaTeX prints an underfull box's text in its font encoding (T1's Ö is the byte 0xd6, not UTF-8)."""
+    tex = PAPER.replace(r"\begin{document}", "\\usepackage[T1]{fontenc}\n\\begin{document}")
+    (tmp_path / "paper" / "main.tex").write_text(tex.replace("Rows:", r"\"O\break Rows:"))
+    out = tmp_path / "paper" / "main.pdf"
+    render.build_paper(paper[0], str(out), paper)
+    assert out.read_bytes()[:4] == b"%PDF" and "Underfull" in (tmp_path / "paper" / "main.log").read_text()
+
+
+@pytest.mark.skipif(not shutil.which("latexmk"), reason="needs TeX")
 def test_a_failed_paper_build_leaves_the_pdf_as_it_was(paper, tmp_path):
     out = tmp_path / "paper" / "main.pdf"
     render.build_paper(paper[0], str(out), paper)

@@ -22,7 +22,28 @@ def _row(impl, pas, batch, seqlen, mask, ms, density_blocks, **kw):
     return row
 
 
-def _table():
+#: The FLASH backend's fixed cost per query-block row in the synthetic table, in tiles.
+FLASH_ROW_COST = 4.0
+REFUSED = "Unsupported: flex_flash: ValueError: Expected TensorSSA, but got <class 'int'>"
+
+
+def _flash_rows(pas, f, batch, n):
+    """flex_flash at one shape: causal at 0.6x flex's time, documents (4, 8, 16) whose time per tile
+    follows FLASH_ROW_COST per query-block row exactly, and refused sliding windows."""
+    causal_ms = 0.6 * f * n / 1000
+    rows = [_row("flex_flash", pas, batch, n, "causal", causal_ms, 0.5, recompiles=1, compile_s=8.0)]
+    n_rows = np.ceil(n / 128)
+    for docs, density in ((4, 0.25), (8, 0.125), (16, 0.0625)):
+        r, r_c = density * n_rows, 0.5 * n_rows
+        cost = (1 + FLASH_ROW_COST / r) / (1 + FLASH_ROW_COST / r_c)
+        rows.append(_row("flex_flash", pas, batch, n, "document", causal_ms * density / 0.5 * cost, density,
+                         documents=docs, doc_dist="uniform"))
+    rows.append(_row("flex_flash", pas, batch, n, "window", np.nan, 0.1, window=1024, status="unsupported",
+                     error=REFUSED))
+    return rows
+
+
+def _table(flash: bool = True):
     rows = []
     for pas, f in (("fwd", 1.0), ("bwd", 2.5), ("fwdbwd", 3.5)):
         for batch, n in ((16, 2048), (4, 8192), (1, 32768)):
@@ -37,8 +58,13 @@ def _table():
             rows.append(_row("flex", pas, batch, n, "window", causal_ms / 4, 0.1, window=1024))
             rows.append(_row("flex", pas, batch, n, "document", causal_ms / 3, 0.125, documents=8,
                              doc_dist="uniform"))
+            rows += _flash_rows(pas, f, batch, n) if flash else []
         for mod, slow in (("alibi", 1.1), ("softcap", 1.9), ("softcap_sigmoid", 1.3), ("alibi_softcap", 2.2)):
             rows.append(_row("flex", pas, 4, 8192, "causal", f * 8.192 * slow, 0.5, score_mod=mod))
+    if flash:  # a refusal with LaTeX's specials in its message
+        rows.append(_row("flex_flash", "fwd", 4, 8192, "causal", np.nan, 0.5, score_mod="softcap",
+                         status="unsupported", error="Unsupported: flex_flash: NotImplementedError: soft_cap needs "
+                                                     "head_dim % 16 == 0"))
     df = pd.DataFrame(rows)
     seconds = df["device_ms"] / 1e3
     df["tflops"] = df["flops"] / seconds / 1e12
@@ -119,3 +145,69 @@ def test_macros(derived):
     assert m["FlexFwdFitResidualDocHeavy"] == "n/a"  # no heavy-tailed documents in the synthetic table
     empty = report.macros(derived.iloc[0:0])
     assert set(empty) == set(m) and set(empty.values()) <= {"n/a"}
+
+
+def test_sparse_rows_of_each_backend_leave_out_causal_and_refused_rows(derived):
+    flash = report._sparse(derived, "flex_flash")
+    assert set(flash["mask"]) == {"document"} and (flash["status"] == "ok").all()
+    assert len(flash) == 3 * 2 * 3  # 3 passes x 2 seqlens >= 8K x 3 document counts; the windows were refused
+    assert set(report._sparse(derived)["impl"]) == {"flex"} and set(report._sparse(derived)["mask"]) == {
+        "window", "document"}
+    assert report._sparse(derived.iloc[0:0], "flex_flash").empty
+
+
+def test_backend_macros_of_the_flash_backend(derived):
+    m = report.macros(derived)
+    assert m["FlexFlashFwdCausalMs"] == "4.915" and m["FlexFlashFwdCausalVsFlash"] == "2.00"
+    assert m["FlexFlashFwdCausalVsCudnn"] == "1.33" and m["FlexFlashBwdCausalVsCudnn"] == "1.33"
+    assert m["FlexFlashPrefillVerdict"] == "partly holds"  # 2.00 over FA2 reaches 2, 1.33 over cuDNN not
+    # against its own causal: 90, 75, 56 % of ideal at N8K; 97, 92, 82 % at N32K
+    assert m["FlexFlashDocumentFwdTargetMet"] == "4 of 6" and m["FlexFlashDocumentFwdPctIdealMin"] == "56"
+    assert m["FlexFlashSparsityVerdict"] == "partly holds"
+    assert (m["FlexFlashFwdRowCostTiles"], m["FlexFlashFwdRowCostRsq"]) == ("4.0", "1.000")
+    assert m["FlexFlashFwdbwdRowCostTiles"] == "4.0" and float(m["FlexFlashFwdFitResidualDocUniform"]) == 0
+    assert m["FlexFlashDocumentFwdWorstTilesPerRow"] == "4.0" and m["FlexFlashDocumentFwdWorstTileCost"] == "1.78"
+    assert m["FlexFlashCompileSecondsMedian"] == "8.0" and m["FlexFlashCasesWithoutRecompile"] == "27 of 36"
+    # the refused sliding windows: nothing to compare, n/a, no error
+    assert {m[f"FlexFlash{name}"] for name in ("WindowFwdPctIdealMedian", "WindowFwdTargetMet",
+                                               "FwdWindowThousandSpeedup", "FwdFitResidualWindow",
+                                               "WindowFwdWorstTileCost")} == {"n/a"}
+
+
+def test_the_flash_backend_leaves_the_triton_backends_macros_alone(derived):
+    alone = report.macros(report.derive(_table(flash=False)))
+    both = report.macros(derived)
+    assert {k: both[k] for k in alone if not k.startswith("FlexFlash")} == {
+        k: v for k, v in alone.items() if not k.startswith("FlexFlash")}
+    assert {v for k, v in alone.items() if k.startswith("FlexFlash")} == {"n/a"}
+
+
+def test_a_backend_whose_causal_was_refused_reads_na(derived):
+    refused = derived["impl"].eq("flex_flash") & derived["mask"].eq("causal")
+    df = report.derive(derived.assign(status=derived["status"].mask(refused, "unsupported"),
+                                      device_ms=derived["device_ms"].mask(refused)))
+    m = report.macros(df)
+    assert {m["FlexFlashFwdCausalMs"], m["FlexFlashDocumentFwdPctIdealMedian"], m["FlexFlashFwdRowCostTiles"]} == {
+        "n/a"}
+    assert m["FlexFlashSparsityVerdict"] == m["FlexFlashPrefillVerdict"] == "n/a"
+    assert m["FlexFwdCausalMs"] == report.macros(derived)["FlexFwdCausalMs"]
+
+
+def test_refusal_macros(derived):
+    m = report.refusal_macros(derived, "flex_flash", "FlexFlash")
+    assert m["FlexFlashUnsupportedRows"] == "10 of 46"  # 9 windows and 1 soft-cap of 46 rows
+    assert m["FlexFlashUnsupportedCases"] == "sliding window (9 rows); causal with soft-cap (tanh) (1 row)"
+    assert m["FlexFlashUnsupportedErrors"] == (r"ValueError: Expected TensorSSA, but got <class 'int'> (9 rows); "
+                                               r"NotImplementedError: soft\_cap needs head\_dim \% 16 == 0 (1 row)")
+    assert report.macros(derived)["FlexFlashUnsupportedRows"] == "10 of 46"
+    ok = report.refusal_macros(derived[derived["status"] == "ok"], "flex_flash", "FlexFlash")
+    assert ok == {"FlexFlashUnsupportedRows": "0 of 36", "FlexFlashUnsupportedCases": "none",
+                  "FlexFlashUnsupportedErrors": "none"}
+    assert set(report.refusal_macros(derived.iloc[0:0], "flex_flash", "FlexFlash").values()) == {"n/a"}
+    assert set(report.refusal_macros(derived[derived["impl"] != "flex_flash"], "flex_flash", "X").values()) == {"n/a"}
+
+
+def test_a_long_refusal_is_cut_at_message_chars():
+    long = report._message("Unsupported: flex_flash: RuntimeError: " + "x" * 500, "flex_flash")
+    assert len(long) == report.MESSAGE_CHARS and long.startswith("RuntimeError: x") and long.endswith("…")
+    assert report._message("flex_flash: missing flash-attn-4", "flex_flash") == "missing flash-attn-4"

@@ -33,6 +33,11 @@ def test_fmt_marks_what_was_not_measured():
     assert [kit.fmt(v, 2) for v in (None, np.nan, np.inf, "x")] == ["n/a"] * 4
 
 
+def test_escape_latex_escapes_the_specials_of_plain_text():
+    assert kit.escape_latex("a_b 50% {x} & ~^$#\\ <int>") == (
+        r"a\_b 50\% \{x\} \& \textasciitilde{}\textasciicircum{}\$\#\textbackslash{} <int>")
+
+
 def test_first_median_and_baseline():
     d = pd.DataFrame({"impl": ["a", "b", "b", "c"], "n": [1, 1, 2, 2], "ms": [4.0, 2.0, np.nan, 1.0]})
     assert kit.first(d, "ms") == 4.0 and np.isnan(kit.first(d.iloc[0:0], "ms")) and np.isnan(kit.first(d, "x"))

@@ -53,6 +53,10 @@ MASK_LABEL = {"causal": "causal", "window": "sliding window", "document": "docum
 SCORE_MOD_LABEL = {"alibi": "ALiBi", "softcap": "soft-cap (tanh)", "softcap_sigmoid": "soft-cap (sigmoid)",
                    "alibi_softcap": "ALiBi + soft-cap"}
 FAMILY_COLORS = dict(zip(MASK_LABEL, ["#000000", "#4C72B0", "#DD8452", "#8172B3", "#55A868"]))
+#: The FlexAttention backends whose speed and sparsity the report analyses, each against its own
+#: causal rows: impl -> the prefix of its macros (the default Triton backend's ``Flex...``, the
+#: FLASH backend's, FlashAttention-4's CuTe kernels, ``FlexFlash...``).
+BACKENDS = {"flex": "Flex", "flex_flash": "FlexFlash"}
 #: The config group (role) whose shape is the study's reference shape: every mask family at one shape.
 REFERENCE_GROUP = "masks"
 #: The fields of a shape (the reference shape's, :func:`_reference`).
@@ -141,12 +145,13 @@ def _base(df: pd.DataFrame) -> pd.DataFrame:
     return b if not b.empty else d
 
 
-def _sparse_flex(df: pd.DataFrame) -> pd.DataFrame:
-    """The main GPU's ok flex rows without a score_mod at seqlen >= 8K, every mask but causal."""
+def _sparse(df: pd.DataFrame, impl: str = "flex") -> pd.DataFrame:
+    """The main GPU's ok rows of ``impl`` (a FlexAttention backend, :data:`BACKENDS`) without a
+    score_mod at seqlen >= 8K, every mask but causal; refused (``unsupported``) rows are left out."""
     d = _ok(_main_gpu(df))
     if d.empty or "tile_cost" not in d:
         return d.iloc[0:0]
-    return d[(d["impl"] == "flex") & (d["score_mod"] == "none") & (d["seqlen"] >= 8191) & (d["mask"] != "causal")]
+    return d[(d["impl"] == impl) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191) & (d["mask"] != "causal")]
 
 
 def _row_model(k: float, tiles_per_row, causal_tiles_per_row):
@@ -355,7 +360,7 @@ def fig_tile_cost(df: pd.DataFrame):
     mean row length hides)."""
     from matplotlib.lines import Line2D
 
-    d = _sparse_flex(df)
+    d = _sparse(df)
     if not d.empty:  # one marker per row length of causal (8191 and 8192 share 64 rows)
         d = d.assign(n_label=(d["seqlen"] / 1024).round().astype(int).astype(str) + "K")
     passes = ["fwd", "fwdbwd"]
@@ -535,12 +540,12 @@ def table_tile_cost(df: pd.DataFrame) -> pd.DataFrame:
     speedup, tile cost (time per computed tile over flex causal's at the same shape and pass) and the
     tile cost predicted by one fixed cost per query-block row, fitted per pass."""
     cols = ["pass", "N", "mask", "tiles / row", "fill %", "% ideal", "tile cost", "fit"]
-    d = _sparse_flex(df)
+    d = _sparse(df)
     d = d[d["mask"].isin(["window", "document", "document_window"])] if not d.empty else d
     if d.empty:
         return pd.DataFrame(columns=cols)
     fit = pd.Series(np.nan, index=d.index)
-    for _, p in _sparse_flex(df).groupby("pass"):
+    for _, p in _sparse(df).groupby("pass"):
         k, _ = row_cost_fit(p)
         idx = p.index.intersection(d.index)
         rows = d.loc[idx, "tiles_per_row"]
@@ -568,47 +573,153 @@ TABLES = {
 # macros
 
 
-#: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
+#: The claims of the paper's claims table that :func:`macros` decides, by verdict macro (in its order).
 CLAIMS = {"FlexMemoryVerdict": "FlexAttention: dense mask memory from O(N²) to O(N)",
-          "FlexPrefillVerdict": "FlexAttention: 2–4× faster prefill",
-          "FlexSparsityVerdict": "FlexAttention speed follows sparsity (at least 80 % of the ideal speedup)"}
+          "FlexPrefillVerdict": "FlexAttention (Triton backend): 2–4× faster prefill",
+          "FlexSparsityVerdict": "FlexAttention (Triton backend) speed follows sparsity (at least 80 % of the "
+                                 "ideal speedup)",
+          "FlexFlashPrefillVerdict": "FlexAttention (FLASH backend): 2–4× faster prefill",
+          "FlexFlashSparsityVerdict": "FlexAttention (FLASH backend) speed follows sparsity (at least 80 % of "
+                                      "the ideal speedup)"}
+#: The passes in macro names.
+PASS_NAMES = {"fwd": "Fwd", "bwd": "Bwd", "fwdbwd": "Fwdbwd"}
+#: Longest quoted refusal message (characters; longer ones end in an ellipsis).
+MESSAGE_CHARS = 120
+
+
+def backend_macros(d: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
+    """The macros of one FlexAttention backend ``impl``, each named ``<prefix>...`` (:data:`BACKENDS`).
+
+    ``d`` is the derived tidy table's ok rows of one GPU (refused rows are not read). At the
+    reference shape: the causal time, TFLOP/s and speed over FA2 and cuDNN per pass
+    (``<prefix><Pass>Causal{Ms,Tflops,VsFlash,VsCudnn}``), the sliding window 1024's forward speedup
+    over the backend's own causal (``<prefix>FwdWindowThousandSpeedup``) and the verdict on "2-4x
+    faster prefill" from the causal forward over FA2 and cuDNN (``<prefix>PrefillVerdict``). At N >=
+    8K: the sliding windows' and documents' percentage of the ideal speedup over the backend's own
+    causal (``<prefix><Family><Pass>PctIdeal{Min,Median}``, ``...TargetMet``: cases >= 80 %), the
+    verdict on "speed follows sparsity" from the forward cases (``<prefix>SparsityVerdict``), the
+    fixed cost per query-block row fitted to their tile costs (:func:`row_cost_fit`:
+    ``<prefix><Pass>RowCost{Tiles,Rsq}``, rank correlations, mean residuals per family, the worst
+    case of each family). Its compile times: ``<prefix>CompileSecondsMedian`` over the cases that
+    compiled, ``<prefix>CasesWithoutRecompile``. Every value not measured reads n/a.
+    """
+    out: dict[str, str] = {}
+    base = _at_reference(d) if not d.empty else d
+    for pas, pname in PASS_NAMES.items():
+        causal = _where(base, impl=impl, mask="causal", score_mod="none", **{"pass": pas})
+        out[f"{prefix}{pname}CausalMs"] = kit.fmt(kit.first(causal, "device_ms"), 3)
+        out[f"{prefix}{pname}CausalVsFlash"] = kit.fmt(kit.first(causal, "speedup_vs_flash"), 2)
+        out[f"{prefix}{pname}CausalVsCudnn"] = kit.fmt(kit.first(causal, "speedup_vs_cudnn"), 2)
+        out[f"{prefix}{pname}CausalTflops"] = kit.fmt(kit.first(causal, "tflops_elements"), 0)
+    # the >= 80 % of ideal target, sliding windows and document packing at N >= 8K
+    rows = d[(d["impl"] == impl) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)] if not d.empty else d
+    fwd_pcts: list[float] = []
+    for fam, fname in (("window", "Window"), ("document", "Document")):
+        for pas, pname in PASS_NAMES.items():
+            f = rows[(rows["mask"] == fam) & (rows["pass"] == pas)] if not rows.empty else rows
+            pct = f["pct_of_ideal"].dropna() if not f.empty else pd.Series(dtype=float)
+            out[f"{prefix}{fname}{pname}PctIdealMin"] = kit.fmt(pct.min() if len(pct) else np.nan, 0)
+            out[f"{prefix}{fname}{pname}PctIdealMedian"] = kit.fmt(pct.median() if len(pct) else np.nan, 1)
+            out[f"{prefix}{fname}{pname}TargetMet"] = (f"{int((pct >= 80).sum())} of {len(pct)}" if len(pct)
+                                                       else style.MISSING)
+            fwd_pcts.extend(pct.tolist() if pas == "fwd" else [])
+    # verdict on "speed follows sparsity": forward cases of both families at >= 80 % of the ideal
+    out[f"{prefix}SparsityVerdict"] = kit.claim_verdict(fwd_pcts, 80.0)
+    fwd = _where(base, impl=impl, mask="causal", score_mod="none", **{"pass": "fwd"})
+    out[f"{prefix}PrefillVerdict"] = kit.claim_verdict(
+        [kit.first(fwd, "speedup_vs_flash"), kit.first(fwd, "speedup_vs_cudnn")], 2.0, 4.0)
+    w = _where(base, impl=impl, mask="window", window=1024, score_mod="none", **{"pass": "fwd"})
+    out[f"{prefix}FwdWindowThousandSpeedup"] = kit.fmt(kit.first(w, "speedup_vs_causal"), 2)
+    mine = d[d["impl"] == impl] if not d.empty else d
+    comp = _num(mine, "compile_s")[_num(mine, "recompiles") > 0] if not mine.empty else pd.Series()
+    out[f"{prefix}CompileSecondsMedian"] = kit.fmt(comp.median() if len(comp) else np.nan, 1)
+    reused = _num(mine, "recompiles") if not mine.empty else pd.Series(dtype=float)
+    out[f"{prefix}CasesWithoutRecompile"] = f"{int((reused == 0).sum())} of {int(reused.notna().sum())}" \
+        if reused.notna().any() else style.MISSING
+    # why the sparse masks fall short: tile cost against tiles per query-block row and fill
+    sparse = _sparse(d, impl) if not d.empty else d
+    for pas, pname in PASS_NAMES.items():
+        p = sparse[sparse["pass"] == pas] if not sparse.empty else sparse
+        k, r2 = row_cost_fit(p)
+        out[f"{prefix}{pname}RowCostTiles"] = kit.fmt(k, 1)
+        out[f"{prefix}{pname}RowCostRsq"] = kit.fmt(r2, 3)
+        out[f"{prefix}{pname}TileCostRankCorrRows"] = kit.fmt(_rank_corr(p["tile_cost"], p["tiles_per_row"])
+                                                             if not p.empty else np.nan, 2)
+        out[f"{prefix}{pname}TileCostRankCorrFill"] = kit.fmt(_rank_corr(p["tile_cost"], p["tile_fill"])
+                                                             if not p.empty else np.nan, 2)
+        if not p.empty:
+            per_row = p["tiles_per_row"]
+            residual = p["tile_cost"] - _row_model(k, per_row, per_row * p["ideal_ratio"])
+        for sel, sname in (("window", "Window"), ("uniform", "DocUniform"), ("heavy", "DocHeavy")):
+            r = residual[(p["mask"] == sel) | ((p["mask"] == "document") & (p["doc_dist"] == sel))].dropna() \
+                if not p.empty else pd.Series(dtype=float)
+            out[f"{prefix}{pname}FitResidual{sname}"] = kit.fmt(r.mean() if len(r) else np.nan, 2)
+        for fam, fname in (("window", "Window"), ("document", "Document")):
+            f = p[p["mask"] == fam].dropna(subset=["tile_cost"]) if not p.empty else p
+            worst = f.loc[[f["tile_cost"].idxmax()]] if len(f) else f
+            out[f"{prefix}{fname}{pname}WorstTileCost"] = kit.fmt(kit.first(worst, "tile_cost"), 2)
+            out[f"{prefix}{fname}{pname}WorstTilesPerRow"] = kit.fmt(kit.first(worst, "tiles_per_row"), 1)
+            out[f"{prefix}{fname}{pname}WorstFillPct"] = kit.fmt(100 * kit.first(worst, "tile_fill"), 0)
+            per_row = kit.first(worst, "tiles_per_row")
+            fit = _row_model(k, per_row, per_row * kit.first(worst, "ideal_ratio"))
+            out[f"{prefix}{fname}{pname}WorstTileCostFit"] = kit.fmt(fit, 2)
+    return out
+
+
+def _refused_case(row) -> str:
+    """A refused row's configuration in words: its mask family, with its score modification."""
+    mask = MASK_LABEL.get(row["mask"], str(row["mask"]))
+    mod = row["score_mod"]
+    return mask if mod == "none" else f"{mask} with {SCORE_MOD_LABEL.get(mod, mod)}"
+
+
+def _message(error, impl: str) -> str:
+    """A refusal's message as the backend wrote it: the row's ``error`` without the harness's
+    ``Unsupported:`` and the implementation's name in front, at most :data:`MESSAGE_CHARS`."""
+    text = str(error).strip()
+    for head in ("Unsupported:", f"{impl}:"):
+        text = text[len(head):].strip() if text.startswith(head) else text
+    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS - 1].rstrip() + "…"
+
+
+def refusal_macros(df: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
+    """What ``impl`` refused on the main GPU (rows with status ``unsupported``), in three macros:
+    ``<prefix>UnsupportedRows`` ("26 of 60": its refused rows of all its rows),
+    ``<prefix>UnsupportedCases`` (each refused configuration, :func:`_refused_case`, with its number
+    of rows, most first) and ``<prefix>UnsupportedErrors`` (each distinct message, :func:`_message`,
+    with its number of rows, most first; escaped for LaTeX). "none" for the last two when it refused
+    nothing; n/a for all three without rows of ``impl``."""
+    d = _main_gpu(df)
+    mine = d[d["impl"] == impl] if not d.empty else d
+    if mine.empty:
+        return {f"{prefix}Unsupported{name}": style.MISSING for name in ("Rows", "Cases", "Errors")}
+    refused = mine[mine["status"] == "unsupported"]
+
+    def counted(values: pd.Series) -> str:
+        counts = values.value_counts(sort=False).sort_values(ascending=False, kind="stable")
+        return "; ".join(f"{v} ({n} {'row' if n == 1 else 'rows'})" for v, n in counts.items()) or "none"
+
+    cases = refused.apply(_refused_case, axis=1) if not refused.empty else pd.Series(dtype=str)
+    errors = refused["error"].map(lambda e: _message(e, impl)) if not refused.empty else pd.Series(dtype=str)
+    return {f"{prefix}UnsupportedRows": f"{len(refused)} of {len(mine)}",
+            f"{prefix}UnsupportedCases": kit.escape_latex(counted(cases)),
+            f"{prefix}UnsupportedErrors": kit.escape_latex(counted(errors))}
 
 
 def macros(df: pd.DataFrame) -> dict[str, str]:
-    """Numbers quoted in the text (``Flex...`` macros); "n/a" where not measured."""
-    out: dict[str, str] = {}
+    """Numbers quoted in the text (``Flex...`` macros); "n/a" where not measured. Each backend of
+    :data:`BACKENDS` gets :func:`backend_macros`; the FLASH backend also :func:`refusal_macros`."""
     d = _ok(_main_gpu(df)) if not df.empty else df
+    out: dict[str, str] = {}
+    for impl, prefix in BACKENDS.items():
+        out.update(backend_macros(d, impl, prefix))
+    out.update(refusal_macros(df, "flex_flash", BACKENDS["flex_flash"]))
     base = _at_reference(d) if not d.empty else d
-    names = {"fwd": "Fwd", "bwd": "Bwd", "fwdbwd": "Fwdbwd"}
-    for pas, pname in names.items():
-        causal = _where(base, impl="flex", mask="causal", score_mod="none", **{"pass": pas})
-        out[f"Flex{pname}CausalMs"] = kit.fmt(kit.first(causal, "device_ms"), 3)
-        out[f"Flex{pname}CausalVsFlash"] = kit.fmt(kit.first(causal, "speedup_vs_flash"), 2)
-        out[f"Flex{pname}CausalVsCudnn"] = kit.fmt(kit.first(causal, "speedup_vs_cudnn"), 2)
-        out[f"Flex{pname}CausalTflops"] = kit.fmt(kit.first(causal, "tflops_elements"), 0)
-    # the >= 80 % of ideal target, sliding windows and document packing at N >= 8K, flex forward
-    flex = d[(d["impl"] == "flex") & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)] if not d.empty else d
-    fwd_pcts: list[float] = []
-    for fam, fname in (("window", "Window"), ("document", "Document")):
-        for pas, pname in names.items():
-            f = flex[(flex["mask"] == fam) & (flex["pass"] == pas)] if not flex.empty else flex
-            pct = f["pct_of_ideal"].dropna() if not f.empty else pd.Series(dtype=float)
-            out[f"Flex{fname}{pname}PctIdealMin"] = kit.fmt(pct.min() if len(pct) else np.nan, 0)
-            out[f"Flex{fname}{pname}PctIdealMedian"] = kit.fmt(pct.median() if len(pct) else np.nan, 1)
-            out[f"Flex{fname}{pname}TargetMet"] = (f"{int((pct >= 80).sum())} of {len(pct)}" if len(pct) else "n/a")
-            fwd_pcts.extend(pct.tolist() if pas == "fwd" else [])
-    # verdict on "speed follows sparsity": forward cases of both families at >= 80 % of the ideal
-    out["FlexSparsityVerdict"] = kit.claim_verdict(fwd_pcts, 80.0)
-    fwd = _where(base, impl="flex", mask="causal", score_mod="none", **{"pass": "fwd"})
-    out["FlexPrefillVerdict"] = kit.claim_verdict(
-        [kit.first(fwd, "speedup_vs_flash"), kit.first(fwd, "speedup_vs_cudnn")], 2.0, 4.0)
     for mod, mname in (("alibi", "Alibi"), ("softcap", "Softcap"), ("softcap_sigmoid", "SoftcapSigmoid"),
                        ("alibi_softcap", "AlibiSoftcap")):
-        for pas, pname in names.items():
+        for pas, pname in PASS_NAMES.items():
             r = _where(base, impl="flex", mask="causal", score_mod=mod, **{"pass": pas})
             out[f"Flex{pname}{mname}Slowdown"] = kit.fmt(kit.first(r, "slowdown_vs_plain"), 2)
-    w = _where(base, impl="flex", mask="window", window=1024, score_mod="none", **{"pass": "fwd"})
-    out["FlexFwdWindowThousandSpeedup"] = kit.fmt(kit.first(w, "speedup_vs_causal"), 2)
     # memory: largest seqlen each materialised baseline ran, and its memory over flex's there
     causal = _where(d, mask="causal", score_mod="none", **{"pass": "fwd"}) if not d.empty else d
     growth: list[float] = []
@@ -628,37 +739,4 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         out[f"Flex{iname}MemRatioGrowth"] = kit.fmt(growth[-1] if len(both) >= 2 else np.nan, 1)
     # O(N^2) against O(N): the materialised baselines' memory over flex's grows with N (by > 10 %)
     out["FlexMemoryVerdict"] = kit.claim_verdict(growth, 1.1)
-    flexrows = d[d["impl"] == "flex"] if not d.empty else d
-    comp = _num(flexrows, "compile_s")[_num(flexrows, "recompiles") > 0] if not flexrows.empty else pd.Series()
-    out["FlexCompileSecondsMedian"] = kit.fmt(comp.median() if len(comp) else np.nan, 1)
-    reused = _num(flexrows, "recompiles") if not flexrows.empty else pd.Series(dtype=float)
-    out["FlexCasesWithoutRecompile"] = f"{int((reused == 0).sum())} of {int(reused.notna().sum())}" \
-        if reused.notna().any() else "n/a"
-    # why the sparse masks fall short: tile cost against tiles per query-block row and fill
-    sparse = _sparse_flex(df) if not df.empty else df
-    for pas, pname in names.items():
-        p = sparse[sparse["pass"] == pas] if not sparse.empty else sparse
-        k, r2 = row_cost_fit(p)
-        out[f"Flex{pname}RowCostTiles"] = kit.fmt(k, 1)
-        out[f"Flex{pname}RowCostRsq"] = kit.fmt(r2, 3)
-        out[f"Flex{pname}TileCostRankCorrRows"] = kit.fmt(_rank_corr(p["tile_cost"], p["tiles_per_row"])
-                                                       if not p.empty else np.nan, 2)
-        out[f"Flex{pname}TileCostRankCorrFill"] = kit.fmt(_rank_corr(p["tile_cost"], p["tile_fill"])
-                                                       if not p.empty else np.nan, 2)
-        if not p.empty:
-            rows = p["tiles_per_row"]
-            residual = p["tile_cost"] - _row_model(k, rows, rows * p["ideal_ratio"])
-        for sel, sname in (("window", "Window"), ("uniform", "DocUniform"), ("heavy", "DocHeavy")):
-            r = residual[(p["mask"] == sel) | ((p["mask"] == "document") & (p["doc_dist"] == sel))].dropna() \
-                if not p.empty else pd.Series(dtype=float)
-            out[f"Flex{pname}FitResidual{sname}"] = kit.fmt(r.mean() if len(r) else np.nan, 2)
-        for fam, fname in (("window", "Window"), ("document", "Document")):
-            f = p[p["mask"] == fam].dropna(subset=["tile_cost"]) if not p.empty else p
-            worst = f.loc[[f["tile_cost"].idxmax()]] if len(f) else f
-            out[f"Flex{fname}{pname}WorstTileCost"] = kit.fmt(kit.first(worst, "tile_cost"), 2)
-            out[f"Flex{fname}{pname}WorstTilesPerRow"] = kit.fmt(kit.first(worst, "tiles_per_row"), 1)
-            out[f"Flex{fname}{pname}WorstFillPct"] = kit.fmt(100 * kit.first(worst, "tile_fill"), 0)
-            rows = kit.first(worst, "tiles_per_row")
-            fit = _row_model(k, rows, rows * kit.first(worst, "ideal_ratio"))
-            out[f"Flex{fname}{pname}WorstTileCostFit"] = kit.fmt(fit, 2)
     return out
