@@ -353,11 +353,11 @@ def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: 
         write_atomic(ckpt, "".join(json.dumps({"key": k, "row": done[k]}, sort_keys=True) + "\n"
                                    for k in dict.fromkeys(keys) if k in done))
         sink = open(ckpt, "a")
-    ahead = {}
-    todo = [case for case, key in zip(cases, keys) if key not in done]
+    ahead = {}  # case key -> compile_ahead's answer for the cases still to measure
+    todo = [(case, key) for case, key in zip(cases, keys) if key not in done]
     if device.type == "cuda" and ahead_workers > 1 and todo:
-        ahead = {json.dumps(c, sort_keys=True): a
-                 for c, a in zip(todo, compile_ahead(study, impl, todo, ahead_workers))}
+        answers = compile_ahead(study, impl, [case for case, _ in todo], ahead_workers)
+        ahead = {key: answer for (_, key), answer in zip(todo, answers)}
     progress = Progress(f"{study}/{impl}", len(cases))
     rows = []
     try:
@@ -371,7 +371,7 @@ def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: 
             else:
                 row = measure_case(mod, impl, case, device, timing)
             if ahead:
-                row["compile_ahead"] = ahead[json.dumps(case, sort_keys=True)]
+                row["compile_ahead"] = ahead[key]
             row["env"] = env
             rows.append(row)
             if sink:

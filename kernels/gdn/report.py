@@ -291,9 +291,10 @@ def table_published(df: pd.DataFrame) -> pd.DataFrame:
     from kernels.gdn import published
 
     d = _published_rows(df)
+    configured = _configured_published()
     rows = []
     for (pas, h, hv, b, t), theirs in published.TIMES.items():
-        if (pas, h, hv, b, t) not in _configured_published():
+        if (pas, h, hv, b, t) not in configured:
             continue
         ours = d[d["config"] == (pas, h, hv, b, t)].set_index("impl")["device_ms"] if not d.empty else pd.Series()
         ours = ours[~ours.index.duplicated()]
@@ -318,16 +319,20 @@ def published_verdicts(df: pd.DataFrame) -> dict[str, str]:
     the same configurations), ``GdnPublished<Pass>Configs`` (how many)."""
     from kernels.gdn import published
 
+    def span(s: pd.Series) -> str:
+        """``min--max`` of ``s``, its one value, or n/a."""
+        if len(s) > 1:
+            return f"{kit.fmt(s.min(), 2)}--{kit.fmt(s.max(), 2)}"
+        return kit.fmt(s.iloc[0] if len(s) else None, 2)
+
     t = table_published(df)
     out = {}
     for pas, name in (("fwd", "Fwd"), ("bwd", "Bwd")):
-        p = t.xs(style.pass_label(pas), level="pass") if style.pass_label(pas) in t.index.get_level_values(0) else t
+        p = t[t.index.get_level_values("pass") == style.pass_label(pas)]
         measured = p["FLA/FlashQLA"].dropna()
         theirs = p.loc[measured.index, "FLA/FlashQLA, published"]
         low, high = published.CLAIMED[pas]
         out[f"GdnPublished{name}Verdict"] = kit.claim_verdict(list(measured), low, high)
-        span = (lambda s: f"{kit.fmt(s.min(), 2)}--{kit.fmt(s.max(), 2)}" if len(s) > 1 else kit.fmt(
-            s.iloc[0] if len(s) else None, 2))
         out[f"GdnPublished{name}Speedups"] = span(measured)
         out[f"GdnPublished{name}SpeedupsTheirs"] = span(theirs)
         out[f"GdnPublished{name}Configs"] = str(len(measured))
