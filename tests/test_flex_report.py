@@ -117,6 +117,8 @@ def test_tables(derived):
     assert len(summary) == 3 * 2 * 3  # 3 passes x 2 seqlens >= 8K x (causal, window, document)
     dense = report.TABLES["flex_dense"](derived)
     assert {"Flex", "FA2", "cuDNN", "naive"} <= set(dense.columns)
+    refused = derived.assign(status=derived["status"].where(derived["impl"] != "sdpa_flash", "unsupported"))
+    assert "FA2" not in report.TABLES["flex_dense"](refused).columns  # no timed row, no column
     tiles = report.TABLES["flex_tile_cost"](derived)
     assert list(tiles.columns) == ["pass", "N", "mask", "tiles / row", "fill %", "% ideal", "tile cost", "fit"]
     assert len(tiles) == 3 * 2 * 2  # 3 passes x 2 seqlens >= 8K x (window, document)
@@ -144,7 +146,7 @@ def test_macros(derived):
     assert m["FlexFwdRowCostTiles"] != "n/a" and m["FlexFwdTileCostRankCorrRows"] != "n/a"
     assert m["FlexFwdFitResidualDocHeavy"] == "n/a"  # no heavy-tailed documents in the synthetic table
     empty = report.macros(derived.iloc[0:0])
-    assert set(empty) == set(m) and set(empty.values()) <= {"n/a"}
+    assert set(empty) == set(m) and empty.pop("FlexFlashTimed") == "false" and set(empty.values()) <= {"n/a"}
 
 
 def test_sparse_rows_of_each_backend_leave_out_causal_and_refused_rows(derived):
@@ -179,7 +181,8 @@ def test_the_flash_backend_leaves_the_triton_backends_macros_alone(derived):
     both = report.macros(derived)
     assert {k: both[k] for k in alone if not k.startswith("FlexFlash")} == {
         k: v for k, v in alone.items() if not k.startswith("FlexFlash")}
-    assert {v for k, v in alone.items() if k.startswith("FlexFlash")} == {"n/a"}
+    assert {v for k, v in alone.items() if k.startswith("FlexFlash") and k != "FlexFlashTimed"} == {"n/a"}
+    assert (alone["FlexFlashTimed"], both["FlexFlashTimed"]) == ("false", "true")  # the paper's \ifFlexFlashTimed
 
 
 def test_a_backend_whose_causal_was_refused_reads_na(derived):

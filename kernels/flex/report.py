@@ -473,11 +473,13 @@ def table_dense(df: pd.DataFrame) -> pd.DataFrame:
     heads, KV key/value heads where fewer, N sequence length, D head size): FlexAttention (default,
     max-autotune and the FLASH backend) against SDPA's FlashAttention-2, cuDNN and memory-efficient back ends, SDPA with a
     materialised mask and PyTorch softmax attention; OOM: out of memory; n/a: not measured or not
-    supported."""
+    supported. An implementation without a timed causal row has no column (the coverage table
+    gives its rows' statuses)."""
     d = _main_gpu(df)
     if d.empty:
         return pd.DataFrame(columns=["pass", "shape"])
     d = d[(d["mask"] == "causal") & (d["score_mod"] == "none")]
+    d = d[d["impl"].isin(d.loc[d["status"] == "ok", "impl"])]
     if d.empty:
         return pd.DataFrame(columns=["pass", "shape"])
     d = d.assign(cell=np.where(d["status"] == "ok", d["device_ms"].round(3).map("{:.3f}".format),
@@ -584,7 +586,7 @@ CLAIMS = {"FlexMemoryVerdict": "FlexAttention: dense mask memory from O(N²) to 
 #: The passes in macro names.
 PASS_NAMES = {"fwd": "Fwd", "bwd": "Bwd", "fwdbwd": "Fwdbwd"}
 #: Longest quoted refusal message (characters; longer ones end in an ellipsis).
-MESSAGE_CHARS = 120
+MESSAGE_CHARS = 160
 
 
 def backend_macros(d: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
@@ -708,9 +710,11 @@ def refusal_macros(df: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
 
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text (``Flex...`` macros); "n/a" where not measured. Each backend of
-    :data:`BACKENDS` gets :func:`backend_macros`; the FLASH backend also :func:`refusal_macros`."""
+    :data:`BACKENDS` gets :func:`backend_macros`; the FLASH backend also :func:`refusal_macros`, and
+    ``FlexFlashTimed`` ("true" when it has a timed row, else "false": the paper's switch
+    ``\\ifFlexFlashTimed`` leaves its numbers out of the text without one)."""
     d = _ok(_main_gpu(df)) if not df.empty else df
-    out: dict[str, str] = {}
+    out: dict[str, str] = {"FlexFlashTimed": "true" if not d.empty and (d["impl"] == "flex_flash").any() else "false"}
     for impl, prefix in BACKENDS.items():
         out.update(backend_macros(d, impl, prefix))
     out.update(refusal_macros(df, "flex_flash", BACKENDS["flex_flash"]))
