@@ -24,6 +24,8 @@ from kernels.harness import _row
 
 ROOT = Path(__file__).resolve().parent.parent
 GDN_CHUNK = "data/raw/h200/gdn/chunk.jsonl"
+#: Rows of the committed GDN chunk file (the bad-row cases below add one after the last or cut the last).
+CHUNK_ROWS = len((ROOT / GDN_CHUNK).read_text().splitlines())
 
 
 @pytest.fixture(scope="session")
@@ -106,7 +108,7 @@ def test_remeasuring_a_folder_of_committed_rows_needs_overwrite(tree, tmp_path, 
     before = data_state(tree) if git else None
     proc = snakemake(tree, "--cores", "1", f"data/raw/h200/{target}.jsonl", "--config", "measure=true",
                      env=gpus(tmp_path, "NVIDIA H200"))
-    fails(proc, "measuring into data/raw/h200/ would replace its committed rows (22 files, e.g. "
+    fails(proc, "measuring into data/raw/h200/ would replace its committed rows (23 files, e.g. "
                 "data/raw/h200/flex/flex.jsonl): add --config overwrite=true to re-measure")
     assert len([line for line in proc.stderr.splitlines() if "committed rows" in line]) == 1
     assert not (tree / "results" / "logs").exists()
@@ -209,13 +211,13 @@ def _edit_line(n, **fields):
 ROW_CASES = {
     # the cases: a string shape field, duplicates, NaN, an empty file, a cut last line
     "string": (_edit_line(4, seqlen="8192"), f"{GDN_CHUNK}:4: seqlen: '8192' is not of type 'integer'"),
-    "identical": (lambda lines: lines + [lines[2]], f"{GDN_CHUNK}:18: same case as {GDN_CHUNK}:3"),
+    "identical": (lambda lines: lines + [lines[2]], f"{GDN_CHUNK}:{CHUNK_ROWS + 1}: same case as {GDN_CHUNK}:3"),
     "conflicting": (lambda lines: lines + _edit_line(3, median_ms=0.001)(list(lines))[2:3],
-                    f"{GDN_CHUNK}:18: same case as {GDN_CHUNK}:3"),
+                    f"{GDN_CHUNK}:{CHUNK_ROWS + 1}: same case as {GDN_CHUNK}:3"),
     "nan": (lambda lines: lines[:4] + [lines[4].replace('"median_ms": ', '"median_ms": NaN, "x": ')] + lines[5:],
             f"{GDN_CHUNK}:5: non-finite number NaN"),
     "empty": (lambda lines: [], f"{GDN_CHUNK}: no rows (an empty file)"),
-    "cut": (lambda lines: lines[:-1] + [lines[-1][:60]], f"{GDN_CHUNK}:17: not valid JSON: the line ends at column 60"),
+    "cut": (lambda lines: lines[:-1] + [lines[-1][:60]], f"{GDN_CHUNK}:{CHUNK_ROWS}: not valid JSON: the line ends at column 60"),
 }
 
 
