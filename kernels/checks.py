@@ -20,16 +20,36 @@ import referencing.jsonschema
 import yaml
 
 from kernels.env import gpu_slug
+from kernels.style import registry
 
 #: Longest text of a schema violation kept in a message (jsonschema quotes whole values).
 MAX_MESSAGE = 160
+
+
+#: The keyword of a schema definition whose ``enum`` is a study's registered implementations.
+REGISTRY_KEY = "x-registry"
+
+
+def _read_schema(path: Path) -> dict:
+    """The YAML schema at ``path``, each definition that names a study under :data:`REGISTRY_KEY`
+    given the ``enum`` of that study's implementations (``kernels/<study>/impls.py``), so the
+    names are written once, in the registry."""
+    schema = yaml.safe_load(path.read_text())
+    for definition in schema.get("$defs", {}).values():
+        if isinstance(definition, dict) and REGISTRY_KEY in definition:
+            names = list(registry(definition[REGISTRY_KEY]))
+            if not names:
+                raise ValueError(f"{path}: {REGISTRY_KEY} {definition[REGISTRY_KEY]!r} names no study "
+                                 "with a registry (kernels/<study>/impls.py)")
+            definition["enum"] = names
+    return schema
 
 
 @lru_cache(maxsize=None)
 def _load_schema(uri: str) -> referencing.Resource:
     """The YAML schema at a ``file://`` URI, for ``$ref`` between schema files."""
     path = Path(urllib.parse.unquote(urllib.parse.urlparse(uri).path))
-    return referencing.Resource.from_contents(yaml.safe_load(path.read_text()),
+    return referencing.Resource.from_contents(_read_schema(path),
                                               default_specification=referencing.jsonschema.DRAFT202012)
 
 
@@ -39,10 +59,11 @@ def validator(schema_path: str | Path) -> jsonschema.protocols.Validator:
 
     ``$ref`` to another file is resolved relative to ``schema_path`` (a row
     schema refers to the common row schema and to its study's config schema,
-    so that each enum is written once).
+    so that each enum is written once); a definition with :data:`REGISTRY_KEY` lists the
+    study's registered implementations (:func:`_read_schema`).
     """
     path = Path(schema_path).resolve()
-    schema = {**yaml.safe_load(path.read_text()), "$id": path.as_uri()}
+    schema = {**_read_schema(path), "$id": path.as_uri()}
     cls = jsonschema.validators.validator_for(schema)
     return cls(schema, registry=referencing.Registry(retrieve=_load_schema))
 

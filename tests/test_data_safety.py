@@ -379,6 +379,12 @@ CONFIG_CASES = {
     "gdn_smoke_misspelt": ("config/studies/gdn.yaml", "  smoke:   # 2-core CPU under TRITON_INTERPRET=1\n"
                            "    impls:", "  smoke:\n    impl:",
                            "config/studies/gdn.yaml: gdn.smoke.impl: unknown key"),
+    "gdn_unknown_impl": ("config/studies/gdn.yaml", "impls: [naive, recurrent, chunk, fla_chunk, flash_qla]",
+                         "impls: [naive, recurrent, chunk, fla_chunk, flash_qlaa]",  # names from the registry
+                         "config/studies/gdn.yaml: gdn.sweep.impls[4]: 'flash_qlaa' is not one of ['naive', "),
+    "flex_dense_in_group": ("config/studies/flex.yaml", "impls: [flex, flex_flash]\n",
+                            "impls: [flex, flex_flash, sdpa_cudnn]\n",
+                            "config/studies/flex.yaml: flex.sweep.groups[0].impls: sdpa_cudnn is a dense baseline"),
     "timing_reps": ("config/config.yaml", "min_reps: 5 ", "min_reps: 500 ",
                     "config/config.yaml: timing.min_reps (500) is above timing.max_reps (200)"),
     "timing_misspelt": ("config/config.yaml", "rep_ms: 100", "rep_mss: 100",

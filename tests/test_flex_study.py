@@ -8,12 +8,12 @@ import torch
 import yaml
 from conftest import configured_timing
 
-from kernels import harness
+from kernels import checks, harness
 from kernels.flex import density, ops, study
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = yaml.safe_load((ROOT / "config/studies/flex.yaml").read_text())["flex"]
-SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/flex.schema.yaml").read_text())
+SCHEMA = checks.validator(ROOT / "workflow/schemas/flex.schema.yaml")  # its impls from the registry
 
 SWEEP = {"impls": list(study.IMPLS), "seed": 0, "groups": [
     {"name": "a", "impls": ["flex", "naive"], "dtypes": ["bfloat16"], "shapes": [[2, 1024], [1, 2048]],
@@ -30,8 +30,8 @@ SWEEP = {"impls": list(study.IMPLS), "seed": 0, "groups": [
 
 @pytest.mark.parametrize("run", ["sweep", "smoke"])
 def test_config_matches_schema(run):
-    jsonschema.Draft202012Validator.check_schema(SCHEMA)
-    jsonschema.Draft202012Validator(SCHEMA).validate(CONFIG)
+    jsonschema.Draft202012Validator.check_schema(SCHEMA.schema)
+    SCHEMA.validate(CONFIG)
     for impl in CONFIG[run]["impls"]:
         assert study.cases(CONFIG[run], impl), impl
 
@@ -40,11 +40,11 @@ def test_schema_rejects_unknown_keys_and_impls():
     bad = yaml.safe_load(yaml.safe_dump(CONFIG))
     bad["sweep"]["groups"][0]["masks"][0]["windw"] = 3
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.Draft202012Validator(SCHEMA).validate(bad)
+        SCHEMA.validate(bad)
     bad = yaml.safe_load(yaml.safe_dump(CONFIG))
     bad["sweep"]["impls"].append("flash3")
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.Draft202012Validator(SCHEMA).validate(bad)
+        SCHEMA.validate(bad)
 
 
 def test_cases_expand_and_deduplicate():

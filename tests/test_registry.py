@@ -8,40 +8,58 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernels import style
+from kernels import checks, style
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDIES = ("swiglu", "flex", "gdn")
 
 
-def _schema(study):
-    return yaml.safe_load((ROOT / "workflow" / "schemas" / f"{study}.schema.yaml").read_text())
-
-
-def _impl_enums(node, path=""):
-    """Every enum of the config schema that lists implementations: (where, names)."""
+def _impl_lists(node, path=""):
+    """Every place of a schema that takes implementation names: (where, its subschema)."""
     if isinstance(node, dict):
         for key, value in node.items():
-            if key == "enum" and "impl" in path:
-                yield path, value
-            else:
-                yield from _impl_enums(value, f"{path}.{key}")
+            if "impl" in key.lower() and path.endswith("properties") or key == "propertyNames" and "impl" in path:
+                yield f"{path}.{key}", value
+            yield from _impl_lists(value, f"{path}.{key}")
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            yield from _impl_enums(value, f"{path}[{i}]")
+            yield from _impl_lists(value, f"{path}[{i}]")
 
 
 @pytest.mark.parametrize("study", STUDIES)
-def test_the_schema_lists_the_registered_implementations(study):
+def test_the_schemas_take_the_implementations_from_the_registry(study):
+    """No schema writes an implementation's name: each list of them refers to the one definition
+    that :func:`kernels.checks.validator` fills from the registry."""
     names = list(importlib.import_module(f"kernels.{study}.impls").IMPLS)
-    enums = list(_impl_enums(_schema(study)))
-    assert enums, "the schema lists no implementations"
-    for where, enum in enums:
-        if where == ".$defs.group_impl":  # flex: the impls a group lists (the dense baselines follow dense)
-            expected = [n for n in names if n not in importlib.import_module("kernels.flex.study").DENSE_IMPLS]
-        else:
-            expected = names
-        assert sorted(enum) == sorted(expected), f"workflow/schemas/{study}.schema.yaml{where}"
+    schemas = ROOT / "workflow" / "schemas"
+    assert "#/$defs/impl" in str(yaml.safe_load((schemas / "rows" / f"{study}.yaml").read_text()))
+    schema = yaml.safe_load((schemas / f"{study}.schema.yaml").read_text())
+    assert schema["$defs"]["impl"] == {"description": schema["$defs"]["impl"]["description"],
+                                       checks.REGISTRY_KEY: study}
+    lists = list(_impl_lists(schema))
+    assert lists, "the schema takes no implementations"
+    for where, sub in lists:
+        assert "#/$defs/impl" in str(sub), f"{study}.schema.yaml{where}: {sub}"
+    impl = checks.validator(schemas / f"{study}.schema.yaml")
+    for name in names:
+        assert impl.evolve(schema={"$ref": f"{(schemas / f'{study}.schema.yaml').as_uri()}#/$defs/impl"}
+                           ).is_valid(name), name
+    assert not impl.evolve(schema={"$ref": f"{(schemas / f'{study}.schema.yaml').as_uri()}#/$defs/impl"}
+                           ).is_valid("unregistered")
+
+
+def test_a_schema_naming_no_registered_study_is_refused(tmp_path):
+    path = tmp_path / "bad.schema.yaml"
+    path.write_text("$defs:\n  impl: {x-registry: nostudy}\n")
+    with pytest.raises(ValueError, match=r"bad\.schema\.yaml: x-registry 'nostudy' names no study with a registry"):
+        checks.validator(path)
+
+
+def test_a_flex_group_cannot_list_a_dense_baseline():
+    section = yaml.safe_load((ROOT / "config" / "studies" / "flex.yaml").read_text())["flex"]
+    section["quick"]["groups"][0]["impls"].append("sdpa_cudnn")
+    with pytest.raises(ValueError, match=r"^quick\.groups\[0\]\.impls: sdpa_cudnn is a dense baseline"):
+        importlib.import_module("kernels.flex.study").check_config(section)
 
 
 @pytest.mark.parametrize("study", STUDIES)

@@ -9,23 +9,23 @@ import torch
 import yaml
 from conftest import configured_timing
 
-from kernels import correctness, files, harness
+from kernels import checks, correctness, files, harness
 from kernels.swiglu import study
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = yaml.safe_load((ROOT / "config/studies/swiglu.yaml").read_text())["swiglu"]
-SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/swiglu.schema.yaml").read_text())
+SCHEMA = checks.validator(ROOT / "workflow/schemas/swiglu.schema.yaml")  # its impls from the registry
 
 
 def test_config_matches_schema():
-    jsonschema.Draft202012Validator.check_schema(SCHEMA)
-    jsonschema.Draft202012Validator(SCHEMA).validate(CONFIG)
+    jsonschema.Draft202012Validator.check_schema(SCHEMA.schema)
+    SCHEMA.validate(CONFIG)
     bad = json.loads(json.dumps(CONFIG))
     bad["smoke"]["groups"][0]["tokens"] = [1]
     bad["smoke"]["groups"][0]["numel_log2"] = [12]  # two shape specs in one group
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.Draft202012Validator(SCHEMA).validate(bad)
-    assert set(SCHEMA["$defs"]["impl"]["enum"]) == set(study.IMPLS)
+        SCHEMA.validate(bad)
+    assert set(SCHEMA.schema["$defs"]["impl"]["enum"]) == set(study.IMPLS)
 
 
 @pytest.mark.parametrize("run", ["sweep", "smoke"])

@@ -139,7 +139,8 @@ MASK_KNOBS = {"causal": (), "window": ("window",), "document": ("documents", "do
 def check_config(section: dict) -> None:
     """Check the ``flex`` config section beyond its schema, before any job runs.
 
-    In each group of ``sweep`` and ``smoke``: heads is a multiple of kv_heads
+    In each group of ``sweep``, ``smoke`` and ``quick``: its impls are not dense baselines
+    (:data:`DENSE_IMPLS` follow the group's ``dense``); heads is a multiple of kv_heads
     in every ``heads`` pair; a mask point sets only the knobs its family uses
     (:data:`MASK_KNOBS`), and its ``documents`` and ``prefix`` are at most the
     seqlen of every shape of the group.
@@ -147,9 +148,13 @@ def check_config(section: dict) -> None:
     Raises:
         ValueError: ``'<run>.groups[<i>].<key>: what is wrong'``.
     """
-    for run in ("sweep", "smoke"):
+    for run in [run for run in ("sweep", "smoke", "quick") if run in section]:
         for i, group in enumerate(section[run]["groups"]):
             key = f"{run}.groups[{i}]"
+            dense = [impl for impl in group["impls"] if impl in DENSE_IMPLS]
+            if dense:
+                raise ValueError(f"{key}.impls: {dense[0]} is a dense baseline: it runs a group's shapes "
+                                 "through the group's `dense` (true by default), not its impls")
             for heads, kv_heads in group["heads"]:
                 if heads % kv_heads:
                     raise ValueError(f"{key}.heads: {heads} heads are not a multiple of {kv_heads} kv_heads")

@@ -1,6 +1,6 @@
 """The registry of the SwiGLU study's implementations (:class:`kernels.style.Impl`): what each is
 called and drawn as, and its passes; the study's names, the report's order and the figures'
-colours come from here (the config schema's list is checked against it by a test)."""
+colours come from here (the config and row schemas take the names from here too: kernels.checks.validator)."""
 
 from kernels.style import Impl
 

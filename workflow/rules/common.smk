@@ -252,9 +252,17 @@ RENDER_CODE = [
 
 
 def report_code(study):
-    """Code version of a study's rendering: its report module, its row schema and the shared renderers."""
+    """Code version of a study's rendering: its report module, its implementation registry (names,
+    labels, colours, and the row schema's names), its row schema and the shared renderers.
+    """
+    registry = (
+        [f"kernels/{study}/impls.py"]
+        if Path(workflow.basedir, f"kernels/{study}/impls.py").exists()
+        else []
+    )
     return code_version(
         f"kernels/{study}/report.py",
+        *registry,
         f"workflow/schemas/rows/{study}.yaml",
         *RENDER_CODE,
     )
