@@ -471,7 +471,7 @@ def table_summary(df: pd.DataFrame) -> pd.DataFrame:
 def table_dense(df: pd.DataFrame) -> pd.DataFrame:
     """Causal attention: device time (ms) per implementation and shape (bfloat16; B batch, H query
     heads, KV key/value heads where fewer, N sequence length, D head size): FlexAttention (default,
-    max-autotune and the FLASH backend) against SDPA's FlashAttention-2, cuDNN and memory-efficient back ends, SDPA with a
+    max-autotune and, where timed, the FLASH backend) against SDPA's FlashAttention-2, cuDNN and memory-efficient back ends, SDPA with a
     materialised mask and PyTorch softmax attention; OOM: out of memory; n/a: not measured or not
     supported. An implementation without a timed causal row has no column (the coverage table
     gives its rows' statuses)."""

@@ -115,8 +115,7 @@ def fig_time_vs_seqlen(df: pd.DataFrame):
 
 def fig_fwdbwd_time_vs_seqlen(df: pd.DataFrame):
     """Gated DeltaNet training step (forward + backward timed as one call): median device time
-    against sequence length per implementation (log-log); at batch 1 and short sequences our
-    step's device time holds host time (the text says why)."""
+    against sequence length per implementation (log-log)."""
     return _time_vs_seqlen(df, "fwdbwd", "forward + backward")
 
 

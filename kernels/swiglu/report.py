@@ -423,8 +423,9 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         out[f"SwigluGemmFusedSpeedup{name}"] = kit.fmt(unfused / fused, 2)
         out[f"SwigluGemmFusedTflops{name}"] = kit.fmt(kit.median(g, "tflops", impl="gemm_fused"), 0)
         out[f"SwigluGemmMatmulTflops{name}"] = kit.fmt(kit.median(g, "tflops", impl="matmul"), 0)
-        out[f"SwigluGemmFusedQNinetyMs{name}"] = kit.fmt(kit.median(g, "q90_ms", impl="gemm_fused"), 3)
-        out[f"SwigluGemmMatmulQTenMs{name}"] = kit.fmt(kit.median(g, "q10_ms", impl="matmul"), 3)
+        for impl, iname in (("gemm_fused", "Fused"), ("matmul", "Matmul")):
+            for q, qname in (("q10_ms", "QTen"), ("q90_ms", "QNinety")):
+                out[f"SwigluGemm{iname}{qname}Ms{name}"] = kit.fmt(kit.median(g, q, impl=impl), 3)
     out["SwigluGemmWarmupMs"] = kit.fmt(kit.median(gemm, "warmup_ms", impl="gemm_fused") if "warmup_ms" in gemm
                                      else float("nan"), 0)
     return out
