@@ -53,17 +53,39 @@ def _load_schema(uri: str) -> referencing.Resource:
                                               default_specification=referencing.jsonschema.DRAFT202012)
 
 
+def _split(schema_path: str | Path) -> tuple[Path, str]:
+    """``(file, JSON pointer)`` of ``schema_path``, a file optionally followed by ``#<pointer>``."""
+    path, _, pointer = str(schema_path).partition("#")
+    return Path(path).resolve(), pointer
+
+
+def schema_at(schema_path: str | Path) -> dict:
+    """The (sub)schema at ``schema_path`` (``file.yaml`` or ``file.yaml#/$defs/row``), as
+    :func:`_read_schema` reads the file; KeyError naming the pointer if it has no such part."""
+    path, pointer = _split(schema_path)
+    node = _read_schema(path)
+    for part in filter(None, pointer.split("/")):
+        if not isinstance(node, dict) or part not in node:
+            raise KeyError(f"{path}: no {pointer} in the schema")
+        node = node[part]
+    return node
+
+
 @lru_cache(maxsize=None)
 def validator(schema_path: str | Path) -> jsonschema.protocols.Validator:
-    """A validator of the YAML JSON schema at ``schema_path``.
+    """A validator of the YAML JSON schema at ``schema_path``, a file or a part of one
+    (``<study>.schema.yaml#/$defs/row``, a study's row schema).
 
     ``$ref`` to another file is resolved relative to ``schema_path`` (a row
     schema refers to the common row schema and to its study's config schema,
     so that each enum is written once); a definition with :data:`REGISTRY_KEY` lists the
     study's registered implementations (:func:`_read_schema`).
     """
-    path = Path(schema_path).resolve()
-    schema = {**_read_schema(path), "$id": path.as_uri()}
+    path, pointer = _split(schema_path)
+    if pointer:
+        schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$ref": f"{path.as_uri()}#{pointer}"}
+    else:
+        schema = {**_read_schema(path), "$id": path.as_uri()}
     cls = jsonschema.validators.validator_for(schema)
     return cls(schema, registry=referencing.Registry(retrieve=_load_schema))
 
@@ -109,7 +131,8 @@ _RELEVANCE = jsonschema.exceptions.by_relevance(strong=frozenset({"additionalPro
 
 
 def schema_error(data, schema_path: str | Path, root: str = "") -> str | None:
-    """The most relevant violation of the schema by ``data`` (:func:`describe`), or None."""
+    """The most relevant violation of the schema at ``schema_path`` (:func:`validator`) by ``data``
+    (:func:`describe`), or None."""
     error = jsonschema.exceptions.best_match(validator(schema_path).iter_errors(data), key=_RELEVANCE)
     return None if error is None else describe(error, root)
 

@@ -1,7 +1,7 @@
 """Raw JSONL rows of one study -> one tidy table (CSV), validated on the way.
 
 Every row is checked against its study's row schema,
-``workflow/schemas/rows/<study>.yaml`` (which includes the common
+``$defs.row`` of ``workflow/schemas/<study>.schema.yaml`` (which includes the common
 ``workflow/schemas/row.schema.yaml``), with no NaN or Infinity anywhere; each
 case (study, impl and every field but the measured ones the schemas list) has
 one row, and each file at least one. The first problem stops the collect with

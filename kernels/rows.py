@@ -21,17 +21,25 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kernels.checks import validator
+from kernels.checks import schema_at
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "workflow" / "schemas"
 
 
-def row_schema(study: str) -> Path:
-    """The row schema of ``study``, ``workflow/schemas/rows/<study>.yaml``; ValueError if there is none."""
-    path = SCHEMAS / "rows" / f"{study}.yaml"
-    if not path.exists():
-        raise ValueError(f"study {study!r} has no row schema {path.relative_to(SCHEMAS.parent.parent)}")
-    return path
+#: Where a study's row schema sits in its schema file (beside the schema of its config section).
+ROW_POINTER = "/$defs/row"
+
+
+def row_schema(study: str) -> str:
+    """The row schema of ``study``: ``workflow/schemas/<study>.schema.yaml#/$defs/row``, for
+    :func:`kernels.checks.validator`; ValueError if the file or its ``$defs.row`` is missing."""
+    path = SCHEMAS / f"{study}.schema.yaml"
+    where = f"{path.relative_to(SCHEMAS.parent.parent)}#{ROW_POINTER}"
+    try:
+        schema_at(f"{path}#{ROW_POINTER}")
+    except (FileNotFoundError, KeyError):
+        raise ValueError(f"study {study!r} has no row schema {where}") from None
+    return f"{path}#{ROW_POINTER}"
 
 
 #: The row field that lists a case's roles (set by the study's ``cases``; :func:`kernels.collect.with_roles`).
@@ -42,7 +50,7 @@ def measured_fields(study: str) -> frozenset[str]:
     """Fields a measurement of ``study`` writes: the ``measured`` lists of the common row schema
     (``workflow/schemas/row.schema.yaml``) and of the study's (:func:`row_schema`), the one place
     they are written. ValueError when the study has no row schema."""
-    schemas = [validator(SCHEMAS / "row.schema.yaml").schema, validator(row_schema(study)).schema]
+    schemas = [schema_at(SCHEMAS / "row.schema.yaml"), schema_at(row_schema(study))]
     return frozenset(field for schema in schemas for field in schema.get("measured", ()))
 
 

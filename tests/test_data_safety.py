@@ -327,7 +327,7 @@ def test_row_schemas_accept_every_configured_case(study):
     mod = importlib.import_module(f"kernels.{study}.study")
     section = yaml.safe_load((ROOT / "config" / "studies" / f"{study}.yaml").read_text())[study]
     schema = rows.row_schema(study)
-    required = set(checks.validator(schema).schema["required"])
+    required = set(checks.schema_at(schema)["required"])
     assert set(mod.SHAPE_FIELDS) <= required
     env = {"gpu_name": "x", "torch": "x", "triton": "x", "python": "x", "git_commit": "x"}
     for run in ("sweep", "smoke"):
@@ -407,11 +407,17 @@ def test_config_problems_stop_before_any_job_naming_file_and_key(tree, case):
     assert data_state(tree) == before and not (tree / "results").exists()
 
 
-@pytest.mark.parametrize("schema", ["gdn.schema.yaml", "rows/gdn.yaml"])
-def test_a_study_without_its_schemas_stops_before_any_job(tree, schema):
-    (tree / "workflow" / "schemas" / schema).unlink()
+def test_a_study_without_its_schema_stops_before_any_job(tree):
+    (tree / "workflow" / "schemas" / "gdn.schema.yaml").unlink()
     fails(snakemake(tree, "-n", "--cores", "1", "--config", "measure=false"),
-          f"study gdn (config key 'studies') has no schema workflow/schemas/{schema}")
+          "study gdn (config key 'studies') has no schema workflow/schemas/gdn.schema.yaml")
+
+
+def test_a_study_schema_without_its_rows_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "toy.schema.yaml").write_text("$defs: {}\n")
+    monkeypatch.setattr(rows, "SCHEMAS", tmp_path)
+    with pytest.raises(ValueError, match=r"study 'toy' has no row schema .*toy\.schema\.yaml#/\$defs/row"):
+        rows.row_schema("toy")
 
 
 # ----------------------------------------------------------------------------

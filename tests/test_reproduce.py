@@ -24,14 +24,13 @@ STUDIES = ("swiglu", "flex", "gdn")
 @pytest.fixture(autouse=True)
 def toy_row_schema(monkeypatch, tmp_path):
     """The toy study's row schema for the toy rows here, laid out as in a workflow copy
-    (workflow/schemas/rows/toy.yaml beside the common row schema and the toy's config schema)."""
+    (``$defs.row`` of workflow/schemas/toy.schema.yaml beside the common row schema)."""
     schemas = tmp_path / "schemas"
-    (schemas / "rows").mkdir(parents=True)
+    schemas.mkdir()
     shutil.copy(rows.SCHEMAS / "row.schema.yaml", schemas / "row.schema.yaml")
     shutil.copy(ROOT / "tests" / "toy_study" / "toy.schema.yaml", schemas / "toy.schema.yaml")
-    shutil.copy(ROOT / "tests" / "toy_study" / "toy.row.yaml", schemas / "rows" / "toy.yaml")
     real = rows.row_schema
-    monkeypatch.setattr(rows, "row_schema", lambda study: schemas / "rows" / "toy.yaml"
+    monkeypatch.setattr(rows, "row_schema", lambda study: f"{schemas / 'toy.schema.yaml'}#{rows.ROW_POINTER}"
                         if study == "toy" else real(study))
 
 

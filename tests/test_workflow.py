@@ -2,7 +2,7 @@
 
 These tests copy the workflow into a temporary folder with only the toy study
 of tests/toy_study/ (the way a researcher adds an experiment: a study module,
-a report module, a config file and its schema, a row schema) and run Snakemake there.
+a report module, a config file and its schema with its rows') and run Snakemake there.
 """
 
 import json
@@ -52,7 +52,6 @@ def toy_workflow(tmp_path):
         shutil.copy(ROOT / "config" / name, wf / "config" / name)
     shutil.copy(TOY / "toy.yaml", wf / "config" / "studies" / "toy.yaml")
     shutil.copy(TOY / "toy.schema.yaml", wf / "workflow" / "schemas" / "toy.schema.yaml")
-    shutil.copy(TOY / "toy.row.yaml", wf / "workflow" / "schemas" / "rows" / "toy.yaml")
     cfg = (ROOT / "config" / "config.yaml").read_text()
     (wf / "config" / "config.yaml").write_text(cfg.replace("studies: [swiglu, flex, gdn]", "studies: [toy]"))
     (wf / "paper" / "main.tex").write_text(TOY_PAPER)

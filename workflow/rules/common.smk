@@ -60,12 +60,12 @@ for _study in config["studies"]:
         raise WorkflowError(
             f"config key 'studies' names '{_study}' but {_file} does not exist"
         )
-    for _schema in (f"{_study}.schema.yaml", f"rows/{_study}.yaml"):
-        if not Path(workflow.basedir, "workflow", "schemas", _schema).exists():
-            raise WorkflowError(
-                f"study {_study} (config key 'studies') has no schema workflow/schemas/"
-                f"{_schema} (README.md: Adding an experiment)"
-            )
+    _schema = f"{_study}.schema.yaml"
+    if not Path(workflow.basedir, "workflow", "schemas", _schema).exists():
+        raise WorkflowError(
+            f"study {_study} (config key 'studies') has no schema workflow/schemas/"
+            f"{_schema} (docs/extending.md: Adding an experiment)"
+        )
     check_section(config[_study], f"{_study}.schema.yaml", _file, _study)
     # what the schema cannot say (a value against another): the study's own check_config
     _check = getattr(
@@ -253,7 +253,8 @@ RENDER_CODE = [
 
 def report_code(study):
     """Code version of a study's rendering: its report module, its implementation registry (names,
-    labels, colours, and the row schema's names), its row schema and the shared renderers.
+    labels, colours, and the row schema's names), its schema (its rows' in $defs.row) and the shared
+    renderers.
     """
     registry = (
         [f"kernels/{study}/impls.py"]
@@ -263,7 +264,7 @@ def report_code(study):
     return code_version(
         f"kernels/{study}/report.py",
         *registry,
-        f"workflow/schemas/rows/{study}.yaml",
+        f"workflow/schemas/{study}.schema.yaml",
         *RENDER_CODE,
     )
 

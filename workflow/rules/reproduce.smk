@@ -35,7 +35,7 @@ if CANDIDATE is not None:
                 "kernels/reproduce.py",
                 "kernels/rows.py",
                 *[f"kernels/{s}/report.py" for s in STUDIES],
-                *[f"workflow/schemas/rows/{s}.yaml" for s in STUDIES],
+                *[f"workflow/schemas/{s}.schema.yaml" for s in STUDIES],
                 *RENDER_CODE,
             ),
         script:
