@@ -30,10 +30,12 @@ MAX_MESSAGE = 160
 REGISTRY_KEY = "x-registry"
 
 
+@lru_cache(maxsize=None)
 def _read_schema(path: Path) -> dict:
     """The YAML schema at ``path``, each definition that names a study under :data:`REGISTRY_KEY`
     given the ``enum`` of that study's implementations (``kernels/<study>/impls.py``), so the
-    names are written once, in the registry."""
+    names are written once, in the registry. Read once per process (the row schemas are looked
+    up for every row, :func:`kernels.rows.measured_fields`); callers do not change it."""
     schema = yaml.safe_load(path.read_text())
     for definition in schema.get("$defs", {}).values():
         if isinstance(definition, dict) and REGISTRY_KEY in definition:
