@@ -15,7 +15,8 @@ of the same case in the config section the data were measured with
 The tidy table has one row per raw row: every field but ``env``, ``timing``
 and the repetition lists (a per-kernel breakdown ``kernels`` as one JSON text
 cell, ``roles`` as one text cell, space-separated), the environment as ``env_*`` columns and the timing block as
-``timing_*`` columns, plus ``gpu`` (the data folder), ``gpu_name``,
+``timing_*`` columns, the compile-ahead answer (``compile_ahead``: the cold preparation in a child
+process, :func:`kernels.harness.compile_ahead`) as ``ahead_*`` columns, plus ``gpu`` (the data folder), ``gpu_name``,
 ``n_reps``; from the device times (``device_times_ms``: the GPU's work alone,
 :mod:`kernels.timing`) ``device_ms`` (median), ``q10_ms``, ``q90_ms`` and
 ``drift`` (the median of the last fifth of the repetitions over that of the
@@ -154,7 +155,8 @@ def tidy(rows: list[dict], gpu: str) -> pd.DataFrame:
         ok = row["status"] == "ok"
         device = np.asarray(row.get("device_times_ms", []), dtype=float)
         latency = np.asarray(row["times_ms"], dtype=float)
-        rec = {k: v for k, v in row.items() if k not in ("env", "kernels", "timing", rows_mod.ROLES, *_LISTS)}
+        rec = {k: v for k, v in row.items()
+               if k not in ("env", "kernels", "timing", "compile_ahead", rows_mod.ROLES, *_LISTS)}
         rec[rows_mod.ROLES] = " ".join(row.get(rows_mod.ROLES, []))
         if "kernels" in row:  # per-kernel breakdown, kept as one JSON text cell
             rec["kernels"] = json.dumps(row["kernels"])
@@ -166,6 +168,7 @@ def tidy(rows: list[dict], gpu: str) -> pd.DataFrame:
             **{f"env_{k}": (json.dumps(v, sort_keys=True) if isinstance(v, dict) else v)
                for k, v in row["env"].items()},
             **{f"timing_{k}": v for k, v in (row.get("timing") or {}).items()},
+            **{f"ahead_{k}": v for k, v in (row.get("compile_ahead") or {}).items()},
             n_reps=int(device.size),
             device_ms=device_ms, q10_ms=q10, q90_ms=q90,
             latency_ms=latency_ms, latency_q10_ms=lat_q10, latency_q90_ms=lat_q90,

@@ -213,22 +213,25 @@ def _measure_in_child(study: str, impl: str, case: dict, timing: dict) -> dict:
 
 
 def prepare_case(study_mod, impl: str, case: dict, device) -> dict:
-    """Prepare and check one case without timing it: ``{"status", "error", "setup_s"}``.
+    """Prepare and check one case without timing it: ``{"status", "error", "setup_s"}``, plus the
+    one-off seconds (``*_s``: ``first_call_s``, ``compile_s``, ...) and ``recompiles`` that the
+    study's ``prepare`` put in ``extra``: a cold compile where this process is the first to compile.
 
-    The first call compiles and autotunes the implementation (Triton, TileLang, Inductor), which
-    fills the on-disk caches that a later process preparing the same case reads back.
+    The first call compiles and autotunes the implementation (Triton, TileLang, Inductor, CuTe),
+    which fills the on-disk caches that a later process preparing the same case reads back.
     """
     import torch
 
     t0 = time.perf_counter()
-    status, error = "ok", None
+    status, error, cold = "ok", None, {}
     try:
-        study_mod.prepare(impl, case, device)
+        prepared = study_mod.prepare(impl, case, device)
         if device.type == "cuda":
             torch.cuda.synchronize()
+        cold = {k: v for k, v in prepared.extra.items() if k.endswith("_s") or k == "recompiles"}
     except Exception as exc:  # noqa: BLE001 - a failure here is the timed pass's to record
         status, error = _status_of(exc), f"{type(exc).__name__}: {exc}"[:500]
-    return {"status": status, "error": error, "setup_s": round(time.perf_counter() - t0, 3)}
+    return {"status": status, "error": error, "setup_s": round(time.perf_counter() - t0, 3), **cold}
 
 
 def _run_once(fn: Callable[[], Any], quantiles=None, **_) -> list[float] | float:
@@ -253,29 +256,83 @@ def _compile_only_autotuning() -> None:
         log.debug("compile-only autotuning not set: %s", exc)
 
 
-def compile_ahead(study: str, impl: str, cases: list[dict], workers: int) -> list[dict]:
-    """Prepare ``cases`` in child processes, ``workers`` at a time, before any is timed.
+def _longest_first(case: dict) -> int:
+    """Order of a case in :func:`compile_ahead`'s queue: backward passes first, whose compiles
+    take longest (2-3 minutes for FLA's and FlashQLA's on the H200), so that no long one starts last."""
+    return {"bwd": 0, "fwdbwd": 1}.get(case.get("pass"), 2)
+
+
+def compile_ahead(jobs: list[tuple[str, str, list[dict]]], workers: int) -> list[list[dict]]:
+    """Prepare the cases of several implementations in child processes, ``workers`` at a time,
+    before any is timed.
 
     Compilation dominates a cold sweep of an implementation that compiles per shape (tens of
-    seconds per new shape for FLA's Triton autotuning and FlashQLA's TileLang JIT) and runs on
-    one CPU core each; preparing the cases side by side fills the on-disk caches, so that the
-    timed pass's own first calls load the kernels instead of compiling them. The children's
-    autotuners compile every config without timing it (:func:`_compile_only_autotuning`) and
-    keep no picks (:data:`AHEAD_ENV`): the timed pass autotunes in its own process, alone on
-    the GPU, as without this pass. Returns, per case, :func:`prepare_case`'s answer with
-    ``workers`` added (``status: error`` where the child crashed).
+    seconds per new shape for FLA's Triton autotuning, FlashQLA's TileLang JIT and the CuTe
+    kernels of FlexAttention's FLASH backend) and runs on one CPU core each; preparing the cases
+    side by side fills the on-disk caches, so that the timed pass's own first calls load the
+    kernels instead of compiling them. One queue for every implementation keeps the cores busy
+    while the longest compiles run (:func:`_longest_first`). The children's autotuners compile
+    every config without timing it (:func:`_compile_only_autotuning`) and keep no picks
+    (:data:`AHEAD_ENV`): the timed pass autotunes in its own process, alone on the GPU, as
+    without this pass.
+
+    Args:
+        jobs: ``(study, impl, cases)`` triples.
+        workers: child processes at a time (>= 1).
+    Returns, per job and case in their order, :func:`prepare_case`'s answer with ``workers``
+    added (``status: error`` where the child crashed).
     """
-    def one(case: dict) -> dict:
+    def one(item: tuple[str, str, dict]) -> dict:
+        study, impl, case = item
         answer, crash = _in_child({"study": study, "impl": impl, "case": case, "prepare_only": True},
                                   env=AHEAD_ENV)
         return {**(answer or {"status": "error", "error": crash[:500], "setup_s": None}), "workers": workers}
 
+    items = [(study, impl, case) for study, impl, cases in jobs for case in cases]
+    order = sorted(range(len(items)), key=lambda i: _longest_first(items[i][2]))
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        answers = list(pool.map(one, cases))
-    log.info("[%s/%s] compiled ahead: %d cases in %.0f s, %d processes at a time", study, impl,
-             len(cases), time.perf_counter() - t0, workers)
+        done = dict(zip(order, pool.map(one, [items[i] for i in order])))
+    log.info("compiled ahead: %d cases of %s in %.0f s, %d processes at a time", len(items),
+             ", ".join(f"{study}/{impl}" for study, impl, _ in jobs), time.perf_counter() - t0, workers)
+    answers, start = [], 0
+    for _, _, cases in jobs:
+        answers.append([done[i] for i in range(start, start + len(cases))])
+        start += len(cases)
     return answers
+
+
+def compile_ahead_job(jobs: list[dict], timing: dict, out: str | os.PathLike, workers: int) -> dict:
+    """The shared compile-ahead pass of a run: :func:`compile_ahead` over the cases that the
+    measurement jobs of several implementations still have to measure, written to ``out``.
+
+    Args:
+        jobs: one dict per implementation: ``study``, ``impl``, ``sweep`` (the study's active
+            config section) and ``checkpoint`` (its measurement job's checkpoint file, whose
+            rows :func:`run_job` reuses, so their cases are left out).
+        timing: the config's ``timing`` (part of each case's key, :func:`case_key`).
+        out: JSON file written atomically: ``{"<study>/<impl>": {case key: answer}}``, which
+            :func:`run_job` reads (its ``ahead`` argument).
+        workers: child processes at a time.
+    Returns what was written. On a machine without CUDA nothing is compiled ahead (``{}``).
+    """
+    import torch
+
+    commit = environment()["git_commit"]
+    todo = []  # (study, impl, [(key, case)])
+    for job in jobs:
+        mod = importlib.import_module(f"kernels.{job['study']}.study")
+        done = _read_checkpoint(Path(job["checkpoint"])) if job.get("checkpoint") else {}
+        keyed = [(case_key(job["study"], job["impl"], case, timing, commit), case)
+                 for case in mod.cases(job["sweep"], job["impl"])]
+        todo.append((job["study"], job["impl"], [(k, c) for k, c in dict(keyed).items() if k not in done]))
+    result = {}
+    if torch.cuda.is_available() and any(pairs for _, _, pairs in todo):
+        answers = compile_ahead([(s, i, [c for _, c in pairs]) for s, i, pairs in todo], workers)
+        result = {f"{s}/{i}": {k: a for (k, _), a in zip(pairs, got)}
+                  for (s, i, pairs), got in zip(todo, answers)}
+    write_atomic(out, json.dumps(result, indent=1, sort_keys=True) + "\n")
+    return result
 
 
 class Progress:
@@ -311,7 +368,8 @@ def _read_checkpoint(path: Path) -> dict[str, dict]:
 
 
 def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: dict,
-            checkpoint: str | os.PathLike | None = None, ahead_workers: int = 0) -> list[dict]:
+            checkpoint: str | os.PathLike | None = None, ahead_workers: int = 0,
+            ahead: str | os.PathLike | None = None) -> list[dict]:
     """Measure every case of ``impl`` in ``study`` and write ``out`` (JSONL, atomically).
 
     Args:
@@ -329,8 +387,12 @@ def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: 
             once ``out`` is written.
         ahead_workers: on a GPU, when above 1, the cases still to measure are first
             prepared this many at a time in child processes (:func:`compile_ahead`);
-            each row's ``compile_ahead`` field holds that preparation's seconds and
-            status, and its ``setup_s`` is then the timed pass's warm-cache setup.
+            each row's ``compile_ahead`` field holds that preparation's seconds, status
+            and cold compile seconds, and its ``setup_s`` (and ``compile_s``,
+            ``first_call_s``, ...) is then the timed pass's warm-cache setup.
+        ahead: the run's shared compile-ahead file (:func:`compile_ahead_job`), if any:
+            the cases it answers for were prepared there, and only the others are
+            prepared here (``ahead_workers`` at a time).
     Returns the rows written.
     """
     import torch
@@ -353,11 +415,12 @@ def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: 
         write_atomic(ckpt, "".join(json.dumps({"key": k, "row": done[k]}, sort_keys=True) + "\n"
                                    for k in dict.fromkeys(keys) if k in done))
         sink = open(ckpt, "a")
-    ahead = {}  # case key -> compile_ahead's answer for the cases still to measure
-    todo = [(case, key) for case, key in zip(cases, keys) if key not in done]
+    # case key -> compile_ahead's answer for the cases still to measure
+    answered = json.loads(Path(ahead).read_text()).get(f"{study}/{impl}", {}) if ahead else {}
+    todo = [(case, key) for case, key in zip(cases, keys) if key not in done and key not in answered]
     if device.type == "cuda" and ahead_workers > 1 and todo:
-        answers = compile_ahead(study, impl, [case for case, _ in todo], ahead_workers)
-        ahead = {key: answer for (_, key), answer in zip(todo, answers)}
+        [answers] = compile_ahead([(study, impl, [case for case, _ in todo])], ahead_workers)
+        answered = {**answered, **{key: answer for (_, key), answer in zip(todo, answers)}}
     progress = Progress(f"{study}/{impl}", len(cases))
     rows = []
     try:
@@ -370,8 +433,8 @@ def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: 
                 row = _measure_in_child(study, impl, case, timing)
             else:
                 row = measure_case(mod, impl, case, device, timing)
-            if ahead:
-                row["compile_ahead"] = ahead[key]
+            if key in answered:
+                row["compile_ahead"] = answered[key]
             row["env"] = env
             rows.append(row)
             if sink:

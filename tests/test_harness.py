@@ -171,24 +171,66 @@ def test_prepare_case_checks_without_timing(impl, status, device):
 
 
 def test_compile_ahead_prepares_each_case_in_its_own_process(tmp_path):
-    """Every case is prepared once, in a child process (here each leaves a file, as a compiler
-    fills its on-disk cache); a failing or crashing case is an answer, not the end of the pass."""
-    source = ("import os\nfrom kernels.harness import Unsupported\nSTUDY = 'ahead'\nSHAPE_FIELDS = ('n',)\n"
+    """Every case of every job is prepared once, in a child process of one queue (here each
+    leaves a file, as a compiler fills its on-disk cache), backward passes first; a failing or
+    crashing case is an answer, not the end of the pass; the answers come back per job in
+    case order, with the cold one-off seconds that the child's prepare reported."""
+    source = ("import os\nimport time\nfrom kernels.harness import Prepared, Unsupported\n"
+              "STUDY = 'ahead'\nSHAPE_FIELDS = ('n',)\n"
               "def prepare(impl, case, device):\n"
-              f"    open(os.path.join({str(tmp_path)!r}, f\"{{case['n']}}-{{os.getpid()}}\"), 'w')"
-              ".write(os.environ.get('FLA_CACHE_RESULTS', ''))\n"
+              f"    open(os.path.join({str(tmp_path)!r}, f\"{{impl}}{{case['n']}}-{{time.time_ns()}}-{{os.getpid()}}\"),"
+              " 'w').write(os.environ.get('FLA_CACHE_RESULTS', ''))\n"
               "    if case['n'] == 2:\n        raise Unsupported('not here')\n"
-              "    if case['n'] == 3:\n        os._exit(7)\n")
+              "    if case['n'] == 3:\n        os._exit(7)\n"
+              "    return Prepared(fn=None, bytes=0, flops=0, extra={'compile_s': 1.5, 'recompiles': 1, "
+              "'rel_err': 0.0})\n")
     cases = [{"pass": "fwd", "dtype": "float32", "n": n} for n in (1, 2, 3, 4)]
+    bwd = [{"pass": "bwd", "dtype": "float32", "n": 5}]
     with fixture_study("_ahead_fixture", source) as study:
-        answers = harness.compile_ahead(study, "x", cases, workers=2)
-    assert [a["status"] for a in answers] == ["ok", "unsupported", "error", "ok"]
-    assert "exited with 7" in answers[2]["error"] and answers[1]["error"] == "Unsupported: not here"
-    assert all(a["workers"] == 2 for a in answers) and answers[0]["setup_s"] >= 0
+        answers = harness.compile_ahead([(study, "x", cases), (study, "y", bwd)], workers=1)
+    assert [[a["status"] for a in job] for job in answers] == [["ok", "unsupported", "error", "ok"], ["ok"]]
+    first = answers[0]
+    assert "exited with 7" in first[2]["error"] and first[1]["error"] == "Unsupported: not here"
+    assert all(a["workers"] == 1 for job in answers for a in job) and first[0]["setup_s"] >= 0
+    assert first[0]["compile_s"] == 1.5 and first[0]["recompiles"] == 1 and "rel_err" not in first[0]
     made = sorted(p.name.split("-") for p in tmp_path.iterdir())
-    assert [n for n, _ in made] == ["1", "2", "3", "4"]
-    assert len({pid for _, pid in made}) == 4 and str(os.getpid()) not in {pid for _, pid in made}
+    assert [n for n, _, _ in sorted(made, key=lambda m: int(m[1]))] == ["y5", "x1", "x2", "x3", "x4"]
+    assert len({pid for *_, pid in made}) == 5 and str(os.getpid()) not in {pid for *_, pid in made}
     assert {p.read_text() for p in tmp_path.iterdir()} == {"0"}  # FLA keeps no autotuning picks there
+
+
+def test_shared_compile_ahead_leaves_out_checkpointed_cases_and_the_jobs_read_its_answers(tmp_path, monkeypatch):
+    """The run's compile-ahead job prepares what the measurement jobs still have to measure
+    (not the cases their checkpoints hold), writes the answers by case key, and run_job puts
+    each answer in its case's row without preparing the case ahead again."""
+    monkeypatch.setattr(harness, "environment", _fake_env("abc"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the children still run on the CPU
+    queued = []
+    monkeypatch.setattr(harness, "compile_ahead", lambda jobs, workers: [
+        [queued.append(case["seqlen"]) or {"status": "ok", "error": None, "setup_s": 1.0, "workers": workers}
+         for case in cases] for _, _, cases in jobs])
+    timing, ckpt, ahead = {"rep_ms": 100}, tmp_path / "ckpt.jsonl", tmp_path / "ahead.json"
+    key16 = harness.case_key("gdn", "chunk", harness.importlib.import_module("kernels.gdn.study").cases(
+        GDN_SWEEP, "chunk")[0], timing, "abc")
+    ckpt.write_text(json.dumps({"key": key16, "row": {"seqlen": 16, "status": "ok"}}) + "\n")
+    written = harness.compile_ahead_job([{"study": "gdn", "impl": "chunk", "sweep": GDN_SWEEP,
+                                          "checkpoint": str(ckpt)}], timing, ahead, workers=3)
+    assert queued == [32, 48, 64, 80] and json.loads(ahead.read_text()) == written
+    assert len(written["gdn/chunk"]) == 4 and key16 not in written["gdn/chunk"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(harness, "measure_case", _fake_measure([]))
+    rows = harness.run_job("gdn", "chunk", GDN_SWEEP, tmp_path / "out.jsonl", timing, checkpoint=ckpt,
+                           ahead_workers=3, ahead=ahead)
+    assert [r.get("compile_ahead", {}).get("workers") for r in rows] == [None, 3, 3, 3, 3]
+    assert queued == [32, 48, 64, 80]  # nothing prepared again
+
+
+def test_shared_compile_ahead_without_cuda_prepares_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(harness, "compile_ahead", lambda *a: pytest.fail("compiled ahead on the CPU"))
+    out = tmp_path / "ahead.json"
+    assert harness.compile_ahead_job([{"study": "gdn", "impl": "chunk", "sweep": GDN_SWEEP}], {}, out, 2) == {}
+    assert json.loads(out.read_text()) == {}
 
 
 def test_compile_only_benchmarker_runs_once_in_the_autotuners_shape():

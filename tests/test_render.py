@@ -67,6 +67,29 @@ def test_first_call_minutes_sum_every_one_off_column():
     assert render.first_call_macros([pd.DataFrame({"median_ms": [1.0]})]) == {"MeasureMinutesFirstCall": "n/a"}
 
 
+def test_run_minutes_count_the_shared_compile_ahead_job(tmp_path):
+    for name, seconds in (("measure_gdn_chunk", 120), ("measure_flex_flex", 60), ("compile_ahead", 240)):
+        (tmp_path / f"{name}.tsv").write_text(f"s\th:m:s\n{seconds}\t0:00:00\n")
+    out = render.benchmark_macros(tmp_path)
+    assert (out["MeasureJobs"], out["MeasureMinutesTotal"], out["MeasureMinutesGdn"]) == ("2", "7.0", "2.0")
+    assert "4.0 in the shared job" in out["MeasureAheadText"]
+    (tmp_path / "compile_ahead.tsv").unlink()
+    assert render.benchmark_macros(tmp_path)["MeasureMinutesTotal"] == "3.0"
+    assert render.benchmark_macros(tmp_path)["MeasureAheadText"] == ""
+
+
+def test_tidy_rows_spread_the_compile_ahead_answer_into_columns():
+    from kernels.collect import tidy
+
+    row = {"study": "gdn", "impl": "chunk", "pass": "fwd", "dtype": "bfloat16", "status": "ok", "error": None,
+           "times_ms": [2.0], "device_times_ms": [1.0], "median_ms": 2.0, "device_ms": 1.0, "bytes": 8,
+           "flops": 8, "compile_s": 0.1, "env": {"gpu_name": "H200"},
+           "compile_ahead": {"status": "ok", "error": None, "setup_s": 30.0, "workers": 16, "compile_s": 6.5}}
+    df = tidy([row], "h200")
+    assert "compile_ahead" not in df and df.loc[0, "ahead_compile_s"] == 6.5 and df.loc[0, "compile_s"] == 0.1
+    assert df.loc[0, "ahead_setup_s"] == 30.0 and df.loc[0, "ahead_workers"] == 16
+
+
 def test_timing_drift_and_warmup_macros():
     from conftest import configured_timing
 

@@ -13,11 +13,17 @@ FlashAttention-4 CuTe-DSL kernels instead of Inductor's Triton template
 (``torch/_inductor/kernel/flex/flex_flash_attention.py``, experimental): it
 needs the ``flash-attn-4`` and ``nvidia-cutlass-dsl`` packages and a CUDA
 device; on the CPU FlexAttention ignores the option and lowers to its C++ kernel.
+Its kernels are JIT-compiled per mask_mod and score_mod (5-8 s each on the H200 host)
+and kept on disk (FlashAttention-4's ``FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED``, set
+here unless the caller chose; ``flash_attn/cute/cache_utils.py``), as Triton keeps its
+kernels, so that a compile-ahead child's compile is read back by the timed job
+(:func:`kernels.harness.compile_ahead`).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 import torch._dynamo
@@ -27,6 +33,8 @@ for _name, _value in (("recompile_limit", 512), ("accumulated_recompile_limit", 
                       ("fail_on_recompile_limit_hit", True)):
     if hasattr(torch._dynamo.config, _name):  # names of torch >= 2.6
         setattr(torch._dynamo.config, _name, _value)
+
+os.environ.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "1")  # read when flash_attn.cute is imported
 
 #: torch.compile modes of the study's flex implementations.
 MODES = {"flex": None, "flex_autotune": "max-autotune-no-cudagraphs", "flex_flash": None}

@@ -175,6 +175,27 @@ def study_impls(study):
     return config[study][SWEEP]["impls"]
 
 
+# implementations whose cases one shared compile-ahead job prepares first (config key
+# compile_ahead; kernels.harness.compile_ahead_job); not in the smoke run, on the CPU
+AHEAD = (
+    []
+    if SMOKE
+    else [
+        (study, impl)
+        for study, impls in config["compile_ahead"]["impls"].items()
+        if study in STUDIES
+        for impl in impls
+        if impl in study_impls(study)
+    ]
+)
+AHEAD_FILE = f".tmp/compile_ahead/{RAW}/{GPU}.json"
+
+
+def checkpoint_file(study, impl):
+    """A measurement job's checkpoint (kernels.harness.run_job), outside data/."""
+    return f".tmp/checkpoints/{RAW}/{GPU}/{study}/{impl}.jsonl"
+
+
 def raw_files(study):
     """JSONL files of one study: those this run measures, or those committed."""
     if MEASURE:

@@ -12,7 +12,40 @@ if MEASURE:
         onstart:
             check_measuring_run()
 
+    if AHEAD:
+
+        rule compile_ahead:
+            output:
+                temp(AHEAD_FILE),
+            log:
+                f"{LOGS}/compile_ahead.log",
+            benchmark:
+                f"{BENCH}/compile_ahead.tsv"
+            conda:
+                "../envs/measure.yaml"
+            resources:
+                gpu=1,
+            params:
+                jobs=[
+                    {
+                        "study": study,
+                        "impl": impl,
+                        "sweep": config[study][SWEEP],
+                        "output": f"{RAW}/{GPU}/{study}/{impl}.jsonl",
+                        "checkpoint": checkpoint_file(study, impl),
+                    }
+                    for study, impl in AHEAD
+                ],
+                timing=config["timing"],
+                workers=config["compile_ahead"]["workers"],
+                raw=f"{RAW}/{GPU}",
+                gpus=N_GPUS,
+            script:
+                "../scripts/compile_ahead.py"
+
     rule measure:
+        input:
+            ahead=lambda w: [AHEAD_FILE] if (w.study, w.impl) in AHEAD else [],
         output:
             f"{RAW}/{GPU}/{{study}}/{{impl}}.jsonl",
         log:
@@ -29,10 +62,9 @@ if MEASURE:
         params:
             sweep=lambda w: config[w.study][SWEEP],
             timing=config["timing"],
+            checkpoint=lambda w: checkpoint_file(w.study, w.impl),
             ahead_workers=lambda w: (
-                config["compile_ahead"]["workers"]
-                if w.impl in config["compile_ahead"]["impls"].get(w.study, [])
-                else 0
+                config["compile_ahead"]["workers"] if (w.study, w.impl) in AHEAD else 0
             ),
             interpret=SMOKE,
             gpus=N_GPUS,

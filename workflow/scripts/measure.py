@@ -4,8 +4,9 @@ The job holds a lease on one GPU of the host (kernels/gpulease.py) for its
 whole sweep, so that concurrent jobs under --resources gpu=N never share one.
 Finished rows also go to a checkpoint under .tmp/checkpoints/ (never data/),
 so a job killed part-way resumes where it stopped when run again. The
-implementations of config key compile_ahead first prepare their cases in
-parallel processes (kernels.harness.compile_ahead). Outside the
+implementations of config key compile_ahead had their cases prepared by the
+shared job of rule compile_ahead (kernels.harness.compile_ahead_job), whose
+answers go in their rows. Outside the
 smoke run, the job first checks that its GPU is the one its folder
 data/raw/<gpu>/ names, and fails before measuring or writing anything if not.
 """
@@ -27,5 +28,6 @@ with lease(snakemake.params.gpus, ".tmp/gpu-leases"):  # noqa: F821
         require_gpu(Path(snakemake.output[0]).parents[1])  # noqa: F821 - data/raw/<gpu>/<study>/<impl>.jsonl
     run_job(snakemake.wildcards.study, snakemake.wildcards.impl, snakemake.params.sweep,  # noqa: F821
             snakemake.output[0], dict(snakemake.params.timing),  # noqa: F821
-            checkpoint=os.path.join(".tmp/checkpoints", snakemake.output[0]),  # noqa: F821
-            ahead_workers=snakemake.params.ahead_workers)  # noqa: F821
+            checkpoint=snakemake.params.checkpoint,  # noqa: F821
+            ahead_workers=snakemake.params.ahead_workers,  # noqa: F821
+            ahead=snakemake.input.ahead[0] if snakemake.input.ahead else None)  # noqa: F821
