@@ -26,11 +26,14 @@ FULL_WIDTH = 7.0
 class Impl(NamedTuple):
     """One implementation of a study, in its registry (``kernels/<study>/impls.py``, ``IMPLS``, in the
     order of the paper's legends and tables): its display name in every legend, table and caption,
-    its colour in every figure, and the passes it has."""
+    its colour in every figure, the passes it has, and, where the study calls every implementation
+    the same way (gdn: FLA's ``chunk_gated_delta_rule`` signature), the ``"module:function"`` it
+    calls (None where the study's ``prepare`` builds the call)."""
 
     label: str
     color: str
     passes: tuple[str, ...] = ("fwd", "bwd", "fwdbwd")
+    op: str | None = None
 
 
 def registry(study: str) -> dict[str, Impl]:

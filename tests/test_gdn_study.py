@@ -130,3 +130,44 @@ def test_prepare_checks_and_times_each_pass_of_the_chunked_kernels(pas, device, 
     monkeypatch.setitem(study.TOLERANCE, names[-1], 0.0)
     with pytest.raises(correctness.Mismatch, match=f"^chunk {names[-1]}: RMSE/RMS .* above tolerance 0$"):
         study.prepare("chunk", case, device)
+
+
+def test_a_new_implementation_is_its_module_a_registry_entry_and_the_config(monkeypatch, device):
+    """docs/extending.md: study.py calls each implementation through its registry entry's ``op``
+    (FLA's arguments), so a new one with that signature edits no study code; an implementation
+    the registry gives no op is refused by name."""
+    from kernels.gdn import study
+    from kernels.style import Impl
+
+    monkeypatch.setitem(study.REGISTRY, "mine", Impl("mine", "#000000", ("fwd",),
+                                                     op="kernels.gdn.chunk:chunk_gated_delta_rule"))
+    assert [c["pass"] for c in study.cases({**SWEEP, "impls": ["mine"]}, "mine")] == ["fwd"] * 4
+    case = {"pass": "fwd", "dtype": "float32", "head_dim": 16, "batch": 1, "seqlen": 40, "heads": 1, "num_seqs": 1,
+            "varlen": False}
+    prepared = study.prepare("mine", case, device)
+    assert 0 < prepared.extra["rel_err"] <= study.TOLERANCE["o"] and "anchor_module" not in prepared.extra
+    monkeypatch.setitem(study.REGISTRY, "opless", Impl("opless", "#000000"))
+    with pytest.raises(ValueError, match="'opless': kernels/gdn/impls.py names no op"):
+        study.prepare("opless", case, device)
+
+
+def test_every_registered_op_resolves_or_is_an_anchor_refused_without_cuda():
+    """Each registry op is ``module:function``; those of this project resolve to a function with
+    FLA's arguments, an anchor's (outside ``kernels``) is refused without CUDA."""
+    import inspect
+
+    import torch
+
+    from kernels import harness
+    from kernels.gdn import study
+
+    for name, impl in study.REGISTRY.items():
+        module, _, function = impl.op.partition(":")
+        assert module and function, name
+        if module.startswith("kernels."):
+            fn, extra = study._call(name, {})
+            assert list(inspect.signature(fn).parameters)[:5] == ["q", "k", "v", "g", "beta"], name
+            assert extra == {}
+        elif not torch.cuda.is_available():
+            with pytest.raises(harness.Unsupported, match=f"{name} needs a CUDA GPU"):
+                study._call(name, {})

@@ -6,12 +6,14 @@ from kernels.style import Impl
 
 FWD = ("fwd",)
 
-#: The implementations, in the order of the paper's legends and tables.
+#: The implementations, in the order of the paper's legends and tables; each ``op`` takes FLA's
+#: arguments (``q, k, v, g, beta, scale=, initial_state=, output_final_state=, cu_seqlens=``) and
+#: returns ``(o, final_state)``. An op outside ``kernels`` is an anchor, run on CUDA only.
 IMPLS = {
-    "naive": Impl("token loop", "#4C72B0"),
-    "recurrent": Impl("recurrent (ours)", "#8C8C8C", FWD),
-    "chunk": Impl("chunked (ours)", "#55A868"),
-    "fla_chunk": Impl("FLA", "#DA8BC3"),
-    "fla_recurrent": Impl("FLA recurrent", "#937860", FWD),
-    "flash_qla": Impl("FlashQLA", "#8172B3"),
+    "naive": Impl("token loop", "#4C72B0", op="kernels.gdn.naive:timed_naive_recurrent_gated_delta_rule"),
+    "recurrent": Impl("recurrent (ours)", "#8C8C8C", FWD, op="kernels.gdn.recurrent:fused_recurrent_gated_delta_rule"),
+    "chunk": Impl("chunked (ours)", "#55A868", op="kernels.gdn.chunk:chunk_gated_delta_rule"),
+    "fla_chunk": Impl("FLA", "#DA8BC3", op="fla.ops.gated_delta_rule:chunk_gated_delta_rule"),
+    "fla_recurrent": Impl("FLA recurrent", "#937860", FWD, op="fla.ops.gated_delta_rule:fused_recurrent_gated_delta_rule"),
+    "flash_qla": Impl("FlashQLA", "#8172B3", op="flash_qla:chunk_gated_delta_rule"),
 }

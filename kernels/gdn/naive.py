@@ -17,6 +17,8 @@ Triton kernels are checked against.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from kernels.gdn.validate import check_inputs, l2norm, seq_bounds
@@ -90,6 +92,11 @@ def naive_recurrent_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state
         o[idx[live]] = ot[live]
     final = S.to(state_dtype(q)) if output_final_state else None
     return o.reshape(B, T, H, V).to(v.dtype), final
+
+
+#: The token loop as the study times it (implementation ``naive``):
+#: :func:`naive_recurrent_gated_delta_rule` with float32 accumulation (float64 is the reference's).
+timed_naive_recurrent_gated_delta_rule = functools.partial(naive_recurrent_gated_delta_rule, acc_dtype=torch.float32)
 
 
 def naive_chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,

@@ -150,8 +150,8 @@ def cases(sweep: dict, impl: str) -> list[dict]:
     Raises:
         ValueError: unknown impl, or an ``impl_shapes`` shape that is not one of its block's.
     """
-    if impl not in IMPLS:
-        raise ValueError(f"unknown gdn impl {impl!r}; known: {IMPLS}")
+    if impl not in REGISTRY:
+        raise ValueError(f"unknown gdn impl {impl!r}; known: {tuple(REGISTRY)}")
     out, seen = [], {}
     for pas in sweep.get("passes", ["fwd"]):
         if pas != "fwd" and impl not in BWD_IMPLS:
@@ -244,36 +244,26 @@ def make_inputs(case: dict, device, seed: int = 0):
 
 
 def _call(impl: str, case: dict):
-    """The function of ``impl`` (FLA's argument order) and a note on what it dispatched to."""
-    if impl == "naive":
-        import torch
+    """The op of ``impl`` (its registry's ``op``, FLA's arguments) and what the row notes of it:
+    for an anchor (an op outside ``kernels``, CUDA only) its module and its package's version.
 
-        from kernels.gdn.naive import naive_recurrent_gated_delta_rule
+    Raises ValueError for an unknown impl, harness.Unsupported for an anchor without CUDA, and
+    ModuleNotFoundError (an ``unsupported`` row) where the anchor is not installed.
+    """
+    import importlib
 
-        return (lambda *a, **kw: naive_recurrent_gated_delta_rule(*a, acc_dtype=torch.float32, **kw)), {}
-    if impl == "recurrent":
-        from kernels.gdn.recurrent import fused_recurrent_gated_delta_rule
-
-        return fused_recurrent_gated_delta_rule, {}
-    if impl == "chunk":
-        from kernels.gdn.chunk import chunk_gated_delta_rule
-
-        return chunk_gated_delta_rule, {}
+    if impl not in REGISTRY or REGISTRY[impl].op is None:
+        raise ValueError(f"unknown gdn impl {impl!r}: kernels/gdn/impls.py names no op for it")
+    module, _, name = REGISTRY[impl].op.partition(":")
+    if module.split(".")[0] == "kernels":
+        return getattr(importlib.import_module(module), name), {}
     import torch
 
     if not torch.cuda.is_available():
         raise harness.Unsupported(f"{impl} needs a CUDA GPU")
-    if impl in ("fla_chunk", "fla_recurrent"):
-        from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
-
-        fn = chunk_gated_delta_rule if impl == "fla_chunk" else fused_recurrent_gated_delta_rule
-        return fn, {"anchor_module": fn.__module__}
-    if impl == "flash_qla":
-        import flash_qla
-
-        return flash_qla.chunk_gated_delta_rule, {"anchor_module": "flash_qla",
-                                                   "anchor_version": getattr(flash_qla, "__version__", None)}
-    raise ValueError(f"unknown gdn impl {impl!r}")
+    fn = getattr(importlib.import_module(module), name)
+    package = importlib.import_module(module.split(".")[0])
+    return fn, {"anchor_module": fn.__module__, "anchor_version": getattr(package, "__version__", None)}
 
 
 def prepare(impl: str, case: dict, device) -> harness.Prepared:
