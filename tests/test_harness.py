@@ -202,7 +202,7 @@ def test_compile_ahead_prepares_each_case_in_its_own_process(tmp_path):
 def test_shared_compile_ahead_leaves_out_checkpointed_cases_and_the_jobs_read_its_answers(tmp_path, monkeypatch):
     """The run's compile-ahead job prepares what the measurement jobs still have to measure
     (not the cases their checkpoints hold), writes the answers by case key, and run_job puts
-    each answer in its case's row without preparing the case ahead again."""
+    each answer in its case's row, preparing ahead itself only the case the file has no answer for."""
     monkeypatch.setattr(harness, "environment", _fake_env("abc"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the children still run on the CPU
     queued = []
@@ -217,12 +217,16 @@ def test_shared_compile_ahead_leaves_out_checkpointed_cases_and_the_jobs_read_it
                                           "checkpoint": str(ckpt)}], timing, ahead, workers=3)
     assert queued == [32, 48, 64, 80] and json.loads(ahead.read_text()) == written
     assert len(written["gdn/chunk"]) == 4 and key16 not in written["gdn/chunk"]
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(harness, "measure_case", _fake_measure([]))
+    key80 = harness.case_key("gdn", "chunk", harness.importlib.import_module("kernels.gdn.study").cases(
+        GDN_SWEEP, "chunk")[-1], timing, "abc")
+    ahead.write_text(json.dumps({"gdn/chunk": {k: {**a, "workers": 16} for k, a in written["gdn/chunk"].items()
+                                               if k != key80}}))
+    monkeypatch.setattr(harness, "measure_case", _fake_measure([]))  # on a "GPU" still: run_job may prepare
     rows = harness.run_job("gdn", "chunk", GDN_SWEEP, tmp_path / "out.jsonl", timing, checkpoint=ckpt,
                            ahead_workers=3, ahead=ahead)
-    assert [r.get("compile_ahead", {}).get("workers") for r in rows] == [None, 3, 3, 3, 3]
-    assert queued == [32, 48, 64, 80]  # nothing prepared again
+    assert [r["seqlen"] for r in rows] == [16, 32, 48, 64, 80]
+    assert [r.get("compile_ahead", {}).get("workers") for r in rows] == [None, 16, 16, 16, 3]
+    assert queued == [32, 48, 64, 80, 80]  # only the case without an answer, prepared by the job itself
 
 
 def test_shared_compile_ahead_without_cuda_prepares_nothing(tmp_path, monkeypatch):
