@@ -173,7 +173,8 @@ def test_prepare_case_checks_without_timing(impl, status, device):
 def test_compile_ahead_prepares_each_case_in_its_own_process(tmp_path):
     """Every case of every job is prepared once, in a child process of one queue (here each
     leaves a file, as a compiler fills its on-disk cache), backward passes first; a failing or
-    crashing case is an answer, not the end of the pass; the answers come back per job in
+    crashing case is an answer, not the end of the pass (also when it printed a line that looks like
+    one before it died); the answers come back per job in
     case order, with the cold one-off seconds that the child's prepare reported."""
     source = ("import os\nimport time\nfrom kernels.harness import Prepared, Unsupported\n"
               "STUDY = 'ahead'\nSHAPE_FIELDS = ('n',)\n"
@@ -181,7 +182,7 @@ def test_compile_ahead_prepares_each_case_in_its_own_process(tmp_path):
               f"    open(os.path.join({str(tmp_path)!r}, f\"{{impl}}{{case['n']}}-{{time.time_ns()}}-{{os.getpid()}}\"),"
               " 'w').write(os.environ.get('FLA_CACHE_RESULTS', ''))\n"
               "    if case['n'] == 2:\n        raise Unsupported('not here')\n"
-              "    if case['n'] == 3:\n        os._exit(7)\n"
+              "    if case['n'] == 3:\n        print(\"{'a log line': 1}\\n{\\\"another\\\": 2}\", flush=True)\n        os._exit(7)\n"
               "    return Prepared(fn=None, bytes=0, flops=0, extra={'compile_s': 1.5, 'recompiles': 1, "
               "'rel_err': 0.0})\n")
     cases = [{"pass": "fwd", "dtype": "float32", "n": n} for n in (1, 2, 3, 4)]
