@@ -194,12 +194,19 @@ AHEAD_ENV = {"FLA_CACHE_RESULTS": "0"}
 def _in_child(request: dict, env: dict | None = None) -> tuple[dict | None, str]:
     """Run :func:`_child_main` on ``request`` in a fresh Python process (``env`` added to this
     process's environment): ``(its JSON answer, "")``, or ``(None, what went wrong)`` (exit
-    status and the end of stderr) if it crashed."""
+    status and the end of stderr) if it crashed. The answer is the child's last line that is a
+    JSON object with a ``status`` (a row or :func:`prepare_case`'s answer): a library's log line
+    that starts with "{" is not one."""
     proc = subprocess.run([sys.executable, "-m", "kernels.harness"], input=json.dumps(request),
                           capture_output=True, text=True, env={**os.environ, **(env or {})})
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("{"):
-            return json.loads(line), ""
+            try:
+                answer = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(answer, dict) and "status" in answer:
+                return answer, ""
     return None, f"child process exited with {proc.returncode}: {proc.stderr[-1500:]}"
 
 

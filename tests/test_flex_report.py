@@ -176,6 +176,20 @@ def test_backend_macros_of_the_flash_backend(derived):
                                                "WindowFwdWorstTileCost")} == {"n/a"}
 
 
+def test_flash_compile_seconds_are_the_cold_ones_of_the_compile_ahead_children():
+    """Where a compile-ahead child prepared a case, the cold compile is the child's (ahead_compile_s,
+    a fresh process); the row's own compile_s is the timed job's, from warm caches."""
+    table = _table()
+    compiled = table.index[(table["impl"] == "flex_flash") & (table["recompiles"] > 0)]
+    table.loc[compiled[:-1], "ahead_compile_s"] = 30.0  # the last one was not prepared ahead: its own 8 s
+    table.loc[compiled, "compile_s"] = 0.5
+    table.loc[compiled[-1], "compile_s"] = 8.0
+    m = report.macros(report.derive(table))
+    assert len(compiled) > 2 and m["FlexFlashCompileSecondsMedian"] == "30.0"
+    table.loc[compiled[:-1], "ahead_compile_s"] = np.nan
+    assert report.macros(report.derive(table))["FlexFlashCompileSecondsMedian"] == "0.5"
+
+
 def test_the_flash_backend_leaves_the_triton_backends_macros_alone(derived):
     alone = report.macros(report.derive(_table(flash=False)))
     both = report.macros(derived)

@@ -173,7 +173,8 @@ def test_prepare_case_checks_without_timing(impl, status, device):
 def test_compile_ahead_prepares_each_case_in_its_own_process(tmp_path):
     """Every case of every job is prepared once, in a child process of one queue (here each
     leaves a file, as a compiler fills its on-disk cache), backward passes first; a failing or
-    crashing case is an answer, not the end of the pass; the answers come back per job in
+    crashing case is an answer, not the end of the pass (also when it printed a line that looks like
+    one before it died); the answers come back per job in
     case order, with the cold one-off seconds that the child's prepare reported."""
     source = ("import os\nimport time\nfrom kernels.harness import Prepared, Unsupported\n"
               "STUDY = 'ahead'\nSHAPE_FIELDS = ('n',)\n"
@@ -181,7 +182,7 @@ def test_compile_ahead_prepares_each_case_in_its_own_process(tmp_path):
               f"    open(os.path.join({str(tmp_path)!r}, f\"{{impl}}{{case['n']}}-{{time.time_ns()}}-{{os.getpid()}}\"),"
               " 'w').write(os.environ.get('FLA_CACHE_RESULTS', ''))\n"
               "    if case['n'] == 2:\n        raise Unsupported('not here')\n"
-              "    if case['n'] == 3:\n        os._exit(7)\n"
+              "    if case['n'] == 3:\n        print(\"{'a log line': 1}\\n{\\\"another\\\": 2}\", flush=True)\n        os._exit(7)\n"
               "    return Prepared(fn=None, bytes=0, flops=0, extra={'compile_s': 1.5, 'recompiles': 1, "
               "'rel_err': 0.0})\n")
     cases = [{"pass": "fwd", "dtype": "float32", "n": n} for n in (1, 2, 3, 4)]
@@ -202,7 +203,7 @@ def test_compile_ahead_prepares_each_case_in_its_own_process(tmp_path):
 def test_shared_compile_ahead_leaves_out_checkpointed_cases_and_the_jobs_read_its_answers(tmp_path, monkeypatch):
     """The run's compile-ahead job prepares what the measurement jobs still have to measure
     (not the cases their checkpoints hold), writes the answers by case key, and run_job puts
-    each answer in its case's row without preparing the case ahead again."""
+    each answer in its case's row, preparing ahead itself only the case the file has no answer for."""
     monkeypatch.setattr(harness, "environment", _fake_env("abc"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the children still run on the CPU
     queued = []
@@ -217,12 +218,16 @@ def test_shared_compile_ahead_leaves_out_checkpointed_cases_and_the_jobs_read_it
                                           "checkpoint": str(ckpt)}], timing, ahead, workers=3)
     assert queued == [32, 48, 64, 80] and json.loads(ahead.read_text()) == written
     assert len(written["gdn/chunk"]) == 4 and key16 not in written["gdn/chunk"]
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(harness, "measure_case", _fake_measure([]))
+    key80 = harness.case_key("gdn", "chunk", harness.importlib.import_module("kernels.gdn.study").cases(
+        GDN_SWEEP, "chunk")[-1], timing, "abc")
+    ahead.write_text(json.dumps({"gdn/chunk": {k: {**a, "workers": 16} for k, a in written["gdn/chunk"].items()
+                                               if k != key80}}))
+    monkeypatch.setattr(harness, "measure_case", _fake_measure([]))  # on a "GPU" still: run_job may prepare
     rows = harness.run_job("gdn", "chunk", GDN_SWEEP, tmp_path / "out.jsonl", timing, checkpoint=ckpt,
                            ahead_workers=3, ahead=ahead)
-    assert [r.get("compile_ahead", {}).get("workers") for r in rows] == [None, 3, 3, 3, 3]
-    assert queued == [32, 48, 64, 80]  # nothing prepared again
+    assert [r["seqlen"] for r in rows] == [16, 32, 48, 64, 80]
+    assert [r.get("compile_ahead", {}).get("workers") for r in rows] == [None, 16, 16, 16, 3]
+    assert queued == [32, 48, 64, 80, 80]  # only the case without an answer, prepared by the job itself
 
 
 def test_shared_compile_ahead_without_cuda_prepares_nothing(tmp_path, monkeypatch):

@@ -18,8 +18,9 @@ import sys
 import time
 
 import pytest
+import yaml
 
-from test_workflow import snakemake, toy_workflow  # noqa: F401 - toy_workflow is a fixture
+from test_workflow import ROOT, snakemake, toy_workflow  # noqa: F401 - toy_workflow is a fixture
 
 PROFILE = ("--workflow-profile", "profiles/slurm-ci")
 MEASURED = "results/smoke/raw/cpu/toy/scale.jsonl"
@@ -58,14 +59,32 @@ def test_gpu_profile_asks_one_gpu_per_measurement(toy_workflow):  # noqa: F811
     partition and account are replaced from the command line."""
     proc = snakemake(toy_workflow, "--workflow-profile", "profiles/slurm", "-n", "--default-resources",
                      "slurm_partition=gpu", "slurm_account=my_project")
-    log = proc.stdout + proc.stderr
-    measure = log[log.index("rule measure:"):]
-    line = measure[measure.index("resources: "):].splitlines()[0].removeprefix("resources: ")
-    resources = dict(item.split("=", 1) for item in line.split(", "))
+    resources, measure = _resources(proc.stdout + proc.stderr, "measure")
     wanted = {"gpu": "1", "gpu_model": "h200", "cpus_per_gpu": "8", "tasks": "1",
               "slurm_partition": "gpu", "slurm_account": "my_project"}
-    assert resources | wanted == resources, line
+    assert resources | wanted == resources, resources
     assert "data/raw/h200/toy/scale.jsonl" in measure
+
+
+def _resources(log, rule):
+    """``({resource: value}, the dry run's text from the job)`` of the first job of ``rule`` in a dry run's log."""
+    job = log[log.index(f"rule {rule}:"):]
+    line = job[job.index("resources: "):].splitlines()[0].removeprefix("resources: ")
+    return dict(item.split("=", 1) for item in line.split(", ")), job
+
+
+@needs_plugin
+def test_gpu_profile_gives_the_compile_ahead_job_a_gpu_and_a_cpu_per_process():
+    """profiles/slurm on this repository's workflow (a dry run): the shared compile-ahead job asks
+    for a GPU of the measurement jobs' model (it checks its GPU as they do) and one CPU per
+    process of config key compile_ahead.workers, with their memory."""
+    proc = snakemake(ROOT, "--workflow-profile", "profiles/slurm", "-n", "--forceall", "--until", "measure",
+                     "--default-resources", "slurm_partition=gpu", "slurm_account=my_project")
+    resources, _ = _resources(proc.stdout + proc.stderr, "compile_ahead")
+    workers = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["compile_ahead"]["workers"]
+    wanted = {"gpu": "1", "gpu_model": "h200", "cpus_per_gpu": str(workers), "tasks": "1"}
+    assert resources | wanted == resources, resources
+    assert int(resources["mem_mb"]) >= 4000 * workers, resources
 
 
 def slurm_states(job_ids, want, timeout_s=30):

@@ -193,6 +193,26 @@ def _write_rows(path, rows):
 
 
 @pytest.mark.slow
+def test_the_shared_compile_ahead_job_runs_before_the_measurement_that_reads_it(toy_workflow):
+    """A real run of the toy study on this host with its implementation in config key compile_ahead:
+    the shared job runs first (on the CPU it compiles nothing and writes no answer), the measurement
+    job reads its file, which is removed once read; its absence then asks for no rerun."""
+    path = toy_workflow / "config" / "config.yaml"
+    path.write_text(path.read_text().replace("    gdn: [chunk, fla_chunk, flash_qla]\n", "    toy: [scale]\n"))
+    raw = "data/raw/cpu/toy/scale.jsonl"
+    proc = snakemake(toy_workflow, "--config", "measure=true", "gpu=cpu", "--", raw)
+    log = proc.stdout + proc.stderr
+    assert 0 < log.index("rule compile_ahead:") < log.index("rule measure:")
+    assert "input: .tmp/compile_ahead/data/raw/cpu.json" in log[log.index("rule measure:"):]
+    rows = _rows(toy_workflow / raw)
+    assert [r["status"] for r in rows] == ["ok"] and "compile_ahead" not in rows[0]
+    assert not (toy_workflow / ".tmp" / "compile_ahead" / "data" / "raw" / "cpu.json").exists()
+    assert (toy_workflow / "data" / "raw" / "cpu" / "benchmarks" / "compile_ahead.tsv").exists()
+    again = snakemake(toy_workflow, "-n", "--config", "measure=true", "gpu=cpu", "--", raw)
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+@pytest.mark.slow
 def test_quick_run_checks_against_the_committed_rows(toy_workflow):
     """Two real runs of the toy study on this host: the sweep into data/raw/cpu/ (the committed
     reference), then the quick profile into results/quick/. With one reference row made 100x
