@@ -189,16 +189,24 @@ def measure_case(study_mod, impl: str, case: dict, device, timing: dict) -> dict
 #: on-disk cache (``FLA_CACHE_RESULTS``, default on), where the timed pass would read back a
 #: child's picks, made without timing (:func:`_compile_only_autotuning`) on a shared GPU.
 AHEAD_ENV = {"FLA_CACHE_RESULTS": "0"}
+#: Longest a :func:`compile_ahead` child may take, in seconds (the longest seen on the H200,
+#: FlashQLA's backward at 1 x 32768, took 162 s); one that hangs is killed, and the timed job
+#: compiles its case itself.
+AHEAD_TIMEOUT_S = 900
 
 
-def _in_child(request: dict, env: dict | None = None) -> tuple[dict | None, str]:
+def _in_child(request: dict, env: dict | None = None, timeout: float | None = None) -> tuple[dict | None, str]:
     """Run :func:`_child_main` on ``request`` in a fresh Python process (``env`` added to this
     process's environment): ``(its JSON answer, "")``, or ``(None, what went wrong)`` (exit
-    status and the end of stderr) if it crashed. The answer is the child's last line that is a
-    JSON object with a ``status`` (a row or :func:`prepare_case`'s answer): a library's log line
-    that starts with "{" is not one."""
-    proc = subprocess.run([sys.executable, "-m", "kernels.harness"], input=json.dumps(request),
-                          capture_output=True, text=True, env={**os.environ, **(env or {})})
+    status and the end of stderr) if it crashed or ran past ``timeout`` seconds (then it is
+    killed). The answer is the child's last line that is a JSON object with a ``status`` (a row
+    or :func:`prepare_case`'s answer): a library's log line that starts with "{" is not one."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", "kernels.harness"], input=json.dumps(request),
+                              capture_output=True, text=True, env={**os.environ, **(env or {})},
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"child process killed after its {timeout:g} s limit"
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("{"):
             try:
@@ -292,7 +300,7 @@ def compile_ahead(jobs: list[tuple[str, str, list[dict]]], workers: int) -> list
     def one(item: tuple[str, str, dict]) -> dict:
         study, impl, case = item
         answer, crash = _in_child({"study": study, "impl": impl, "case": case, "prepare_only": True},
-                                  env=AHEAD_ENV)
+                                  env=AHEAD_ENV, timeout=AHEAD_TIMEOUT_S)
         return {**(answer or {"status": "error", "error": crash[:500], "setup_s": None}), "workers": workers}
 
     items = [(study, impl, case) for study, impl, cases in jobs for case in cases]
@@ -310,8 +318,8 @@ def compile_ahead(jobs: list[tuple[str, str, list[dict]]], workers: int) -> list
 
 
 def compile_ahead_job(jobs: list[dict], timing: dict, out: str | os.PathLike, workers: int) -> dict:
-    """The shared compile-ahead pass of a run: :func:`compile_ahead` over the cases that the
-    measurement jobs of several implementations still have to measure, written to ``out``.
+    """A study's compile-ahead pass: :func:`compile_ahead` over the cases that the measurement
+    jobs of several implementations still have to measure, written to ``out``.
 
     Args:
         jobs: one dict per implementation: ``study``, ``impl``, ``sweep`` (the study's active
@@ -397,7 +405,7 @@ def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: 
             each row's ``compile_ahead`` field holds that preparation's seconds, status
             and cold compile seconds, and its ``setup_s`` (and ``compile_s``,
             ``first_call_s``, ...) is then the timed pass's warm-cache setup.
-        ahead: the run's shared compile-ahead file (:func:`compile_ahead_job`), if any:
+        ahead: the study's compile-ahead file (:func:`compile_ahead_job`), if any:
             the cases it answers for were prepared there, and only the others are
             prepared here (``ahead_workers`` at a time).
     Returns the rows written.
@@ -425,6 +433,9 @@ def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: 
     # case key -> compile_ahead's answer for the cases still to measure
     answered = json.loads(Path(ahead).read_text()).get(f"{study}/{impl}", {}) if ahead else {}
     todo = [(case, key) for case, key in zip(cases, keys) if key not in done and key not in answered]
+    if ahead:
+        log.info("[%s/%s] %d cases prepared ahead by the study's compile-ahead job, %d left to prepare",
+                 study, impl, sum(k in answered for k in keys), len(todo))
     if device.type == "cuda" and ahead_workers > 1 and todo:
         [answers] = compile_ahead([(study, impl, [case for case, _ in todo])], ahead_workers)
         answered = {**answered, **{key: answer for (_, key), answer in zip(todo, answers)}}

@@ -140,25 +140,27 @@ def environment_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
 def benchmark_macros(bench_dir: str | os.PathLike) -> dict[str, str]:
     """Wall time of the measurement jobs, from Snakemake's ``benchmark:`` files.
 
-    ``MeasureMinutes<Study>`` (minutes, summed over ``measure_<study>_<impl>.tsv``),
-    ``MeasureJobs`` (how many files), ``MeasureMinutesTotal`` (those and the shared
-    compile-ahead job's ``compile_ahead.tsv``) and ``MeasureAheadText`` (a clause naming that
-    job's minutes, empty without it).
+    ``MeasureMinutes<Study>`` (minutes, summed over ``measure_<study>_<impl>.tsv`` and the
+    study's compile-ahead job ``compile_ahead_<study>.tsv``), ``MeasureJobs`` (how many
+    files), ``MeasureMinutesTotal`` and ``MeasureAheadText`` (a clause naming the compile-ahead
+    jobs' minutes, empty without them).
     """
     def minutes(path: Path) -> float:
         return float(pd.read_csv(path, sep="\t")["s"].iloc[-1]) / 60
 
     totals: dict[str, float] = {}
-    files = sorted(Path(bench_dir).glob("measure_*.tsv")) if bench_dir else []
+    ahead = 0.0
+    files = sorted([*Path(bench_dir).glob("measure_*.tsv"), *Path(bench_dir).glob("compile_ahead_*.tsv")]) \
+        if bench_dir else []
     for path in files:
-        study = path.stem.split("_")[1]
+        study = path.stem.split("_")[-1] if path.stem.startswith("compile_ahead_") else path.stem.split("_")[1]
         totals[study] = totals.get(study, 0.0) + minutes(path)
-    ahead = Path(bench_dir, "compile_ahead.tsv") if bench_dir else None
-    ahead_min = minutes(ahead) if ahead and ahead.exists() else None
+        ahead += minutes(path) if path.stem.startswith("compile_ahead_") else 0.0
+    n_ahead = sum(p.stem.startswith("compile_ahead_") for p in files)
     out = {"MeasureJobs": str(len(files)),
-           "MeasureMinutesTotal": f"{sum(totals.values()) + (ahead_min or 0):.1f}" if files else "n/a",
-           "MeasureAheadText": (f", and {ahead_min:.1f} in the shared job that compiled the kernels "
-                                "of several implementations ahead" if ahead_min is not None else "")}
+           "MeasureMinutesTotal": f"{sum(totals.values()):.1f}" if files else "n/a",
+           "MeasureAheadText": (f"; {ahead:.1f} of them in {n_ahead} job{'s' if n_ahead > 1 else ''} "
+                                "that compiled kernels ahead of the timed ones" if n_ahead else "")}
     for study, mins in totals.items():
         out[f"MeasureMinutes{study.capitalize()}"] = f"{mins:.1f}"
     return out

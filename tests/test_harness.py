@@ -153,6 +153,16 @@ def fixture_study(name: str, source: str):
         shutil.rmtree(study_dir)
 
 
+def test_a_child_past_its_time_limit_is_killed_and_says_so():
+    source = "import time\nSTUDY = 'slow'\nSHAPE_FIELDS = ()\ndef prepare(impl, case, device):\n    time.sleep(60)\n"
+    with fixture_study("_slow_fixture", source) as study:
+        t0 = time.perf_counter()
+        answer, crash = harness._in_child({"study": study, "impl": "x", "case": {"pass": "fwd"},
+                                           "prepare_only": True}, timeout=8)
+    assert answer is None and crash == "child process killed after its 8 s limit"
+    assert time.perf_counter() - t0 < 30
+
+
 def test_child_process_isolation_records_a_crash():
     """A case whose process dies becomes an error row instead of ending the sweep."""
     source = "import os\nSTUDY = 'crash'\nSHAPE_FIELDS = ()\ndef prepare(impl, case, device):\n    os._exit(9)\n"

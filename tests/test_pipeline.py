@@ -53,14 +53,15 @@ def test_gpu_configuration_dry_run():
         impls = set(_impls(yaml.safe_load((ROOT / "config" / "studies" / f"{study}.yaml").read_text())))
         assert impls and all(f"data/raw/h200/{study}/{impl}.jsonl" in out for impl in impls), study
     assert "rule paper:" in out or "localrule paper:" in out
-    # one shared compile-ahead job, whose answers the jobs of config key compile_ahead read
+    # one compile-ahead job per study, whose answers its jobs of config key compile_ahead read
     ahead = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["compile_ahead"]["impls"]
-    assert out.count("rule compile_ahead:") == 1 and "output: .tmp/compile_ahead/data/raw/h200.json" in out
+    assert out.count("rule compile_ahead:") == len(ahead) == 2
     jobs = out.split("\n\n")
     for study, impls in ahead.items():
+        assert f"output: .tmp/compile_ahead/data/raw/h200/{study}.json" in out, study
         for impl in impls:
             [job] = [j for j in jobs if f"output: data/raw/h200/{study}/{impl}.jsonl" in j]
-            assert "input: .tmp/compile_ahead/data/raw/h200.json" in job, (study, impl)
+            assert f"input: .tmp/compile_ahead/data/raw/h200/{study}.json" in job, (study, impl)
     [job] = [j for j in jobs if "output: data/raw/h200/swiglu/eager.jsonl" in j]
     assert "compile_ahead" not in job
 
@@ -78,7 +79,7 @@ def test_quick_profile_dry_run_on_the_gpu_configuration():
     assert "output: data/raw" not in out and "paper/main.pdf" not in out
     assert "rule reproduce:" in out or "localrule reproduce:" in out
     assert "results/quick/reproduction.txt" in out
-    assert "output: .tmp/compile_ahead/results/quick/raw/h200.json" in out
+    assert "output: .tmp/compile_ahead/results/quick/raw/h200/gdn.json" in out
 
 
 @pytest.mark.slow

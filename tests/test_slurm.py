@@ -75,7 +75,7 @@ def _resources(log, rule):
 
 @needs_plugin
 def test_gpu_profile_gives_the_compile_ahead_job_a_gpu_and_a_cpu_per_process():
-    """profiles/slurm on this repository's workflow (a dry run): the shared compile-ahead job asks
+    """profiles/slurm on this repository's workflow (a dry run): each compile-ahead job asks
     for a GPU of the measurement jobs' model (it checks its GPU as they do) and one CPU per
     process of config key compile_ahead.workers, with their memory."""
     proc = snakemake(ROOT, "--workflow-profile", "profiles/slurm", "-n", "--forceall", "--until", "measure",

@@ -193,9 +193,9 @@ def _write_rows(path, rows):
 
 
 @pytest.mark.slow
-def test_the_shared_compile_ahead_job_runs_before_the_measurement_that_reads_it(toy_workflow):
+def test_the_compile_ahead_job_runs_before_the_measurement_that_reads_it(toy_workflow):
     """A real run of the toy study on this host with its implementation in config key compile_ahead:
-    the shared job runs first (on the CPU it compiles nothing and writes no answer), the measurement
+    the study's compile-ahead job runs first (on the CPU it compiles nothing and writes no answer), the measurement
     job reads its file, which is removed once read; its absence then asks for no rerun."""
     path = toy_workflow / "config" / "config.yaml"
     path.write_text(path.read_text().replace("    gdn: [chunk, fla_chunk, flash_qla]\n", "    toy: [scale]\n"))
@@ -203,11 +203,11 @@ def test_the_shared_compile_ahead_job_runs_before_the_measurement_that_reads_it(
     proc = snakemake(toy_workflow, "--config", "measure=true", "gpu=cpu", "--", raw)
     log = proc.stdout + proc.stderr
     assert 0 < log.index("rule compile_ahead:") < log.index("rule measure:")
-    assert "input: .tmp/compile_ahead/data/raw/cpu.json" in log[log.index("rule measure:"):]
+    assert "input: .tmp/compile_ahead/data/raw/cpu/toy.json" in log[log.index("rule measure:"):]
     rows = _rows(toy_workflow / raw)
     assert [r["status"] for r in rows] == ["ok"] and "compile_ahead" not in rows[0]
-    assert not (toy_workflow / ".tmp" / "compile_ahead" / "data" / "raw" / "cpu.json").exists()
-    assert (toy_workflow / "data" / "raw" / "cpu" / "benchmarks" / "compile_ahead.tsv").exists()
+    assert not (toy_workflow / ".tmp" / "compile_ahead" / "data" / "raw" / "cpu" / "toy.json").exists()
+    assert (toy_workflow / "data" / "raw" / "cpu" / "benchmarks" / "compile_ahead_toy.tsv").exists()
     again = snakemake(toy_workflow, "-n", "--config", "measure=true", "gpu=cpu", "--", raw)
     assert "Nothing to be done" in again.stdout + again.stderr
 

@@ -175,7 +175,7 @@ def study_impls(study):
     return config[study][SWEEP]["impls"]
 
 
-# implementations whose cases one shared compile-ahead job prepares first (config key
+# implementations whose cases their study's compile-ahead job prepares first (config key
 # compile_ahead; kernels.harness.compile_ahead_job); not in the smoke run, on the CPU
 AHEAD = (
     []
@@ -188,7 +188,12 @@ AHEAD = (
         if impl in study_impls(study)
     ]
 )
-AHEAD_FILE = f".tmp/compile_ahead/{RAW}/{GPU}.json"
+AHEAD_STUDIES = sorted({study for study, _ in AHEAD})
+
+
+def ahead_file(study):
+    """The answers of a study's compile-ahead job, which its measurement jobs read (temporary)."""
+    return f".tmp/compile_ahead/{RAW}/{GPU}/{study}.json"
 
 
 def checkpoint_file(study, impl):

@@ -14,19 +14,22 @@ if MEASURE:
 
     if AHEAD:
 
+        # one job per study, so that a rerun of one study's jobs leaves the others' rows alone
         rule compile_ahead:
             output:
-                temp(AHEAD_FILE),
+                temp(ahead_file("{study}")),
             log:
-                f"{LOGS}/compile_ahead.log",
+                f"{LOGS}/compile_ahead_{{study}}.log",
             benchmark:
-                f"{BENCH}/compile_ahead.tsv"
+                f"{BENCH}/compile_ahead_{{study}}.tsv"
+            wildcard_constraints:
+                study="|".join(AHEAD_STUDIES),
             conda:
                 "../envs/measure.yaml"
             resources:
                 gpu=1,
             params:
-                jobs=[
+                jobs=lambda w: [
                     {
                         "study": study,
                         "impl": impl,
@@ -35,6 +38,7 @@ if MEASURE:
                         "checkpoint": checkpoint_file(study, impl),
                     }
                     for study, impl in AHEAD
+                    if study == w.study
                 ],
                 timing=config["timing"],
                 workers=config["compile_ahead"]["workers"],
@@ -45,7 +49,7 @@ if MEASURE:
 
     rule measure:
         input:
-            ahead=lambda w: [AHEAD_FILE] if (w.study, w.impl) in AHEAD else [],
+            ahead=lambda w: [ahead_file(w.study)] if (w.study, w.impl) in AHEAD else [],
         output:
             f"{RAW}/{GPU}/{{study}}/{{impl}}.jsonl",
         log:

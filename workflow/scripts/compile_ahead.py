@@ -1,15 +1,19 @@
-"""Snakemake script of rule `compile_ahead`: the run's shared compile-ahead pass.
+"""Snakemake script of rule `compile_ahead`: a study's compile-ahead job.
 
-Before the measurement jobs of the implementations that config key compile_ahead names, their
-cases are prepared in one queue of parallel processes (kernels.harness.compile_ahead_job),
-which fills the on-disk kernel caches; each of those jobs then reads the answers
-(kernels.harness.run_job's `ahead`). The job holds a GPU lease like a measurement job, so
-nothing is timed while it runs; an implementation whose rows are already written is left out.
+Before the measurement jobs of the study's implementations that config key compile_ahead
+names, their cases are prepared in one queue of parallel processes
+(kernels.harness.compile_ahead_job), which fills the on-disk kernel caches; each of those jobs
+then reads the answers (kernels.harness.run_job's `ahead`). The job holds a GPU lease like a
+measurement job, so nothing is timed while it runs; an implementation whose rows are already
+written is left out. If the pass itself fails, the file holds no answer and each job prepares
+its own cases: the failure costs time, not rows.
 """
 
+import logging
 from pathlib import Path
 
 from kernels.checks import require_gpu
+from kernels.files import write_atomic
 from kernels.gpulease import lease
 from kernels.harness import compile_ahead_job
 from kernels.logs import setup_logging
@@ -18,5 +22,9 @@ setup_logging(snakemake.log[0])  # noqa: F821 - provided by Snakemake
 jobs = [job for job in snakemake.params.jobs if not Path(job.pop("output")).exists()]  # noqa: F821
 with lease(snakemake.params.gpus, ".tmp/gpu-leases"):  # noqa: F821
     require_gpu(Path(snakemake.params.raw))  # noqa: F821 - data/raw/<gpu>/
-    compile_ahead_job(jobs, dict(snakemake.params.timing), snakemake.output[0],  # noqa: F821
-                      snakemake.params.workers)  # noqa: F821
+    try:
+        compile_ahead_job(jobs, dict(snakemake.params.timing), snakemake.output[0],  # noqa: F821
+                          snakemake.params.workers)  # noqa: F821
+    except Exception:  # noqa: BLE001 - the measurement jobs then prepare their own cases
+        logging.getLogger("kernels.compile_ahead").exception("compile-ahead pass failed; no answers")
+        write_atomic(snakemake.output[0], "{}\n")  # noqa: F821
