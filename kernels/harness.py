@@ -336,11 +336,9 @@ def compile_ahead_job(jobs: list[dict], timing: dict, out: str | os.PathLike, wo
     commit = environment()["git_commit"]
     todo = []  # (study, impl, [(key, case)])
     for job in jobs:
-        mod = importlib.import_module(f"kernels.{job['study']}.study")
         done = _read_checkpoint(Path(job["checkpoint"])) if job.get("checkpoint") else {}
-        keyed = [(case_key(job["study"], job["impl"], case, timing, commit), case)
-                 for case in mod.cases(job["sweep"], job["impl"])]
-        todo.append((job["study"], job["impl"], [(k, c) for k, c in dict(keyed).items() if k not in done]))
+        keyed = dict(keyed_cases(job["study"], job["impl"], job["sweep"], timing, commit))
+        todo.append((job["study"], job["impl"], [(k, c) for k, c in keyed.items() if k not in done]))
     result = {}
     if torch.cuda.is_available() and any(pairs for _, _, pairs in todo):
         answers = compile_ahead([(s, i, [c for _, c in pairs]) for s, i, pairs in todo], workers)
@@ -367,6 +365,13 @@ def case_key(study: str, impl: str, case: dict, timing: dict, commit: str) -> st
     """Fingerprint of one measurement: study, impl, case, timing config and code commit."""
     blob = json.dumps([study, impl, case, timing, commit], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def keyed_cases(study: str, impl: str, sweep: dict, timing: dict, commit: str) -> list[tuple[str, dict]]:
+    """The cases of ``impl`` in ``sweep`` (the study's ``cases``), each with its :func:`case_key`:
+    the key under which :func:`run_job` finds a checkpointed row and a compile-ahead answer."""
+    mod = importlib.import_module(f"kernels.{study}.study")
+    return [(case_key(study, impl, case, timing, commit), case) for case in mod.cases(sweep, impl)]
 
 
 def _read_checkpoint(path: Path) -> dict[str, dict]:
@@ -414,12 +419,12 @@ def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: 
 
     mod = importlib.import_module(f"kernels.{study}.study")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    cases = mod.cases(sweep, impl)
     isolate = impl in getattr(mod, "ISOLATE", ())
     env = environment()
     ckpt = Path(checkpoint) if checkpoint else None
     done = _read_checkpoint(ckpt) if ckpt else {}
-    keys = [case_key(study, impl, case, timing, env["git_commit"]) for case in cases]
+    keyed = keyed_cases(study, impl, sweep, timing, env["git_commit"])
+    keys, cases = [k for k, _ in keyed], [c for _, c in keyed]
     reused = sum(k in done for k in keys)
     if reused:
         log.info("[%s/%s] %d of %d cases reused from %s", study, impl, reused, len(cases), ckpt)

@@ -145,18 +145,18 @@ def benchmark_macros(bench_dir: str | os.PathLike) -> dict[str, str]:
     files), ``MeasureMinutesTotal`` and ``MeasureAheadText`` (a clause naming the compile-ahead
     jobs' minutes, empty without them).
     """
-    def minutes(path: Path) -> float:
-        return float(pd.read_csv(path, sep="\t")["s"].iloc[-1]) / 60
-
     totals: dict[str, float] = {}
-    ahead = 0.0
+    ahead, n_ahead = 0.0, 0
     files = sorted([*Path(bench_dir).glob("measure_*.tsv"), *Path(bench_dir).glob("compile_ahead_*.tsv")]) \
         if bench_dir else []
     for path in files:
-        study = path.stem.split("_")[-1] if path.stem.startswith("compile_ahead_") else path.stem.split("_")[1]
-        totals[study] = totals.get(study, 0.0) + minutes(path)
-        ahead += minutes(path) if path.stem.startswith("compile_ahead_") else 0.0
-    n_ahead = sum(p.stem.startswith("compile_ahead_") for p in files)
+        mins = float(pd.read_csv(path, sep="\t")["s"].iloc[-1]) / 60
+        if path.stem.startswith("compile_ahead_"):
+            study = path.stem.removeprefix("compile_ahead_")
+            ahead, n_ahead = ahead + mins, n_ahead + 1
+        else:
+            study = path.stem.split("_")[1]
+        totals[study] = totals.get(study, 0.0) + mins
     out = {"MeasureJobs": str(len(files)),
            "MeasureMinutesTotal": f"{sum(totals.values()):.1f}" if files else "n/a",
            "MeasureAheadText": (f"; {ahead:.1f} of them in {n_ahead} job{'s' if n_ahead > 1 else ''} "
