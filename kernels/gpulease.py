@@ -3,7 +3,9 @@
 Snakemake's ``--resources gpu=N`` bounds how many measurement jobs run at
 once, but does not say which GPU each one takes. A job holds a lease: an
 exclusive ``flock`` on ``<lock_dir>/gpu<i>.lock`` for the first free ``i``,
-then sets ``CUDA_VISIBLE_DEVICES=i`` before CUDA is initialised. The
+then sets ``CUDA_VISIBLE_DEVICES=i`` before CUDA is initialised. A
+compile-ahead job holds a shared lease instead: the studies' compile-ahead
+jobs share a GPU with each other, never with a measurement job. The
 operating system drops the lock when the process ends, so a crashed job
 frees its GPU. Where a scheduler already set ``CUDA_VISIBLE_DEVICES`` (SLURM),
 that choice stands and no lease is taken.
@@ -22,13 +24,17 @@ log = logging.getLogger("kernels.gpulease")
 
 
 @contextlib.contextmanager
-def lease(n_gpus: int, lock_dir: str | os.PathLike, poll_s: float = 0.5, timeout_s: float | None = None):
+def lease(n_gpus: int, lock_dir: str | os.PathLike, poll_s: float = 0.5, timeout_s: float | None = None,
+          shared: bool = False):
     """Hold one of ``n_gpus`` GPUs for the ``with`` block; yields its index.
 
     Sets ``CUDA_VISIBLE_DEVICES`` to that index (call before torch touches
     CUDA). Yields ``None`` without a lease when ``CUDA_VISIBLE_DEVICES`` was
-    already set. Raises ValueError when ``n_gpus`` < 1 and TimeoutError when
-    no GPU frees up within ``timeout_s`` seconds.
+    already set. ``shared``: any number of shared leases hold a GPU together
+    (the first GPU that no exclusive lease holds), and an exclusive lease waits
+    until none is held, as shared ones wait for an exclusive one. Raises
+    ValueError when ``n_gpus`` < 1 and TimeoutError when no GPU frees up within
+    ``timeout_s`` seconds.
     """
     if n_gpus < 1:
         raise ValueError(f"n_gpus must be at least 1, got {n_gpus}")
@@ -42,17 +48,18 @@ def lease(n_gpus: int, lock_dir: str | os.PathLike, poll_s: float = 0.5, timeout
         for i in range(n_gpus):
             f = open(lock_dir / f"gpu{i}.lock", "a+")
             try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(f, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
             except BlockingIOError:
                 f.close()
                 continue
             try:
-                f.seek(0)
-                f.truncate()
-                f.write(f"{os.getpid()}\n")
-                f.flush()
+                if not shared:  # the holder's pid, for whoever looks; shared holders leave it
+                    f.seek(0)
+                    f.truncate()
+                    f.write(f"{os.getpid()}\n")
+                    f.flush()
                 os.environ["CUDA_VISIBLE_DEVICES"] = str(i)
-                log.info("leased GPU %d of %d (pid %d)", i, n_gpus, os.getpid())
+                log.info("leased GPU %d of %d (pid %d%s)", i, n_gpus, os.getpid(), ", shared" if shared else "")
                 yield i
             finally:
                 os.environ.pop("CUDA_VISIBLE_DEVICES", None)

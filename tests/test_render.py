@@ -67,12 +67,16 @@ def test_first_call_minutes_sum_every_one_off_column():
     assert render.first_call_macros([pd.DataFrame({"median_ms": [1.0]})]) == {"MeasureMinutesFirstCall": "n/a"}
 
 
-def test_run_minutes_count_the_compile_ahead_jobs(tmp_path):
-    for name, seconds in (("measure_gdn_chunk", 120), ("measure_flex_flex", 60), ("compile_ahead_gdn", 240)):
+def test_run_minutes_count_the_compile_ahead_jobs_once_side_by_side(tmp_path):
+    for name, seconds in (("measure_gdn_chunk", 120), ("measure_flex_flex", 60), ("compile_ahead_gdn", 240),
+                          ("compile_ahead_flex", 180)):
         (tmp_path / f"{name}.tsv").write_text(f"s\th:m:s\n{seconds}\t0:00:00\n")
     out = render.benchmark_macros(tmp_path)
-    assert (out["MeasureJobs"], out["MeasureMinutesTotal"], out["MeasureMinutesGdn"]) == ("3", "7.0", "6.0")
-    assert out["MeasureMinutesFlex"] == "1.0" and out["MeasureAheadText"].startswith("; 4.0 of them in 1 job ")
+    assert (out["MeasureJobs"], out["MeasureMinutesTotal"], out["MeasureMinutesGdn"]) == ("2", "7.0", "2.0")
+    assert out["MeasureMinutesFlex"] == "1.0"
+    assert out["MeasureAheadText"] == "; before them, 2 jobs that compiled kernels ahead of the timed ones, side by side, 4.0"
+    (tmp_path / "compile_ahead_flex.tsv").unlink()
+    assert render.benchmark_macros(tmp_path)["MeasureAheadText"].endswith("timed ones, 4.0")
     (tmp_path / "compile_ahead_gdn.tsv").unlink()
     assert render.benchmark_macros(tmp_path)["MeasureMinutesTotal"] == "3.0"
     assert render.benchmark_macros(tmp_path)["MeasureAheadText"] == ""

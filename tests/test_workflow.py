@@ -212,6 +212,44 @@ def test_the_compile_ahead_job_runs_before_the_measurement_that_reads_it(toy_wor
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
+def _add_toy_study(wf, name):
+    """A second toy study, ``name``, in the toy workflow: the toy's files with its name replaced."""
+    pkg = wf / "kernels" / name
+    shutil.copytree(wf / "kernels" / "toy", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    for path in (pkg / "study.py", pkg / "report.py"):
+        path.write_text(path.read_text().replace('"toy"', f'"{name}"').replace("toy_", f"{name}_")
+                        .replace('"ToyRows"', f'"{name.capitalize()}Rows"'))
+    for src, dst in ((wf / "config" / "studies" / "toy.yaml", wf / "config" / "studies" / f"{name}.yaml"),
+                     (wf / "workflow" / "schemas" / "toy.schema.yaml", wf / "workflow" / "schemas" / f"{name}.schema.yaml")):
+        dst.write_text(src.read_text().replace("toy", name))
+    cfg = wf / "config" / "config.yaml"
+    assert "studies: [toy" in cfg.read_text()
+    cfg.write_text(cfg.read_text().replace("studies: [toy", f"studies: [toy, {name}"))
+
+
+@pytest.mark.slow
+def test_the_compile_ahead_jobs_run_side_by_side_before_any_measurement(toy_workflow):
+    """Two studies with an implementation in config key compile_ahead, on a host of one GPU (the
+    default profile's gpu=1): both compile-ahead jobs start before either ends, and the
+    measurements (the ahead ones' and a third study's, which reads no answers) start after both."""
+    _add_toy_study(toy_workflow, "toyb")
+    _add_toy_study(toy_workflow, "toyc")
+    path = toy_workflow / "config" / "config.yaml"
+    path.write_text(path.read_text().replace("    gdn: [chunk, fla_chunk, flash_qla]\n",
+                                             "    toy: [scale]\n    toyb: [scale]\n"))
+    targets = [f"data/raw/cpu/{study}/scale.jsonl" for study in ("toy", "toyb", "toyc")]
+    proc = snakemake(toy_workflow, "--cores", "4", "--config", "measure=true", "gpu=cpu", "--", *targets)
+    log = proc.stdout + proc.stderr
+    starts = [i for i in range(len(log)) if log.startswith("rule compile_ahead:", i)]
+    ends = [log.index(f"Finished jobid: {jobid} (Rule: compile_ahead)")
+            for jobid in (log[s:].split("jobid: ", 1)[1].split()[0] for s in starts)]
+    assert len(starts) == 2 and max(starts) < min(ends), log
+    measures = [i for i in range(len(log)) if log.startswith("rule measure:", i)]
+    assert len(measures) == 3 and min(measures) > max(ends), log
+    for study in ("toy", "toyb", "toyc"):
+        assert [r["status"] for r in _rows(toy_workflow / f"data/raw/cpu/{study}/scale.jsonl")] == ["ok"]
+
+
 @pytest.mark.slow
 def test_quick_run_checks_against_the_committed_rows(toy_workflow):
     """Two real runs of the toy study on this host: the sweep into data/raw/cpu/ (the committed

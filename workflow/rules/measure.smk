@@ -6,6 +6,8 @@ if MEASURE:
             "measurement jobs need a GPU limit so that two never share a GPU: run with the "
             "default profile (profiles/default sets resources gpu=1) or pass --resources gpu=N"
         )
+    if "gpu_slots" not in workflow.global_resources:  # GPU_SLOTS per GPU (common.smk)
+        workflow.register_resource("gpu_slots", GPU_SLOTS * workflow.global_resources["gpu"].value)
 
     if not SMOKE:
 
@@ -14,7 +16,8 @@ if MEASURE:
 
     if AHEAD:
 
-        # one job per study, so that a rerun of one study's jobs leaves the others' rows alone
+        # one job per study, so that a rerun of one study's jobs leaves the others' rows alone; all
+        # of them first, side by side (gpu_slots, common.smk), then the measurements
         rule compile_ahead:
             output:
                 temp(ahead_file("{study}")),
@@ -26,8 +29,9 @@ if MEASURE:
                 study="|".join(AHEAD_STUDIES),
             conda:
                 "../envs/measure.yaml"
+            priority: 1
             resources:
-                gpu=1,
+                gpu_slots=1,
             params:
                 jobs=lambda w: [
                     {
@@ -63,6 +67,7 @@ if MEASURE:
             "../envs/measure.yaml"
         resources:
             gpu=1,
+            gpu_slots=GPU_SLOTS,
         params:
             sweep=lambda w: config[w.study][SWEEP],
             timing=config["timing"],

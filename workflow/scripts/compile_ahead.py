@@ -3,8 +3,9 @@
 Before the measurement jobs of the study's implementations that config key compile_ahead
 names, their cases are prepared in one queue of parallel processes
 (kernels.harness.compile_ahead_job), which fills the on-disk kernel caches; each of those jobs
-then reads the answers (kernels.harness.run_job's `ahead`). The job holds a GPU lease like a
-measurement job, so nothing is timed while it runs; an implementation whose rows are already
+then reads the answers (kernels.harness.run_job's `ahead`). The job holds a shared GPU lease,
+which the other studies' compile-ahead jobs share and a measurement job waits for, so nothing is
+timed while it runs; an implementation whose rows are already
 written is left out. If the pass itself fails, the file holds no answer and each job prepares
 its own cases: the failure costs time, not rows.
 """
@@ -20,7 +21,7 @@ from kernels.logs import setup_logging
 
 setup_logging(snakemake.log[0])  # noqa: F821 - provided by Snakemake
 jobs = [job for job in snakemake.params.jobs if not Path(job.pop("output")).exists()]  # noqa: F821
-with lease(snakemake.params.gpus, ".tmp/gpu-leases"):  # noqa: F821
+with lease(snakemake.params.gpus, ".tmp/gpu-leases", shared=True):  # noqa: F821
     require_gpu(Path(snakemake.params.raw))  # noqa: F821 - data/raw/<gpu>/
     try:
         compile_ahead_job(jobs, dict(snakemake.params.timing), snakemake.output[0],  # noqa: F821
