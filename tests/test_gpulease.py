@@ -10,9 +10,9 @@ import pytest
 from kernels import gpulease
 
 
-def _hold(lock_dir, n, hold_s, queue):
+def _hold(lock_dir, n, hold_s, queue, shared=False):
     os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-    with gpulease.lease(n, lock_dir, poll_s=0.02) as gpu:
+    with gpulease.lease(n, lock_dir, poll_s=0.02, shared=shared) as gpu:
         start = time.monotonic()
         queue.put((gpu, os.environ["CUDA_VISIBLE_DEVICES"], start))
         time.sleep(hold_s)
@@ -67,30 +67,22 @@ def test_scheduler_choice_stands(tmp_path, monkeypatch):
             pass
 
 
-def _hold_shared(lock_dir, n, hold_s, queue):
-    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-    with gpulease.lease(n, lock_dir, poll_s=0.02, shared=True) as gpu:
-        queue.put((gpu, "shared", time.monotonic()))
-        time.sleep(hold_s)
-        queue.put((gpu, "end", time.monotonic()))
-
-
 def test_shared_leases_hold_a_gpu_together_and_an_exclusive_one_waits(tmp_path, monkeypatch):
     """Two compile-ahead jobs (shared) on a one-GPU host hold it at once; a measurement job
     (exclusive) gets it only once both have ended, and a shared lease waits for an exclusive one."""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    shared = [ctx.Process(target=_hold_shared, args=(tmp_path, 1, 0.6, queue)) for _ in range(2)]
+    shared = [ctx.Process(target=_hold, args=(tmp_path, 1, 0.6, queue, True)) for _ in range(2)]
     for p in shared:
         p.start()
     first = [queue.get(timeout=30), queue.get(timeout=30)]
-    assert [kind for _, kind, _ in first] == ["shared", "shared"]  # both hold it before either ends
+    assert [kind for _, kind, _ in first] == ["0", "0"]  # both hold GPU 0 before either ends
     with gpulease.lease(1, tmp_path, poll_s=0.02, timeout_s=30) as gpu:
         got = time.monotonic()
         ends = [queue.get(timeout=5) for _ in range(2)]
         assert gpu == 0 and all(kind == "end" and t <= got for _, kind, t in ends)
-        waiting = ctx.Process(target=_hold_shared, args=(tmp_path, 1, 0.0, queue))
+        waiting = ctx.Process(target=_hold, args=(tmp_path, 1, 0.0, queue, True))
         waiting.start()
         time.sleep(1.5)  # long enough for the process to start and try
         assert queue.empty()  # the shared lease waits while the exclusive one is held
