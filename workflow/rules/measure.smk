@@ -6,8 +6,11 @@ if MEASURE:
             "measurement jobs need a GPU limit so that two never share a GPU: run with the "
             "default profile (profiles/default sets resources gpu=1) or pass --resources gpu=N"
         )
-    if "gpu_slots" not in workflow.global_resources:  # GPU_SLOTS per GPU (common.smk)
-        workflow.register_resource("gpu_slots", GPU_SLOTS * workflow.global_resources["gpu"].value)
+    # GPU_SLOTS per GPU (common.smk) unless given
+    if workflow.is_main_process and "gpu_slots" not in workflow.global_resources:
+        workflow.register_resource(
+            "gpu_slots", GPU_SLOTS * workflow.global_resources["gpu"].value
+        )
 
     if not SMOKE:
 
@@ -27,9 +30,9 @@ if MEASURE:
                 f"{BENCH}/compile_ahead_{{study}}.tsv"
             wildcard_constraints:
                 study="|".join(AHEAD_STUDIES),
+            priority: 1
             conda:
                 "../envs/measure.yaml"
-            priority: 1
             resources:
                 gpu_slots=1,
             params:
