@@ -238,6 +238,11 @@ def test_the_compile_ahead_jobs_run_side_by_side_before_any_measurement(toy_work
     path.write_text(path.read_text().replace("    gdn: [chunk, fla_chunk, flash_qla]\n",
                                              "    toy: [scale]\n    toyb: [scale]\n"))
     targets = [f"data/raw/cpu/{study}/scale.jsonl" for study in ("toy", "toyb", "toyc")]
+    # the priority is what puts them first: without it the scheduler's pick among jobs ready at once is a tie-break
+    dry = snakemake(toy_workflow, "-n", "--config", "measure=true", "gpu=cpu", "--", *targets).stdout
+    blocks = [b.split("\n\n")[0] for b in dry.split("rule ")[1:]]
+    assert [("priority: 1" in b) for b in blocks if b.startswith("compile_ahead:")] == [True, True], dry
+    assert not any("priority: 1" in b for b in blocks if b.startswith("measure:")), dry
     proc = snakemake(toy_workflow, "--cores", "4", "--config", "measure=true", "gpu=cpu", "--", *targets)
     log = proc.stdout + proc.stderr
     starts = [i for i in range(len(log)) if log.startswith("rule compile_ahead:", i)]
