@@ -55,7 +55,7 @@ from typing import Any, Callable
 
 from kernels import timing as timing_mod
 from kernels.correctness import Mismatch
-from kernels.env import environment
+from kernels.env import environment, git_commit
 from kernels.files import write_atomic, write_jsonl
 from kernels.profiling import kernel_breakdown
 
@@ -330,10 +330,12 @@ def compile_ahead_job(jobs: list[dict], timing: dict, out: str | os.PathLike, wo
             :func:`run_job` reads (its ``ahead`` argument).
         workers: child processes at a time.
     Returns what was written. On a machine without CUDA nothing is compiled ahead (``{}``).
+    The commit of the case keys is :func:`kernels.env.git_commit`, the one of run_job's rows'
+    ``env``; the rest of that block (nvidia-smi, the package versions) is not needed here.
     """
     import torch
 
-    commit = environment()["git_commit"]
+    commit = git_commit()
     todo = []  # (study, impl, [(key, case)])
     for job in jobs:
         done = _read_checkpoint(Path(job["checkpoint"])) if job.get("checkpoint") else {}

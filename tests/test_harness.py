@@ -215,6 +215,7 @@ def test_shared_compile_ahead_leaves_out_checkpointed_cases_and_the_jobs_read_it
     (not the cases their checkpoints hold), writes the answers by case key, and run_job puts
     each answer in its case's row, preparing ahead itself only the case the file has no answer for."""
     monkeypatch.setattr(harness, "environment", _fake_env("abc"))
+    monkeypatch.setenv("ARTIFACT_GIT_COMMIT", "abc")  # the commit of compile_ahead_job's keys (env.git_commit)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the children still run on the CPU
     queued = []
     monkeypatch.setattr(harness, "compile_ahead", lambda jobs, workers: [
