@@ -190,8 +190,8 @@ AHEAD = (
 )
 AHEAD_STUDIES = sorted({study for study, _ in AHEAD})
 # Snakemake resource gpu_slots: a measurement job takes all of a GPU's slots, a compile-ahead job
-# one, so the studies' compile-ahead jobs run together (each compiles on the CPU and barely uses
-# the GPU) and never beside a measurement on a one-GPU host; kernels/gpulease.py's shared lease
+# one, so the studies' compile-ahead jobs run together (their children mostly compile on the CPU)
+# and never beside a measurement on a one-GPU host; kernels/gpulease.py's shared lease
 # keeps them off a GPU that a measurement holds on a host of several.
 GPU_SLOTS = max(len(AHEAD_STUDIES), 1)
 

@@ -5,9 +5,9 @@ names, their cases are prepared in one queue of parallel processes
 (kernels.harness.compile_ahead_job), which fills the on-disk kernel caches; each of those jobs
 then reads the answers (kernels.harness.run_job's `ahead`). The job holds a shared GPU lease,
 which the other studies' compile-ahead jobs share and a measurement job waits for, so nothing is
-timed while it runs; an implementation whose rows are already
-written is left out. If the pass itself fails, the file holds no answer and each job prepares
-its own cases: the failure costs time, not rows.
+timed while it runs; an implementation whose rows are already written is left out. If the
+pass itself fails, the file holds no answer and each job prepares its own cases: the failure
+costs time, not rows.
 """
 
 import logging
