@@ -93,12 +93,14 @@ def table_to_latex(table: pd.DataFrame, caption: str | None = None) -> str:
 
 
 def _two_lines(header: str) -> str:
-    """A header cell of two or more words as two centred lines (split at the space nearest its middle)."""
-    spaces = [i for i, c in enumerate(header) if c == " "]
-    if not spaces:
+    """A header cell of two or more words as two centred lines, split at the space (dropped) or
+    after the hyphen (kept) nearest its middle."""
+    cuts = [(i, i + 1) for i, c in enumerate(header) if c == " "]
+    cuts += [(i + 1, i + 1) for i, c in enumerate(header[:-1]) if c == "-" and i > 0]
+    if not cuts:
         return "{" + header + "}"
-    cut = min(spaces, key=lambda i: abs(i - len(header) / 2))
-    return "{\\shortstack{" + header[:cut] + "\\\\" + header[cut + 1:] + "}}"
+    end, start = min(cuts, key=lambda cut: abs(cut[0] - len(header) / 2))
+    return "{\\shortstack{" + header[:end] + "\\\\" + header[start:] + "}}"
 
 
 def render_table(study: str, name: str, tidy_csv: str, out: str) -> None:

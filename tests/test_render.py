@@ -25,6 +25,13 @@ def test_missing_values_print_as_one_marker_and_columns_keep_their_decimals():
     assert "{n/a}" in tex and "1.00 & 2 \\\\" in tex and "0.25 & 4" in tex
 
 
+def test_long_headers_break_into_two_lines_at_a_space_or_after_a_hyphen():
+    tex = render.table_to_latex(pd.DataFrame({"SDPA + mask": [1.0], "mem.-efficient": [2.0], "x": [3.0]}))
+    head = tex.split("\\midrule")[0]
+    assert r"{\shortstack{SDPA +\\mask}}" in head and r"{\shortstack{mem.-\\efficient}}" in head
+    assert "{x}" in head
+
+
 def test_macro_names_must_be_letters():
     assert render.macro_lines({"SwigluX": "1.5"}) == [r"\newcommand{\SwigluX}{1.5}"]
     with pytest.raises(ValueError, match="letters only"):
