@@ -216,10 +216,13 @@ def test_refusal_macros(derived):
     assert m["FlexFlashUnsupportedCases"] == "sliding window (9 rows); causal with soft-cap (tanh) (1 row)"
     assert m["FlexFlashUnsupportedErrors"] == (r"ValueError: Expected TensorSSA, but got <class 'int'> (9 rows); "
                                                r"NotImplementedError: soft\_cap needs head\_dim \% 16 == 0 (1 row)")
+    assert m["FlexFlashUnsupportedText"] == (
+        f"It refused 10 of its 46 cases ({m['FlexFlashUnsupportedCases']}), each recorded as unsupported "
+        f"with the backend's message ({m['FlexFlashUnsupportedErrors']}).")
     assert report.macros(derived)["FlexFlashUnsupportedRows"] == "10 of 46"
     ok = report.refusal_macros(derived[derived["status"] == "ok"], "flex_flash", "FlexFlash")
     assert ok == {"FlexFlashUnsupportedRows": "0 of 36", "FlexFlashUnsupportedCases": "none",
-                  "FlexFlashUnsupportedErrors": "none"}
+                  "FlexFlashUnsupportedErrors": "none", "FlexFlashUnsupportedText": "It refused none of its 36 cases."}
     assert set(report.refusal_macros(derived.iloc[0:0], "flex_flash", "FlexFlash").values()) == {"n/a"}
     assert set(report.refusal_macros(derived[derived["impl"] != "flex_flash"], "flex_flash", "X").values()) == {"n/a"}
 

@@ -693,11 +693,12 @@ def refusal_macros(df: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
     ``<prefix>UnsupportedCases`` (each refused configuration, :func:`_refused_case`, with its number
     of rows, most first) and ``<prefix>UnsupportedErrors`` (each distinct message, :func:`_message`,
     with its number of rows, most first; escaped for LaTeX). "none" for the last two when it refused
-    nothing; n/a for all three without rows of ``impl``."""
+    nothing; n/a for all three without rows of ``impl``. ``<prefix>UnsupportedText``: the paper's
+    sentence on them ("It refused none of its 60 cases." or the cases and messages)."""
     d = _main_gpu(df)
     mine = d[d["impl"] == impl] if not d.empty else d
     if mine.empty:
-        return {f"{prefix}Unsupported{name}": style.MISSING for name in ("Rows", "Cases", "Errors")}
+        return {f"{prefix}Unsupported{name}": style.MISSING for name in ("Rows", "Cases", "Errors", "Text")}
     refused = mine[mine["status"] == "unsupported"]
 
     def counted(values: pd.Series) -> str:
@@ -706,9 +707,14 @@ def refusal_macros(df: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
 
     cases = refused.apply(_refused_case, axis=1) if not refused.empty else pd.Series(dtype=str)
     errors = refused["error"].map(lambda e: _message(e, impl)) if not refused.empty else pd.Series(dtype=str)
-    return {f"{prefix}UnsupportedRows": f"{len(refused)} of {len(mine)}",
-            f"{prefix}UnsupportedCases": kit.escape_latex(counted(cases)),
-            f"{prefix}UnsupportedErrors": kit.escape_latex(counted(errors))}
+    out = {f"{prefix}UnsupportedRows": f"{len(refused)} of {len(mine)}",
+           f"{prefix}UnsupportedCases": kit.escape_latex(counted(cases)),
+           f"{prefix}UnsupportedErrors": kit.escape_latex(counted(errors))}
+    out[f"{prefix}UnsupportedText"] = (
+        f"It refused none of its {len(mine)} cases." if refused.empty else
+        f"It refused {len(refused)} of its {len(mine)} cases ({out[f'{prefix}UnsupportedCases']}), each recorded "
+        f"as unsupported with the backend's message ({out[f'{prefix}UnsupportedErrors']}).")
+    return out
 
 
 def macros(df: pd.DataFrame) -> dict[str, str]:
