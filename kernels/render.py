@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import logging
 import os
 import re
@@ -89,7 +90,7 @@ def table_to_latex(table: pd.DataFrame, caption: str | None = None) -> str:
     latex = styler.to_latex(hrules=True, siunitx=True, caption=caption, sparse_index=False,
                             sparse_columns=True, multicol_align="c")
     head, rule, body = latex.partition("\\midrule")
-    return re.sub(r"\{([^{}]{10,})\}", lambda m: _two_lines(m.group(1)), head) + rule + body
+    return re.sub(r"\{([^{}]{8,})\}", lambda m: _two_lines(m.group(1)), head) + rule + body
 
 
 def _two_lines(header: str) -> str:
@@ -123,8 +124,10 @@ def macro_lines(values: dict[str, str]) -> list[str]:
 
 
 def environment_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
-    """Hardware and software versions of the measurements, from the rows' env columns, and
-    ``EnvGpuCount``, how many GPUs (distinct UUIDs) the rows come from, in words up to three."""
+    """Hardware and software versions of the measurements, from the rows' env columns,
+    ``EnvAnchors`` (each anchor package that a row found installed, with its versions: "fla-core
+    0.6.0, liger-kernel 0.8.5"; the rows' ``env.anchors``) and ``EnvGpuCount``, how many GPUs
+    (distinct UUIDs) the rows come from, in words up to three."""
     keys = {"EnvGpuName": "env_gpu_name", "EnvDriver": "env_driver", "EnvCuda": "env_cuda",
             "EnvTorch": "env_torch", "EnvTriton": "env_triton", "EnvPython": "env_python",
             "EnvCommit": "env_git_commit", "EnvSmClock": "env_max_sm_clock_mhz"}
@@ -134,6 +137,13 @@ def environment_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
         if macro == "EnvCommit":  # short hashes, as git prints them ("-dirty" kept)
             values = {v[:7] + v[40:] if re.fullmatch(r"[0-9a-f]{40}(-dirty)?", v) else v for v in values}
         out[macro] = escape_latex(", ".join(sorted(values)) if values else "n/a")
+    anchors: dict[str, set[str]] = {}
+    for blob in (v for df in frames if "env_anchors" in df for v in df["env_anchors"].dropna().unique()):
+        for package, version in (json.loads(blob) if isinstance(blob, str) else blob).items():
+            if version:
+                anchors.setdefault(package, set()).add(str(version))
+    out["EnvAnchors"] = escape_latex(", ".join(f"{p} {'/'.join(sorted(v))}" for p, v in sorted(anchors.items()))
+                                     or "none")
     gpus = {str(v) for df in frames if "env_gpu_uuid" in df for v in df["env_gpu_uuid"].dropna()}
     out["EnvGpuCount"] = {1: "one", 2: "two", 3: "three"}.get(len(gpus), str(len(gpus)))
     return out
@@ -224,15 +234,25 @@ def drift_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
 def warmup_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
     """How the warm-up and the spin went (tidy ``timing_*`` columns of CUDA rows):
     ``RowsTimed`` (rows with a warm-up), ``RowsWarmupStable`` (their warm-up settled),
-    ``RowsSpinShort`` (rows whose device time may hold host time, :func:`kernels.timing.host_bound`) and ``WarmupMedianMs``."""
+    ``RowsSpinShort`` (rows whose device time may hold host time, :func:`kernels.timing.host_bound`),
+    ``RowsSpinShortImpls`` (their number per implementation, most first: "22 SwiGLU copy, 4 GDN
+    token loop"), ``RowsSpinShortEnqueueUs`` (the range of the enqueue time measured alone of those
+    whose enqueue is shorter than their spin, µs; n/a if none) and ``WarmupMedianMs``."""
     stable = pd.concat([df["timing_warmup_stable"].dropna().astype(str).str.lower().eq("true")
                         for df in frames if "timing_warmup_stable" in df] or [pd.Series(dtype=bool)])
-    short = sum(timing.host_bound(s, n) for df in frames if "timing_spin_short" in df
-                for s, n in zip(pd.to_numeric(df["timing_spin_short"], errors="coerce"),
-                                pd.to_numeric(df["n_reps"], errors="coerce")))
+    short = [df[[timing.host_bound(s, n) for s, n in zip(pd.to_numeric(df["timing_spin_short"], errors="coerce"),
+                                                          pd.to_numeric(df["n_reps"], errors="coerce"))]]
+             for df in frames if "timing_spin_short" in df]
+    short = pd.concat(short) if short else pd.DataFrame(columns=["study", "impl"])
+    counts = short.groupby(["study", "impl"]).size().sort_values(ascending=False, kind="stable")
+    impls = ", ".join(f"{n} {style.STUDY_LABELS.get(study, study)} {style.label(study, impl)}"
+                      for (study, impl), n in counts.items())
+    enqueue = pd.to_numeric(short.get("timing_enqueue_us"), errors="coerce") if len(short) else pd.Series(dtype=float)
+    within = enqueue[enqueue < pd.to_numeric(short.get("timing_spin_us"), errors="coerce")] if len(short) else enqueue
     warm = _column(frames, "timing_warmup_ms")
     return {"RowsTimed": str(len(stable)), "RowsWarmupStable": str(int(stable.sum())),
-            "RowsSpinShort": str(short),
+            "RowsSpinShort": str(len(short)), "RowsSpinShortImpls": impls or "none",
+            "RowsSpinShortEnqueueUs": (f"{within.min():.1f}--{within.max():.1f}" if len(within) else style.MISSING),
             "WarmupMedianMs": f"{warm.median():.0f}" if len(warm) else "n/a"}
 
 

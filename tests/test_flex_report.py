@@ -114,17 +114,24 @@ def test_figures_draw_partial_data(derived, name, subset):
 def test_tables(derived):
     summary = report.TABLES["flex_summary"](derived)
     assert {"tiles %", "vs causal", "% ideal", "vs FA2", "vs cuDNN"} <= set(summary.columns)
-    assert len(summary) == 3 * 2 * 3  # 3 passes x 2 seqlens >= 8K x (causal, window, document)
+    by_backend = summary["backend"].value_counts().to_dict()
+    # 3 passes x 2 seqlens >= 8K x (causal, window, document); FLASH: (causal, 3 documents), windows refused
+    assert by_backend == {"Triton": 3 * 2 * 3, "FLASH": 3 * 2 * 4}
     dense = report.TABLES["flex_dense"](derived)
     assert {"Flex", "FA2", "cuDNN", "naive"} <= set(dense.columns)
     refused = derived.assign(status=derived["status"].where(derived["impl"] != "sdpa_flash", "unsupported"))
     assert "FA2" not in report.TABLES["flex_dense"](refused).columns  # no timed row, no column
     tiles = report.TABLES["flex_tile_cost"](derived)
-    assert list(tiles.columns) == ["pass", "N", "mask", "tiles / row", "fill %", "% ideal", "tile cost", "fit"]
-    assert len(tiles) == 3 * 2 * 2  # 3 passes x 2 seqlens >= 8K x (window, document)
-    assert set(tiles["tile cost"]) == {1.25, 1.33} and tiles["fit"].notna().all()
+    assert list(tiles.columns) == ["pass", "backend", "N", "mask", "tiles / row", "fill %", "% ideal", "tile cost",
+                                   "fit"]
+    triton, flash = tiles[tiles["backend"] == "Triton"], tiles[tiles["backend"] == "FLASH"]
+    assert len(triton) == 3 * 2 * 2  # 3 passes x 2 seqlens >= 8K x (window, document)
+    assert set(triton["tile cost"]) == {1.25, 1.33} and tiles["fit"].notna().all()
+    assert len(flash) == 3 * 2 * 3  # its 3 document cases; the fit of its own row cost predicts them
+    assert flash["fit"].to_numpy() == pytest.approx(flash["tile cost"].to_numpy(), abs=0.006)
     mods = report.TABLES["flex_score_mods"](derived)
     assert set(mods["modification"]) == {"ALiBi", "soft-cap (tanh)", "soft-cap (sigmoid)", "ALiBi + soft-cap"}
+    assert set(mods["backend"]) == {"Triton"}  # the synthetic table has no FLASH score modification timed
     for name, fn in report.TABLES.items():
         assert fn(derived.iloc[0:0]).empty, name
 

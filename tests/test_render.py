@@ -64,7 +64,10 @@ def test_environment_macros_short_commits_and_missing_columns():
     out = environment_macros([a, b])
     assert out["EnvCommit"] == "025919f, 50ffca4-dirty, bc51902"
     assert out["EnvGpuName"] == "NVIDIA H200"
-    assert out["EnvDriver"] == "n/a"
+    assert out["EnvDriver"] == "n/a" and out["EnvAnchors"] == "none"
+    c = pd.DataFrame({"env_anchors": ['{"flash-qla": "0.1.3", "liger-kernel": null}',
+                                      '{"flash-qla": "0.1.4", "fla-core": "0.6.0"}']})
+    assert environment_macros([c])["EnvAnchors"] == "fla-core 0.6.0, flash-qla 0.1.3/0.1.4"
 
 
 def test_first_call_minutes_sum_every_one_off_column():
@@ -117,10 +120,19 @@ def test_timing_drift_and_warmup_macros():
         "RowsDriftWithinPct": "25", "RowsDriftThresholdPct": "5", "RowsDriftMaxPct": "20",
         "RowsDriftMinPct": "-10"}
     assert render.drift_macros([])["RowsDriftMaxPct"] == "n/a"
-    c = pd.DataFrame({"timing_warmup_stable": [True, False, None], "timing_spin_short": [0, 30, None],
-                      "n_reps": [100, 100, 3], "timing_warmup_ms": [100.0, 300.0, None]})
-    assert render.warmup_macros([c]) == {"RowsTimed": "2", "RowsWarmupStable": "1", "RowsSpinShort": "1",
-                                         "WarmupMedianMs": "200"}
+    c = pd.DataFrame({"study": "swiglu", "impl": ["eager", "copy", "copy"],
+                      "timing_warmup_stable": [True, False, None], "timing_spin_short": [0, 30, None],
+                      "n_reps": [100, 100, 3], "timing_warmup_ms": [100.0, 300.0, None],
+                      "timing_enqueue_us": [5.0, 9.5, None], "timing_spin_us": [56.0, 57.0, None]})
+    loop = pd.DataFrame({"study": "gdn", "impl": "naive", "timing_warmup_stable": [True], "timing_spin_short": [5],
+                         "n_reps": [5], "timing_warmup_ms": [2000.0], "timing_enqueue_us": [3e5],
+                         "timing_spin_us": [2e4]})
+    assert render.warmup_macros([c, loop]) == {
+        "RowsTimed": "3", "RowsWarmupStable": "2", "RowsSpinShort": "2",
+        "RowsSpinShortImpls": "1 Gated DeltaNet token loop, 1 SwiGLU copy",  # ties by study
+        "RowsSpinShortEnqueueUs": "9.5--9.5",  # the token loop's enqueue outlasts its spin: not in the range
+        "WarmupMedianMs": "300"}
+    assert render.warmup_macros([c.iloc[:1]])["RowsSpinShortImpls"] == "none"
 
 
 def test_tidy_drift_compares_the_last_five_repetitions_with_the_first_five():

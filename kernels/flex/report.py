@@ -35,6 +35,8 @@ config group ``masks`` (role, :data:`REFERENCE_GROUP`).
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pandas as pd
 from matplotlib import ticker
@@ -57,6 +59,8 @@ FAMILY_COLORS = dict(zip(MASK_LABEL, ["#000000", "#4C72B0", "#DD8452", "#8172B3"
 #: causal rows: impl -> the prefix of its macros (the default Triton backend's ``Flex...``, the
 #: FLASH backend's, FlashAttention-4's CuTe kernels, ``FlexFlash...``).
 BACKENDS = {"flex": "Flex", "flex_flash": "FlexFlash"}
+#: Each backend's name in the tables and figures that set the two side by side.
+BACKEND_LABEL = {"flex": "Triton", "flex_flash": "FLASH"}
 #: The config group (role) whose shape is the study's reference shape: every mask family at one shape.
 REFERENCE_GROUP = "masks"
 #: The fields of a shape (the reference shape's, :func:`_reference`).
@@ -210,39 +214,45 @@ def _seqlen_ticks(ax, seqlens) -> None:
 
 
 def fig_speedup_density(df: pd.DataFrame):
-    """FlexAttention speedup over flex causal against the tiles it computes (as a fraction of causal's
-    tiles), per mask family, at sequence lengths N of 8192 and more; the dashed line is the ideal (time
-    proportional to tiles), the dotted one 80 % of it."""
+    """FlexAttention speedup over the backend's own causal against the tiles it computes (as a
+    fraction of causal's tiles), per mask family, at sequence lengths N of 8191 and more: one row of
+    panels per backend (top: the default Triton one; below it, where timed, the FLASH backend); the
+    dashed line is the ideal (time proportional to tiles), the dotted one 80 % of it."""
     d = _ok(_main_gpu(df))
-    d = d[(d["impl"] == "flex") & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)] if not d.empty else d
-    passes = [p for p in ("fwd", "fwdbwd", "bwd") if not d.empty and (d["pass"] == p).any()] or ["fwd"]
-    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.6, ncols=len(passes), squeeze=False)
+    d = d[d["impl"].isin(BACKENDS) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)] if not d.empty else d
+    backends = [b for b in BACKENDS if not d.empty and (d["impl"] == b).any()] or ["flex"]
+    passes = [p for p in ("fwd", "bwd", "fwdbwd") if not d.empty and (d["pass"] == p).any()] or ["fwd"]
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=0.4 + 2.3 * len(backends), nrows=len(backends),
+                             ncols=len(passes), squeeze=False)
     families = [m for m in MASK_LABEL if not d.empty and (d["mask"] == m).any()]
-    colors = FAMILY_COLORS
-    for ax, pas in zip(axes[0], passes):
-        p = d[d["pass"] == pas] if not d.empty else d
-        if p.empty or p["ideal_ratio"].isna().all():
-            kit.mark_empty(ax)
-            continue
-        x = 1.0 / p["ideal_ratio"]
-        grid = np.geomspace(max(x.min() * 0.8, 1e-3), 1.05, 50)
-        ax.plot(grid, 1.0 / grid, color="0.5", lw=0.8, ls="--", label="ideal")
-        ax.plot(grid, 0.8 / grid, color="0.7", lw=0.6, ls=":", label="80 % of ideal")
-        for fam in families:
-            f = p[p["mask"] == fam]
-            for n, marker in zip(sorted(f["seqlen"].unique()), "osD^v"):
-                g = f[f["seqlen"] == n]
-                ax.scatter(1.0 / g["ideal_ratio"], g["speedup_vs_causal"], color=colors[fam], marker=marker, s=14,
-                           label=f"{MASK_LABEL[fam]}, {style.shape(N=n)}")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        _plain_log(ax)
-        ax.set_xlabel("tiles computed / causal's tiles")
-        ax.set_ylabel("speedup over flex causal")
-        ax.set_title(style.pass_label(pas))
-    handles, labels = axes[0][0].get_legend_handles_labels()
+    for row, backend in zip(axes, backends):
+        for ax, pas in zip(row, passes):
+            p = d[(d["pass"] == pas) & (d["impl"] == backend)] if not d.empty else d
+            if p.empty or p["ideal_ratio"].isna().all():
+                kit.mark_empty(ax)
+                continue
+            x = 1.0 / p["ideal_ratio"]
+            grid = np.geomspace(max(x.min() * 0.8, 1e-3), 1.05, 50)
+            ax.plot(grid, 1.0 / grid, color="0.5", lw=0.8, ls="--", label="ideal")
+            ax.plot(grid, 0.8 / grid, color="0.7", lw=0.6, ls=":", label="80 % of ideal")
+            for fam in families:
+                f = p[p["mask"] == fam]
+                for n, marker in zip(sorted(f["seqlen"].unique()), "osD^v"):
+                    g = f[f["seqlen"] == n]
+                    ax.scatter(1.0 / g["ideal_ratio"], g["speedup_vs_causal"], color=FAMILY_COLORS[fam],
+                               marker=marker, s=14, label=f"{MASK_LABEL[fam]}, {style.shape(N=n)}")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            _plain_log(ax)
+            ax.set_xlabel("tiles computed / causal's tiles")
+            ax.set_ylabel("speedup over its causal")
+            ax.set_title(f"{BACKEND_LABEL[backend]}, {style.pass_label(pas)}")
+    handles, labels = {}, {}
+    for ax in axes.flat:  # every family and length that any panel shows, once
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
     if handles:
-        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4)
+        fig.legend(list(handles.values()), list(handles), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4)
     fig.tight_layout()
     return fig
 
@@ -320,7 +330,8 @@ def fig_memory(df: pd.DataFrame):
 
 def fig_score_mods(df: pd.DataFrame):
     """Cost of the score modifications at the reference shape (B4 H16 N8192 D128, bfloat16,
-    FlexAttention): device time over that of the same mask without a modification, for ALiBi alone,
+    FlexAttention's default Triton backend; both backends in the appendix's table of score
+    modifications): device time over that of the same mask without a modification, for ALiBi alone,
     the soft-cap alone (through tanh, and the same function through a sigmoid) and the source's
     combination; forward and forward + backward."""
     d = _ok(_base(df))
@@ -346,9 +357,10 @@ def fig_score_mods(df: pd.DataFrame):
 
 
 def fig_tile_cost(df: pd.DataFrame):
-    """Why sparse masks fall short of the ideal speedup: FlexAttention's time per computed 128 × 128 tile
+    """Why sparse masks fall short of the ideal speedup: the time per computed 128 × 128 tile of
+    FlexAttention's default Triton backend (both backends' in the appendix's tile-cost table)
     relative to flex causal's at the same shape and pass (tile cost = 100 / % of ideal; dotted line: 80
-    % of ideal), for every non-causal mask at sequence lengths N of 8192 and more, against the tiles
+    % of ideal), for every non-causal mask at sequence lengths N of 8191 and more, against the tiles
     computed per query-block row (left: forward, middle: forward + backward) and against the fill of the
     computed tiles (right; filled markers forward, open ones forward + backward). The tile cost grows as
     the rows get shorter; the grey curves are the least-squares fit of one fixed cost per query-block
@@ -445,25 +457,26 @@ def _case_label(row) -> str:
 
 
 def table_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """FlexAttention per mask at sequence lengths N of 8192 and more (no score modification): tiles
-    computed (% of all), device time, speedup over flex causal and as a percentage of the ideal
-    (causal's tiles over the mask's), and speedup over dense causal FlashAttention-2 (FA2) and cuDNN
-    at the same shape."""
+    """FlexAttention per mask at sequence lengths N of 8191 and more (no score modification), for each
+    backend (the default Triton one and, where timed, FLASH): tiles computed (% of all), device time,
+    speedup over the backend's own causal and as a percentage of the ideal (causal's tiles over the
+    mask's), and speedup over dense causal FlashAttention-2 (FA2) and cuDNN at the same shape."""
     d = _ok(_main_gpu(df))
-    cols = ["pass", "N", "mask", "tiles %", "ms", "vs causal", "% ideal", "vs FA2", "vs cuDNN"]
+    cols = ["pass", "backend", "N", "mask", "tiles %", "ms", "vs causal", "% ideal", "vs FA2", "vs cuDNN"]
     if d.empty:
         return pd.DataFrame(columns=cols)
-    d = d[(d["impl"] == "flex") & (d["score_mod"] == "none") & (d["seqlen"] >= 8191) & (d["heads"] == 16)
+    d = d[d["impl"].isin(BACKENDS) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191) & (d["heads"] == 16)
           & (d["kv_heads"] == 16) & (d["head_dim"] == 128) & (d["dtype"] == "bfloat16")]
     if d.empty:
         return pd.DataFrame(columns=cols)
-    d = d.assign(_p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2})).sort_values(
-        ["_p", "seqlen", "mask", "density_blocks"])
+    d = d.assign(_p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2}), _b=d["impl"].map(list(BACKENDS).index))
+    d = d.sort_values(["_p", "_b", "seqlen", "mask", "density_blocks"])
     out = pd.DataFrame({
-        "pass": d["pass"].map(style.pass_label), "N": d["seqlen"].astype(int), "mask": d.apply(_case_label, axis=1),
+        "pass": d["pass"].map(style.pass_label), "backend": d["impl"].map(BACKEND_LABEL),
+        "N": d["seqlen"].astype(int), "mask": d.apply(_case_label, axis=1),
         "tiles %": (100 * d["density_blocks"]).round(1),
         "ms": d["device_ms"].round(3), "vs causal": d["speedup_vs_causal"].round(2),
-        "% ideal": d["pct_of_ideal"].round(0),
+        "% ideal": d["pct_of_ideal"].round(1),
         "vs FA2": d["speedup_vs_flash"].round(2), "vs cuDNN": d["speedup_vs_cudnn"].round(2)})
     return out.reset_index(drop=True)
 
@@ -498,26 +511,27 @@ def table_dense(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def table_score_mods(df: pd.DataFrame) -> pd.DataFrame:
-    """Cost of the score modifications at B4 H16 N8192 D128 (bfloat16, FlexAttention): device time,
-    time over the same mask without a modification, and the added time per unmasked score in
-    picoseconds (whole GPU) for ALiBi, the soft-cap (through tanh and through a sigmoid) and the
-    source's combination."""
+    """Cost of the score modifications at B4 H16 N8192 D128 (bfloat16, FlexAttention, each backend):
+    device time, time over the same backend and mask without a modification, and the added time per
+    unmasked score in picoseconds (whole GPU) for ALiBi, the soft-cap (through tanh and through a
+    sigmoid) and the source's combination."""
     d = _ok(_base(df))
-    cols = ["pass", "mask", "score_mod", "ms", "slowdown", "added ps / score"]
+    cols = ["pass", "backend", "mask", "score_mod", "ms", "slowdown", "added ps / score"]
     if d.empty:
         return pd.DataFrame(columns=cols)
-    d = d[(d["impl"] == "flex") & d["mask"].isin(["causal", "window"])]
+    d = d[d["impl"].isin(BACKENDS) & d["mask"].isin(["causal", "window"])]
     plain = _ok_base(d, d["score_mod"] == "none", SHAPE + ["impl"] + MASK_KNOBS)
     elements = d["batch"] * d["heads"] * d["seqlen"].astype(float) ** 2 * d["density_elements"]
     added = (d["device_ms"] - plain) * 1e9 / elements
     keep = plain.notna() & (d["score_mod"] != "none")
     d, added = d[keep], added[keep]
-    out = pd.DataFrame({"pass": d["pass"].map(style.pass_label), "mask": d.apply(_case_label, axis=1),
+    out = pd.DataFrame({"pass": d["pass"].map(style.pass_label), "backend": d["impl"].map(BACKEND_LABEL),
+                        "mask": d.apply(_case_label, axis=1),
                         "score_mod": d["score_mod"].map(SCORE_MOD_LABEL).fillna(d["score_mod"]),
                         "ms": d["device_ms"].round(3), "slowdown": d["slowdown_vs_plain"].round(2),
                         "added ps / score": added.round(3)})
-    out = out.assign(_p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2}))
-    return out.sort_values(["_p", "mask", "score_mod"]).drop(columns="_p").rename(
+    out = out.assign(_p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2}), _b=d["impl"].map(list(BACKENDS).index))
+    return out.sort_values(["_p", "_b", "mask", "score_mod"]).drop(columns=["_p", "_b"]).rename(
         columns={"score_mod": "modification"}).reset_index(drop=True)
 
 
@@ -537,29 +551,37 @@ def _shape_note(row, ref: dict | None) -> str:
 
 
 def table_tile_cost(df: pd.DataFrame) -> pd.DataFrame:
-    """Where the sparse masks lose their ideal speedup (FlexAttention, no score modification, N of 8192
-    and more): tiles computed per query-block row, fill of the computed tiles, percentage of the ideal
-    speedup, tile cost (time per computed tile over flex causal's at the same shape and pass) and the
-    tile cost predicted by one fixed cost per query-block row, fitted per pass."""
-    cols = ["pass", "N", "mask", "tiles / row", "fill %", "% ideal", "tile cost", "fit"]
-    d = _sparse(df)
-    d = d[d["mask"].isin(["window", "document", "document_window"])] if not d.empty else d
-    if d.empty:
+    """Where the sparse masks lose their ideal speedup (FlexAttention, each backend, no score
+    modification, N of 8191 and more): tiles computed per query-block row, fill of the computed tiles,
+    percentage of the ideal speedup, tile cost (time per computed tile over the backend's own causal's
+    at the same shape and pass) and the tile cost predicted by one fixed cost per query-block row,
+    fitted per backend and pass."""
+    cols = ["pass", "backend", "N", "mask", "tiles / row", "fill %", "% ideal", "tile cost", "fit"]
+    parts = []
+    for backend in BACKENDS:
+        sparse = _sparse(df, backend)
+        d = sparse[sparse["mask"].isin(["window", "document", "document_window"])] if not sparse.empty else sparse
+        if d.empty:
+            continue
+        fit = pd.Series(np.nan, index=d.index)
+        for _, p in sparse.groupby("pass"):
+            k, _ = row_cost_fit(p)
+            idx = p.index.intersection(d.index)
+            rows = d.loc[idx, "tiles_per_row"]
+            fit[idx] = _row_model(k, rows, rows * d.loc[idx, "ideal_ratio"])
+        parts.append(d.assign(fit=fit, _b=list(BACKENDS).index(backend)))
+    if not parts:
         return pd.DataFrame(columns=cols)
-    fit = pd.Series(np.nan, index=d.index)
-    for _, p in _sparse(df).groupby("pass"):
-        k, _ = row_cost_fit(p)
-        idx = p.index.intersection(d.index)
-        rows = d.loc[idx, "tiles_per_row"]
-        fit[idx] = _row_model(k, rows, rows * d.loc[idx, "ideal_ratio"])
-    d = d.assign(fit=fit, _p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2})).sort_values(
-        ["_p", "tiles_per_row", "seqlen", "mask"])
+    d = pd.concat(parts)
+    d = d.assign(_p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2})).sort_values(
+        ["_p", "_b", "tiles_per_row", "seqlen", "mask"])
     ref = _reference(_main_gpu(df))
     setting = d.apply(lambda r: ", ".join(x for x in (_case_label(r), _shape_note(r, ref)) if x), axis=1)
     out = pd.DataFrame({
-        "pass": d["pass"].map(style.pass_label), "N": d["seqlen"].astype(int), "mask": setting,
+        "pass": d["pass"].map(style.pass_label), "backend": d["impl"].map(BACKEND_LABEL),
+        "N": d["seqlen"].astype(int), "mask": setting,
         "tiles / row": d["tiles_per_row"].round(1), "fill %": (100 * d["tile_fill"]).round(0),
-        "% ideal": d["pct_of_ideal"].round(0), "tile cost": d["tile_cost"].round(2), "fit": d["fit"].round(2)})
+        "% ideal": d["pct_of_ideal"].round(1), "tile cost": d["tile_cost"].round(2), "fit": d["fit"].round(2)})
     return out.reset_index(drop=True)
 
 
@@ -730,9 +752,9 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     base = _at_reference(d) if not d.empty else d
     for mod, mname in (("alibi", "Alibi"), ("softcap", "Softcap"), ("softcap_sigmoid", "SoftcapSigmoid"),
                        ("alibi_softcap", "AlibiSoftcap")):
-        for pas, pname in PASS_NAMES.items():
-            r = _where(base, impl="flex", mask="causal", score_mod=mod, **{"pass": pas})
-            out[f"Flex{pname}{mname}Slowdown"] = kit.fmt(kit.first(r, "slowdown_vs_plain"), 2)
+        for (impl, prefix), (pas, pname) in itertools.product(BACKENDS.items(), PASS_NAMES.items()):
+            r = _where(base, impl=impl, mask="causal", score_mod=mod, **{"pass": pas})
+            out[f"{prefix}{pname}{mname}Slowdown"] = kit.fmt(kit.first(r, "slowdown_vs_plain"), 2)
     # memory: largest seqlen each materialised baseline ran, and its memory over flex's there
     causal = _where(d, mask="causal", score_mod="none", **{"pass": "fwd"}) if not d.empty else d
     growth: list[float] = []

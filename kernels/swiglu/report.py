@@ -288,8 +288,8 @@ FIGURES = {
 def table_model_shapes(df: pd.DataFrame) -> pd.DataFrame:
     """SwiGLU at model shapes (bfloat16, launched per call): median device time (µs) per
     implementation, for 16 (decode) and 8192 (prefill) tokens at each model's FFN hidden size;
-    n/a: not measured (the source kernel has no backward, the fixed-configuration launch and
-    torch.compile ran at decode sizes only)."""
+    n/a: not measured (the source kernel has no backward, the fixed-configuration launch ran at
+    decode sizes only and torch.compile at the shapes of its own group in the study's config)."""
     d = _elementwise(df)
     d = d[d["tokens"].isin([16, 8192]) & d["hidden"].isin(list(MODELS))]
     if d.empty:
