@@ -59,6 +59,8 @@ FAMILY_COLORS = dict(zip(MASK_LABEL, ["#000000", "#4C72B0", "#DD8452", "#8172B3"
 #: causal rows: impl -> the prefix of its macros (the default Triton backend's ``Flex...``, the
 #: FLASH backend's, FlashAttention-4's CuTe kernels, ``FlexFlash...``).
 BACKENDS = {"flex": "Flex", "flex_flash": "FlexFlash"}
+#: Markers of the memory figure's implementations, in turn (hollow, shrinking: coinciding ones stay visible).
+MEMORY_MARKERS = "osD^v<>p"
 #: Each backend's name in the tables and figures that set the two side by side.
 BACKEND_LABEL = {"flex": "Triton", "flex_flash": "FLASH"}
 #: The config group (role) whose shape is the study's reference shape: every mask family at one shape.
@@ -292,7 +294,9 @@ def fig_tflops(df: pd.DataFrame):
 def fig_memory(df: pd.DataFrame):
     """Peak device memory of causal attention against sequence length (32768 tokens per batch): the
     materialised mask of SDPA (and the scores of naive attention) grow with N at a constant number of
-    tokens (N² per sequence), FlexAttention's block mask does not; crosses mark out-of-memory runs."""
+    tokens (N² per sequence), FlexAttention's block mask does not; crosses mark out-of-memory runs.
+    Hollow markers of different shapes and sizes stay visible where implementations need the same
+    memory (the dense kernels and flex hold only the inputs, the output and their statistics)."""
     d = _main_gpu(df)
     if not d.empty:
         d = d[(d["mask"] == "causal") & (d["score_mod"] == "none") & (d["heads"] == 16) & (d["kv_heads"] == 16)
@@ -308,12 +312,13 @@ def fig_memory(df: pd.DataFrame):
             kit.mark_empty(ax)
             continue
         top = _num(p, "peak_mem_bytes").max() / 2**30
-        for impl in impls:
+        for i, impl in enumerate(impls):
             g = p[p["impl"] == impl].sort_values("seqlen")
             ok = g[(g["status"] == "ok") & _num(g, "peak_mem_bytes").notna()]
             if not ok.empty:
-                ax.plot(ok["seqlen"], _num(ok, "peak_mem_bytes") / 2**30, marker="o", color=colors[impl],
-                        label=style.label("flex", impl), linestyle="-" if len(ok) >= 3 else "none")
+                ax.plot(ok["seqlen"], _num(ok, "peak_mem_bytes") / 2**30, marker=MEMORY_MARKERS[i % len(MEMORY_MARKERS)],
+                        markersize=7 - 0.6 * (i % len(MEMORY_MARKERS)), fillstyle="none", color=colors[impl],
+                        label=style.label("flex", impl), linestyle="-" if len(ok) >= 3 else "none", lw=0.9)
             oom = g[g["status"] == "oom"]
             if not oom.empty and np.isfinite(top):
                 ax.scatter(oom["seqlen"], [top * 1.3] * len(oom), marker="x", color=colors[impl])
