@@ -261,8 +261,9 @@ def fig_speedup_density(df: pd.DataFrame):
 
 def fig_tflops(df: pd.DataFrame):
     """Causal attention throughput against sequence length at 32768 tokens per batch (H16 D128,
-    bfloat16): FlexAttention against the dense SDPA back ends, SDPA with a materialised mask and PyTorch
-    softmax attention (naive), TFLOP/s on the unmasked elements."""
+    bfloat16): FlexAttention (its default Triton backend, autotuned, and its FLASH backend, which runs
+    FlashAttention-4's CuTe-DSL kernels) against the dense SDPA back ends, SDPA with a materialised mask
+    and PyTorch softmax attention (naive), TFLOP/s on the unmasked elements."""
     d = _ok(_main_gpu(df))
     if not d.empty:
         d = d[(d["mask"] == "causal") & (d["score_mod"] == "none") & (d["heads"] == 16) & (d["kv_heads"] == 16)
