@@ -4,7 +4,10 @@ One sub-package per study (``swiglu``, ``flex``, ``gdn``), each holding its
 kernels, the plain-PyTorch reference beside them, its implementations
 (``impls.py``), the sweep (``study.py``) and its figures, tables and quoted
 numbers (``report.py``). Shared pieces:
-``harness`` (the job runner: prepare, check, time each case), ``passes``
+``harness`` (the plug-in contract; prepare, check and time one case), ``jobs``
+(the job runner: every case of one implementation, checkpoints, the compile-ahead
+job), ``children`` (a case in a fresh process), ``ahead`` (cases prepared in
+parallel before any is timed), ``passes``
 (the timed call of each pass), ``timing`` (device time and latency),
 ``correctness`` (errors against the reference, tolerances), ``launch``
 (Triton launch helpers), ``profiling`` (per-kernel times), ``env`` (each

@@ -16,7 +16,7 @@ The tidy table has one row per raw row: every field but ``env``, ``timing``
 and the repetition lists (a per-kernel breakdown ``kernels`` as one JSON text
 cell, ``roles`` as one text cell, space-separated), the environment as ``env_*`` columns and the timing block as
 ``timing_*`` columns, the compile-ahead answer (``compile_ahead``: the cold preparation in a child
-process, :func:`kernels.harness.compile_ahead`) as ``ahead_*`` columns, plus ``gpu`` (the data folder), ``gpu_name``,
+process, :func:`kernels.ahead.compile_ahead`) as ``ahead_*`` columns, plus ``gpu`` (the data folder), ``gpu_name``,
 ``n_reps``; from the device times (``device_times_ms``: the GPU's work alone,
 :mod:`kernels.timing`) ``device_ms`` (median), ``q10_ms``, ``q90_ms`` and
 ``drift`` (the median of the last fifth of the repetitions over that of the

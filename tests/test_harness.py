@@ -11,7 +11,7 @@ import pytest
 import torch
 from conftest import configured_timing
 
-from kernels import correctness, files, harness, profiling
+from kernels import ahead, children, correctness, files, harness, jobs, profiling
 from kernels import env as env_mod
 from kernels import timing as timing_mod
 
@@ -157,7 +157,7 @@ def test_a_child_past_its_time_limit_is_killed_and_says_so():
     source = "import time\nSTUDY = 'slow'\nSHAPE_FIELDS = ()\ndef prepare(impl, case, device):\n    time.sleep(60)\n"
     with fixture_study("_slow_fixture", source) as study:
         t0 = time.perf_counter()
-        answer, crash = harness._in_child({"study": study, "impl": "x", "case": {"pass": "fwd"},
+        answer, crash = children.in_child({"study": study, "impl": "x", "case": {"pass": "fwd"},
                                            "prepare_only": True}, timeout=8)
     assert answer is None and crash == "child process killed after its 8 s limit"
     assert time.perf_counter() - t0 < 30
@@ -167,7 +167,7 @@ def test_child_process_isolation_records_a_crash():
     """A case whose process dies becomes an error row instead of ending the sweep."""
     source = "import os\nSTUDY = 'crash'\nSHAPE_FIELDS = ()\ndef prepare(impl, case, device):\n    os._exit(9)\n"
     with fixture_study("_crash_fixture", source) as study:
-        row = harness._measure_in_child(study, "x", {"pass": "fwd", "dtype": "float32"}, TIMING)
+        row = children.measure_in_child(study, "x", {"pass": "fwd", "dtype": "float32"}, TIMING)
     assert row["status"] == "error" and "exited with 9" in row["error"]
     assert row["study"] == "crash" and row["times_ms"] == []
 
@@ -198,7 +198,7 @@ def test_compile_ahead_prepares_each_case_in_its_own_process(tmp_path):
     cases = [{"pass": "fwd", "dtype": "float32", "n": n} for n in (1, 2, 3, 4)]
     bwd = [{"pass": "bwd", "dtype": "float32", "n": 5}]
     with fixture_study("_ahead_fixture", source) as study:
-        answers = harness.compile_ahead([(study, "x", cases), (study, "y", bwd)], workers=1)
+        answers = ahead.compile_ahead([(study, "x", cases), (study, "y", bwd)], workers=1)
     assert [[a["status"] for a in job] for job in answers] == [["ok", "unsupported", "error", "ok"], ["ok"]]
     first = answers[0]
     assert "exited with 7" in first[2]["error"] and first[1]["error"] == "Unsupported: not here"
@@ -214,27 +214,27 @@ def test_shared_compile_ahead_leaves_out_checkpointed_cases_and_the_jobs_read_it
     """The run's compile-ahead job prepares what the measurement jobs still have to measure
     (not the cases their checkpoints hold), writes the answers by case key, and run_job puts
     each answer in its case's row, preparing ahead itself only the case the file has no answer for."""
-    monkeypatch.setattr(harness, "environment", _fake_env("abc"))
+    monkeypatch.setattr(jobs, "environment", _fake_env("abc"))
     monkeypatch.setenv("ARTIFACT_GIT_COMMIT", "abc")  # the commit of compile_ahead_job's keys (env.git_commit)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the children still run on the CPU
     queued = []
-    monkeypatch.setattr(harness, "compile_ahead", lambda jobs, workers: [
+    monkeypatch.setattr(jobs, "compile_ahead", lambda jobs, workers: [
         [queued.append(case["seqlen"]) or {"status": "ok", "error": None, "setup_s": 1.0, "workers": workers}
          for case in cases] for _, _, cases in jobs])
     timing, ckpt, ahead = {"rep_ms": 100}, tmp_path / "ckpt.jsonl", tmp_path / "ahead.json"
-    key16 = harness.case_key("gdn", "chunk", harness.importlib.import_module("kernels.gdn.study").cases(
+    key16 = jobs.case_key("gdn", "chunk", jobs.importlib.import_module("kernels.gdn.study").cases(
         GDN_SWEEP, "chunk")[0], timing, "abc")
     ckpt.write_text(json.dumps({"key": key16, "row": {"seqlen": 16, "status": "ok"}}) + "\n")
-    written = harness.compile_ahead_job([{"study": "gdn", "impl": "chunk", "sweep": GDN_SWEEP,
+    written = jobs.compile_ahead_job([{"study": "gdn", "impl": "chunk", "sweep": GDN_SWEEP,
                                           "checkpoint": str(ckpt)}], timing, ahead, workers=3)
     assert queued == [32, 48, 64, 80] and json.loads(ahead.read_text()) == written
     assert len(written["gdn/chunk"]) == 4 and key16 not in written["gdn/chunk"]
-    key80 = harness.case_key("gdn", "chunk", harness.importlib.import_module("kernels.gdn.study").cases(
+    key80 = jobs.case_key("gdn", "chunk", jobs.importlib.import_module("kernels.gdn.study").cases(
         GDN_SWEEP, "chunk")[-1], timing, "abc")
     ahead.write_text(json.dumps({"gdn/chunk": {k: {**a, "workers": 16} for k, a in written["gdn/chunk"].items()
                                                if k != key80}}))
-    monkeypatch.setattr(harness, "measure_case", _fake_measure([]))  # on a "GPU" still: run_job may prepare
-    rows = harness.run_job("gdn", "chunk", GDN_SWEEP, tmp_path / "out.jsonl", timing, checkpoint=ckpt,
+    monkeypatch.setattr(jobs, "measure_case", _fake_measure([]))  # on a "GPU" still: run_job may prepare
+    rows = jobs.run_job("gdn", "chunk", GDN_SWEEP, tmp_path / "out.jsonl", timing, checkpoint=ckpt,
                            ahead_workers=3, ahead=ahead)
     assert [r["seqlen"] for r in rows] == [16, 32, 48, 64, 80]
     assert [r.get("compile_ahead", {}).get("workers") for r in rows] == [None, 16, 16, 16, 3]
@@ -243,16 +243,16 @@ def test_shared_compile_ahead_leaves_out_checkpointed_cases_and_the_jobs_read_it
 
 def test_shared_compile_ahead_without_cuda_prepares_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(harness, "compile_ahead", lambda *a: pytest.fail("compiled ahead on the CPU"))
+    monkeypatch.setattr(jobs, "compile_ahead", lambda *a: pytest.fail("compiled ahead on the CPU"))
     out = tmp_path / "ahead.json"
-    assert harness.compile_ahead_job([{"study": "gdn", "impl": "chunk", "sweep": GDN_SWEEP}], {}, out, 2) == {}
+    assert jobs.compile_ahead_job([{"study": "gdn", "impl": "chunk", "sweep": GDN_SWEEP}], {}, out, 2) == {}
     assert json.loads(out.read_text()) == {}
 
 
 def test_compile_only_benchmarker_runs_once_in_the_autotuners_shape():
     calls = []
-    assert harness._run_once(lambda: calls.append(1), quantiles=(0.5, 0.2, 0.8)) == [0.0, 0.0, 0.0]
-    assert harness._run_once(lambda: calls.append(1)) == 0.0 and calls == [1, 1]
+    assert children._run_once(lambda: calls.append(1), quantiles=(0.5, 0.2, 0.8)) == [0.0, 0.0, 0.0]
+    assert children._run_once(lambda: calls.append(1)) == 0.0 and calls == [1, 1]
 
 
 @pytest.mark.gpu
@@ -332,17 +332,17 @@ def _fake_measure(calls, fail_at=None):
 def test_killed_job_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     out, ckpt = tmp_path / "data" / "chunk.jsonl", tmp_path / "ckpt" / "chunk.jsonl"
     timing = {"warmup_ms": 1}
-    monkeypatch.setattr(harness, "environment", _fake_env("abc"))
+    monkeypatch.setattr(jobs, "environment", _fake_env("abc"))
     first = []
-    monkeypatch.setattr(harness, "measure_case", _fake_measure(first, fail_at=2))
+    monkeypatch.setattr(jobs, "measure_case", _fake_measure(first, fail_at=2))
     with pytest.raises(KeyboardInterrupt):
-        harness.run_job("gdn", "chunk", GDN_SWEEP, out, timing, checkpoint=ckpt)
+        jobs.run_job("gdn", "chunk", GDN_SWEEP, out, timing, checkpoint=ckpt)
     assert first == [16, 32] and not out.exists()
     with open(ckpt, "a") as f:
         f.write('{"key": "torn')  # a write cut short by the kill
     second = []
-    monkeypatch.setattr(harness, "measure_case", _fake_measure(second))
-    rows = harness.run_job("gdn", "chunk", GDN_SWEEP, out, timing, checkpoint=ckpt)
+    monkeypatch.setattr(jobs, "measure_case", _fake_measure(second))
+    rows = jobs.run_job("gdn", "chunk", GDN_SWEEP, out, timing, checkpoint=ckpt)
     assert second == [48, 64, 80]
     assert [r["seqlen"] for r in files.read_jsonl(out)] == [16, 32, 48, 64, 80] == [r["seqlen"] for r in rows]
     assert not ckpt.exists()
@@ -351,15 +351,15 @@ def test_killed_job_resumes_from_its_checkpoint(tmp_path, monkeypatch):
 @pytest.mark.parametrize("change", ["commit", "timing"])
 def test_checkpoint_rows_of_other_code_or_timing_are_not_reused(tmp_path, monkeypatch, change):
     out, ckpt = tmp_path / "out.jsonl", tmp_path / "ckpt.jsonl"
-    monkeypatch.setattr(harness, "environment", _fake_env("abc"))
-    monkeypatch.setattr(harness, "measure_case", _fake_measure([], fail_at=3))
+    monkeypatch.setattr(jobs, "environment", _fake_env("abc"))
+    monkeypatch.setattr(jobs, "measure_case", _fake_measure([], fail_at=3))
     with pytest.raises(KeyboardInterrupt):
-        harness.run_job("gdn", "chunk", GDN_SWEEP, out, {"rep_ms": 100}, checkpoint=ckpt)
+        jobs.run_job("gdn", "chunk", GDN_SWEEP, out, {"rep_ms": 100}, checkpoint=ckpt)
     if change == "commit":
-        monkeypatch.setattr(harness, "environment", _fake_env("def"))
+        monkeypatch.setattr(jobs, "environment", _fake_env("def"))
     calls = []
-    monkeypatch.setattr(harness, "measure_case", _fake_measure(calls))
-    harness.run_job("gdn", "chunk", GDN_SWEEP, out, {"rep_ms": 50 if change == "timing" else 100},
+    monkeypatch.setattr(jobs, "measure_case", _fake_measure(calls))
+    jobs.run_job("gdn", "chunk", GDN_SWEEP, out, {"rep_ms": 50 if change == "timing" else 100},
                     checkpoint=ckpt)
     assert calls == [16, 32, 48, 64, 80]
 

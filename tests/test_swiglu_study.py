@@ -9,7 +9,7 @@ import torch
 import yaml
 from conftest import configured_timing
 
-from kernels import checks, correctness, files, harness
+from kernels import checks, correctness, files, harness, jobs
 from kernels.swiglu import study
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,7 +122,7 @@ def test_run_job_writes_rows(tmp_path, monkeypatch):
     monkeypatch.setenv("ARTIFACT_TMPDIR", str(tmp_path / "tmp"))
     sweep = {"groups": [{"series": "decode", "impls": ["decode", "triton"], "dtypes": ["float16"],
                          "passes": ["fwd", "bwd"], "tokens": [2], "hidden": [64], "launch": ["stream", "graph"]}]}
-    rows = harness.run_job("swiglu", "decode", sweep, tmp_path / "decode.jsonl",
+    rows = jobs.run_job("swiglu", "decode", sweep, tmp_path / "decode.jsonl",
                            configured_timing(warmup_ms=1, rep_ms=5, min_reps=3, max_reps=20, cpu_reps=2))
     assert [r["launch"] for r in rows] == ["stream", "graph"]
     assert rows[0]["status"] == "ok" and rows[0]["bytes"] == 3 * 2 * 64 * 2

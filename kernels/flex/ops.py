@@ -17,7 +17,7 @@ Its kernels are JIT-compiled per mask_mod and score_mod (5-8 s each on the H200 
 and kept on disk (FlashAttention-4's ``FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED``, set
 here unless the caller chose; ``flash_attn/cute/cache_utils.py``), as Triton keeps its
 kernels, so that a compile-ahead child's compile is read back by the timed job
-(:func:`kernels.harness.compile_ahead`).
+(:func:`kernels.ahead.compile_ahead`).
 """
 
 from __future__ import annotations

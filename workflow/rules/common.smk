@@ -176,7 +176,7 @@ def study_impls(study):
 
 
 # implementations whose cases their study's compile-ahead job prepares first (config key
-# compile_ahead; kernels.harness.compile_ahead_job); not in the smoke run, on the CPU
+# compile_ahead; kernels.jobs.compile_ahead_job); not in the smoke run, on the CPU
 AHEAD = (
     []
     if SMOKE
@@ -202,7 +202,7 @@ def ahead_file(study):
 
 
 def checkpoint_file(study, impl):
-    """A measurement job's checkpoint (kernels.harness.run_job), outside data/."""
+    """A measurement job's checkpoint (kernels.jobs.run_job), outside data/."""
     return f".tmp/checkpoints/{RAW}/{GPU}/{study}/{impl}.jsonl"
 
 

@@ -2,8 +2,8 @@
 
 Before the measurement jobs of the study's implementations that config key compile_ahead
 names, their cases are prepared in one queue of parallel processes
-(kernels.harness.compile_ahead_job), which fills the on-disk kernel caches; each of those jobs
-then reads the answers (kernels.harness.run_job's `ahead`). The job holds a shared GPU lease,
+(kernels.jobs.compile_ahead_job), which fills the on-disk kernel caches; each of those jobs
+then reads the answers (kernels.jobs.run_job's `ahead`). The job holds a shared GPU lease,
 which the other studies' compile-ahead jobs share and a measurement job waits for, so nothing is
 timed while it runs; an implementation whose rows are already written is left out. If the
 pass itself fails, the file holds no answer and each job prepares its own cases: the failure
@@ -16,7 +16,7 @@ from pathlib import Path
 from kernels.checks import require_gpu
 from kernels.files import write_atomic
 from kernels.gpulease import lease
-from kernels.harness import compile_ahead_job
+from kernels.jobs import compile_ahead_job
 from kernels.logs import setup_logging
 
 setup_logging(snakemake.log[0])  # noqa: F821 - provided by Snakemake

@@ -5,7 +5,7 @@ whole sweep, so that concurrent jobs under --resources gpu=N never share one.
 Finished rows also go to a checkpoint under .tmp/checkpoints/ (never data/),
 so a job killed part-way resumes where it stopped when run again. The
 implementations of config key compile_ahead had their cases prepared by the
-study's job of rule compile_ahead (kernels.harness.compile_ahead_job), whose
+study's job of rule compile_ahead (kernels.jobs.compile_ahead_job), whose
 answers go in their rows. Outside the
 smoke run, the job first checks that its GPU is the one its folder
 data/raw/<gpu>/ names, and fails before measuring or writing anything if not.
@@ -19,7 +19,7 @@ if snakemake.params.interpret:  # noqa: F821 - provided by Snakemake
 
 from kernels.checks import require_gpu  # noqa: E402
 from kernels.gpulease import lease  # noqa: E402
-from kernels.harness import run_job  # noqa: E402
+from kernels.jobs import run_job  # noqa: E402
 from kernels.logs import setup_logging  # noqa: E402
 
 setup_logging(snakemake.log[0])  # noqa: F821

@@ -1,0 +1,70 @@
+"""The compile-ahead pass: the cases of the implementations that compile per shape or per mask,
+prepared in parallel child processes before any of them is timed, to fill the on-disk kernel caches
+(:func:`compile_ahead`; a study's job of it is :func:`kernels.jobs.compile_ahead_job`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from kernels.children import in_child
+
+log = logging.getLogger("kernels.ahead")
+
+
+#: Environment of a :func:`compile_ahead` child: FLA's autotuner keeps its picks in Triton's
+#: on-disk cache (``FLA_CACHE_RESULTS``, default on), where the timed pass would read back a
+#: child's picks, made without timing (:func:`_compile_only_autotuning`) on a shared GPU.
+AHEAD_ENV = {"FLA_CACHE_RESULTS": "0"}
+#: Longest a :func:`compile_ahead` child may take, in seconds (the longest seen on the H200,
+#: FlashQLA's backward at 1 x 32768, took 162 s); one that hangs is killed, and the timed job
+#: compiles its case itself.
+AHEAD_TIMEOUT_S = 900
+
+
+def _longest_first(case: dict) -> int:
+    """Order of a case in :func:`compile_ahead`'s queue: backward passes first, whose compiles
+    take longest (2-3 minutes for FLA's and FlashQLA's on the H200), so that no long one starts last."""
+    return {"bwd": 0, "fwdbwd": 1}.get(case.get("pass"), 2)
+
+
+def compile_ahead(jobs: list[tuple[str, str, list[dict]]], workers: int) -> list[list[dict]]:
+    """Prepare the cases of several implementations in child processes, ``workers`` at a time,
+    before any is timed.
+
+    Compilation dominates a cold sweep of an implementation that compiles per shape (tens of
+    seconds per new shape for FLA's Triton autotuning, FlashQLA's TileLang JIT and the CuTe
+    kernels of FlexAttention's FLASH backend) and runs on one CPU core each; preparing the cases
+    side by side fills the on-disk caches, so that the timed pass's own first calls load the
+    kernels instead of compiling them. One queue for every implementation keeps the cores busy
+    while the longest compiles run (:func:`_longest_first`). The children's autotuners compile
+    every config without timing it (:func:`kernels.children._compile_only_autotuning`) and keep no picks
+    (:data:`AHEAD_ENV`): the timed pass autotunes in its own process, alone on the GPU, as
+    without this pass.
+
+    Args:
+        jobs: ``(study, impl, cases)`` triples.
+        workers: child processes at a time (>= 1).
+    Returns, per job and case in their order, :func:`kernels.harness.prepare_case`'s answer with ``workers``
+    added (``status: error`` where the child crashed).
+    """
+    def one(item: tuple[str, str, dict]) -> dict:
+        study, impl, case = item
+        answer, crash = in_child({"study": study, "impl": impl, "case": case, "prepare_only": True},
+                                  env=AHEAD_ENV, timeout=AHEAD_TIMEOUT_S)
+        return {**(answer or {"status": "error", "error": crash[:500], "setup_s": None}), "workers": workers}
+
+    items = [(study, impl, case) for study, impl, cases in jobs for case in cases]
+    order = sorted(range(len(items)), key=lambda i: _longest_first(items[i][2]))
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        done = dict(zip(order, pool.map(one, [items[i] for i in order])))
+    log.info("compiled ahead: %d cases of %s in %.0f s, %d processes at a time", len(items),
+             ", ".join(f"{study}/{impl}" for study, impl, _ in jobs), time.perf_counter() - t0, workers)
+    answers, start = [], 0
+    for _, _, cases in jobs:
+        answers.append([done[i] for i in range(start, start + len(cases))])
+        start += len(cases)
+    return answers
