@@ -32,6 +32,17 @@ def test_long_headers_break_into_two_lines_at_a_space_or_after_a_hyphen():
     assert "{x}" in head
 
 
+def test_a_long_table_breaks_across_pages_and_a_short_one_is_a_float():
+    short = render.table_float(pd.DataFrame({"a": [1.0, 2.0]}))
+    assert short.startswith("\\begin{table}[tbp]") and "\\tablecaption\n\\begin{tabular}{S}" in short
+    long = render.table_float(pd.DataFrame({"a": [i + 0.5 for i in range(render.LONG_TABLE_ROWS + 1)]}))
+    assert "\\begin{longtable}{S}\n\\tablecaption\\\\\n" in long and "tabular" not in long
+    assert long.count("{a} \\\\") == 2 and long.index("\\endfirsthead") < long.index("\\endhead")  # header on every page
+    assert long.count("\\bottomrule") == 1 and long.rstrip().endswith("\\end{longtable}}")
+    assert "46.5" not in long and [line for line in long.splitlines() if line.endswith(" \\\\")][2:] == [
+        f"{i + 0.5} \\\\" for i in range(render.LONG_TABLE_ROWS + 1)]  # every row, once, after the two headers
+
+
 def test_macro_names_must_be_letters():
     assert render.macro_lines({"SwigluX": "1.5"}) == [r"\newcommand{\SwigluX}{1.5}"]
     with pytest.raises(ValueError, match="letters only"):
@@ -41,9 +52,10 @@ def test_macro_names_must_be_letters():
 def test_paper_problems_finds_undefined_and_wide_boxes():
     log = ("LaTeX Warning: Reference `fig:x' on page 1 undefined on input line 3.\n"
            "Overfull \\hbox (0.4pt too wide) in paragraph at lines 1--2\n"
-           "Overfull \\hbox (1.5pt too wide) in paragraph at lines 5--6\n")
+           "Overfull \\hbox (1.5pt too wide) in paragraph at lines 5--6\n"
+           "LaTeX Warning: Float too large for page by 376.7pt on input line 612.\n")
     problems = render.paper_problems(log)
-    assert len(problems) == 2 and "1.5pt" in problems[1]
+    assert len(problems) == 3 and "Float too large" in problems[1] and "1.5pt" in problems[2]
 
 
 def test_coverage_lists_configured_impls_without_rows():
