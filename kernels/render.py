@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from kernels import report_kit, style, timing
+from kernels.timing import MIN_SPIN_US, SPIN_ENQUEUE_FACTOR
 from kernels.report_kit import escape_latex
 from kernels.files import write_atomic
 
@@ -220,8 +221,12 @@ def timing_macros(timing: dict) -> dict[str, str]:
     """The timing settings of ``config.yaml`` (``timing``) quoted in the methodology:
     ``TimingWarmupMs``, ``TimingWarmupMaxMs``, ``TimingWarmupWindowMs``,
     ``TimingWarmupTolerancePct``, ``TimingRepMs``, ``TimingMinReps``, ``TimingMaxReps``,
-    ``TimingSpinMaxMs``."""
-    return {"TimingWarmupMs": f"{timing['warmup_ms']:g}", "TimingWarmupMaxMs": f"{timing['warmup_max_ms']:g}",
+    ``TimingSpinMaxMs``; and the code's: ``TimingSpinMinUs`` (:data:`kernels.timing.MIN_SPIN_US`) and
+    ``TimingSpinEnqueueFactor`` (the spin's doubling stops above this many times the enqueue,
+    :data:`kernels.timing.SPIN_ENQUEUE_FACTOR`)."""
+    return {"TimingSpinMinUs": f"{MIN_SPIN_US:g}",
+            "TimingSpinEnqueueFactor": f"{SPIN_ENQUEUE_FACTOR:g}",
+            "TimingWarmupMs": f"{timing['warmup_ms']:g}", "TimingWarmupMaxMs": f"{timing['warmup_max_ms']:g}",
             "TimingWarmupWindowMs": f"{timing['warmup_window_ms']:g}",
             "TimingWarmupTolerancePct": f"{timing['warmup_tolerance'] * 100:g}",
             "TimingRepMs": f"{timing['rep_ms']:g}", "TimingMinReps": str(timing["min_reps"]),

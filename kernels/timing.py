@@ -51,6 +51,9 @@ from typing import Any, Callable
 FLUSH_BYTES = 256 * 2**20
 #: Shortest spin before the start event, µs (covers the enqueue of a single kernel).
 MIN_SPIN_US = 50.0
+#: The spin's doubling stops once it lasts this many times the call's enqueue: a spin still short
+#: then means the call waits for the GPU inside, which no longer spin can hide.
+SPIN_ENQUEUE_FACTOR = 4
 #: A host enqueue must end this long before the spin does, µs (the GPU sees queued work late).
 SPIN_MARGIN_US = 5.0
 #: Share of short-spin repetitions above which the spin is doubled and the repetitions redone.
@@ -238,7 +241,7 @@ def time_cuda(fn: Callable[[], Any], timing: dict, cuda_graph: bool = False) -> 
         device_ms, spins, short = timer.device(n, spin_us)
         if short <= MAX_SHORT_SHARE * n or spin_us >= spin_max_us:
             break
-        if spin_us > 4 * statistics.median(enqueue):
+        if spin_us > SPIN_ENQUEUE_FACTOR * statistics.median(enqueue):
             break  # a spin far beyond the enqueue is still short: the call waits for the GPU inside
         spin_us = min(2 * spin_us, spin_max_us)
     latency_ms = timer.latency(n)

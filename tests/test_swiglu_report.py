@@ -104,3 +104,7 @@ def test_macros(tidy):
     assert m["SwigluCompileSecondsEightB"] == "9.5"
     empty = report.macros(tidy.iloc[0:0])
     assert set(empty) == set(m) and set(empty.values()) == {"n/a"}
+    seed = tidy[tidy["impl"] == "seed"].iloc[:2].assign(out_dtype="float16", status=["ok", "wrong"],
+                                                        dtype=["bfloat16", "float32"])
+    assert {k: report.macros(seed)[k] for k in ("SwigluSeedOutDtype", "SwigluSeedWrongDtypes")} == {
+        "SwigluSeedOutDtype": "float16", "SwigluSeedWrongDtypes": "float32"}

@@ -227,6 +227,8 @@ def fig_speedup_density(df: pd.DataFrame):
     fig, axes = style.figure(width=style.FULL_WIDTH, height=0.4 + 2.3 * len(backends), nrows=len(backends),
                              ncols=len(passes), squeeze=False)
     families = [m for m in MASK_LABEL if not d.empty and (d["mask"] == m).any()]
+    # one marker per sequence length in every panel (a panel without some lengths keeps the others')
+    markers = dict(zip(sorted(d["seqlen"].unique()), "osD^v")) if not d.empty else {}
     for row, backend in zip(axes, backends):
         for ax, pas in zip(row, passes):
             p = d[(d["pass"] == pas) & (d["impl"] == backend)] if not d.empty else d
@@ -239,10 +241,10 @@ def fig_speedup_density(df: pd.DataFrame):
             ax.plot(grid, 0.8 / grid, color="0.7", lw=0.6, ls=":", label="80 % of ideal")
             for fam in families:
                 f = p[p["mask"] == fam]
-                for n, marker in zip(sorted(f["seqlen"].unique()), "osD^v"):
+                for n in sorted(f["seqlen"].unique()):
                     g = f[f["seqlen"] == n]
                     ax.scatter(1.0 / g["ideal_ratio"], g["speedup_vs_causal"], color=FAMILY_COLORS[fam],
-                               marker=marker, s=14, label=f"{MASK_LABEL[fam]}, {style.shape(N=n)}")
+                               marker=markers.get(n, "x"), s=14, label=f"{MASK_LABEL[fam]}, {style.shape(N=n)}")
             ax.set_xscale("log")
             ax.set_yscale("log")
             _plain_log(ax)
@@ -463,23 +465,25 @@ def _case_label(row) -> str:
 
 
 def table_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """FlexAttention per mask at sequence lengths N of 8191 and more (no score modification), for each
-    backend (the default Triton one and, where timed, FLASH): tiles computed (% of all), device time,
+    """FlexAttention per mask at sequence lengths N of 8191 and more (no score modification; every
+    case the sparsity medians use, with what differs from the reference shape), for each backend
+    (the default Triton one and, where timed, FLASH): tiles computed (% of all), device time,
     speedup over the backend's own causal and as a percentage of the ideal (causal's tiles over the
     mask's), and speedup over dense causal FlashAttention-2 (FA2) and cuDNN at the same shape."""
     d = _ok(_main_gpu(df))
     cols = ["pass", "backend", "N", "mask", "tiles %", "ms", "vs causal", "% ideal", "vs FA2", "vs cuDNN"]
     if d.empty:
         return pd.DataFrame(columns=cols)
-    d = d[d["impl"].isin(BACKENDS) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191) & (d["heads"] == 16)
-          & (d["kv_heads"] == 16) & (d["head_dim"] == 128) & (d["dtype"] == "bfloat16")]
+    d = d[d["impl"].isin(BACKENDS) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)]
     if d.empty:
         return pd.DataFrame(columns=cols)
     d = d.assign(_p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2}), _b=d["impl"].map(list(BACKENDS).index))
-    d = d.sort_values(["_p", "_b", "seqlen", "mask", "density_blocks"])
+    d = d.sort_values(["_p", "_b", "seqlen", "head_dim", "mask", "density_blocks"])
+    ref = _reference(_main_gpu(df))
+    setting = d.apply(lambda r: ", ".join(x for x in (_case_label(r), _shape_note(r, ref)) if x), axis=1)
     out = pd.DataFrame({
         "pass": d["pass"].map(style.pass_label), "backend": d["impl"].map(BACKEND_LABEL),
-        "N": d["seqlen"].astype(int), "mask": d.apply(_case_label, axis=1),
+        "N": d["seqlen"].astype(int), "mask": setting,
         "tiles %": (100 * d["density_blocks"]).round(1),
         "ms": d["device_ms"].round(3), "vs causal": d["speedup_vs_causal"].round(2),
         "% ideal": d["pct_of_ideal"].round(1),

@@ -428,4 +428,10 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
                 out[f"SwigluGemm{iname}{qname}Ms{name}"] = kit.fmt(kit.median(g, q, impl=impl), 3)
     out["SwigluGemmWarmupMs"] = kit.fmt(kit.median(gemm, "warmup_ms", impl="gemm_fused") if "warmup_ms" in gemm
                                      else float("nan"), 0)
+    # the source kernel's output dtype (its rows' out_dtype) and the input dtypes of its wrong rows
+    seed = df[df["impl"].eq("seed")] if not df.empty and "impl" in df else df.iloc[0:0]
+    dtypes = sorted(seed.loc[seed["status"].eq("ok"), "out_dtype"].dropna().unique()) if "out_dtype" in seed else []
+    out["SwigluSeedOutDtype"] = ", ".join(dtypes) or style.MISSING
+    wrong = sorted(seed.loc[seed["status"].eq("wrong"), "dtype"].unique()) if not seed.empty else []
+    out["SwigluSeedWrongDtypes"] = (", ".join(wrong) or "none") if not seed.empty else style.MISSING
     return out
