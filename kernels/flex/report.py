@@ -63,6 +63,9 @@ BACKENDS = {"flex": "Flex", "flex_flash": "FlexFlash"}
 MEMORY_MARKERS = "osD^v<>p"
 #: Each backend's name in the tables and figures that set the two side by side.
 BACKEND_LABEL = {"flex": "Triton", "flex_flash": "FLASH"}
+#: The order of passes and of backends in the tables (their rank, a sort key).
+PASS_RANK = {p: i for i, p in enumerate(style.PASS_LABELS)}
+BACKEND_RANK = {b: i for i, b in enumerate(BACKENDS)}
 #: The config group (role) whose shape is the study's reference shape: every mask family at one shape.
 REFERENCE_GROUP = "masks"
 #: The fields of a shape (the reference shape's, :func:`_reference`).
@@ -251,7 +254,7 @@ def fig_speedup_density(df: pd.DataFrame):
             ax.set_xlabel("tiles computed / causal's tiles")
             ax.set_ylabel("speedup over its causal")
             ax.set_title(f"{BACKEND_LABEL[backend]}, {style.pass_label(pas)}")
-    handles, labels = {}, {}
+    handles = {}
     for ax in axes.flat:  # every family and length that any panel shows, once
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
@@ -318,9 +321,10 @@ def fig_memory(df: pd.DataFrame):
         for i, impl in enumerate(impls):
             g = p[p["impl"] == impl].sort_values("seqlen")
             ok = g[(g["status"] == "ok") & _num(g, "peak_mem_bytes").notna()]
+            k = i % len(MEMORY_MARKERS)
             if not ok.empty:
-                ax.plot(ok["seqlen"], _num(ok, "peak_mem_bytes") / 2**30, marker=MEMORY_MARKERS[i % len(MEMORY_MARKERS)],
-                        markersize=7 - 0.6 * (i % len(MEMORY_MARKERS)), fillstyle="none", color=colors[impl],
+                ax.plot(ok["seqlen"], _num(ok, "peak_mem_bytes") / 2**30, marker=MEMORY_MARKERS[k],
+                        markersize=7 - 0.6 * k, fillstyle="none", color=colors[impl],
                         label=style.label("flex", impl), linestyle="-" if len(ok) >= 3 else "none", lw=0.9)
             oom = g[g["status"] == "oom"]
             if not oom.empty and np.isfinite(top):
@@ -477,10 +481,9 @@ def table_summary(df: pd.DataFrame) -> pd.DataFrame:
     d = d[d["impl"].isin(BACKENDS) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)]
     if d.empty:
         return pd.DataFrame(columns=cols)
-    d = d.assign(_p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2}), _b=d["impl"].map(list(BACKENDS).index))
+    d = d.assign(_p=d["pass"].map(PASS_RANK), _b=d["impl"].map(BACKEND_RANK))
     d = d.sort_values(["_p", "_b", "seqlen", "head_dim", "mask", "density_blocks"])
-    ref = _reference(_main_gpu(df))
-    setting = d.apply(lambda r: ", ".join(x for x in (_case_label(r), _shape_note(r, ref)) if x), axis=1)
+    setting = _settings(d, _reference(_main_gpu(df)))
     out = pd.DataFrame({
         "pass": d["pass"].map(style.pass_label), "backend": d["impl"].map(BACKEND_LABEL),
         "N": d["seqlen"].astype(int), "mask": setting,
@@ -511,7 +514,7 @@ def table_dense(df: pd.DataFrame) -> pd.DataFrame:
              + ("" if dt == "bfloat16" else f" {dt}")
              for b, h, kv, n, hd, dt in zip(d["batch"], d["heads"], d["kv_heads"], d["seqlen"], d["head_dim"],
                                             d["dtype"])]
-    d = d.assign(shape=shape, _p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2}))
+    d = d.assign(shape=shape, _p=d["pass"].map(PASS_RANK))
     t = d.pivot_table(index=["_p", "pass", "seqlen", "shape"], columns="impl", values="cell", aggfunc="first")
     t = t.reset_index().drop(columns=["seqlen", "_p"]).fillna(style.MISSING)
     order = [c for c in ORDER if c in t]
@@ -540,7 +543,7 @@ def table_score_mods(df: pd.DataFrame) -> pd.DataFrame:
                         "score_mod": d["score_mod"].map(SCORE_MOD_LABEL).fillna(d["score_mod"]),
                         "ms": d["device_ms"].round(3), "slowdown": d["slowdown_vs_plain"].round(2),
                         "added ps / score": added.round(3)})
-    out = out.assign(_p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2}), _b=d["impl"].map(list(BACKENDS).index))
+    out = out.assign(_p=d["pass"].map(PASS_RANK), _b=d["impl"].map(BACKEND_RANK))
     return out.sort_values(["_p", "_b", "mask", "score_mod"]).drop(columns=["_p", "_b"]).rename(
         columns={"score_mod": "modification"}).reset_index(drop=True)
 
@@ -558,6 +561,12 @@ def _shape_note(row, ref: dict | None) -> str:
     if row["dtype"] != ref["dtype"]:
         notes.append(str(row["dtype"]))
     return ", ".join(notes)
+
+
+def _settings(d: pd.DataFrame, ref: dict | None) -> pd.Series:
+    """Each row's mask and setting (:func:`_case_label`) with what differs from the reference shape
+    ``ref`` (:func:`_shape_note`): "window 1024, D64"."""
+    return d.apply(lambda r: ", ".join(x for x in (_case_label(r), _shape_note(r, ref)) if x), axis=1)
 
 
 def table_tile_cost(df: pd.DataFrame) -> pd.DataFrame:
@@ -579,14 +588,13 @@ def table_tile_cost(df: pd.DataFrame) -> pd.DataFrame:
             idx = p.index.intersection(d.index)
             rows = d.loc[idx, "tiles_per_row"]
             fit[idx] = _row_model(k, rows, rows * d.loc[idx, "ideal_ratio"])
-        parts.append(d.assign(fit=fit, _b=list(BACKENDS).index(backend)))
+        parts.append(d.assign(fit=fit, _b=BACKEND_RANK[backend]))
     if not parts:
         return pd.DataFrame(columns=cols)
     d = pd.concat(parts)
-    d = d.assign(_p=d["pass"].map({"fwd": 0, "bwd": 1, "fwdbwd": 2})).sort_values(
+    d = d.assign(_p=d["pass"].map(PASS_RANK)).sort_values(
         ["_p", "_b", "tiles_per_row", "seqlen", "mask"])
-    ref = _reference(_main_gpu(df))
-    setting = d.apply(lambda r: ", ".join(x for x in (_case_label(r), _shape_note(r, ref)) if x), axis=1)
+    setting = _settings(d, _reference(_main_gpu(df)))
     out = pd.DataFrame({
         "pass": d["pass"].map(style.pass_label), "backend": d["impl"].map(BACKEND_LABEL),
         "N": d["seqlen"].astype(int), "mask": setting,
