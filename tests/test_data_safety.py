@@ -290,6 +290,20 @@ def test_the_committed_rows_are_valid():
         assert len(collect.load_rows(paths, study)) > 0
 
 
+def test_each_committed_second_run_is_of_the_committed_rows_commit():
+    """A second run that config reproduce.committed names holds valid rows of every study, all
+    measured at the one commit of the committed rows of its GPU folder (a second run of that code)."""
+    second = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["reproduce"]["committed"]
+    for gpu, folder in second.items():
+        commits = {}
+        for run in (ROOT / "data" / "raw" / gpu, ROOT / folder):
+            for study in ("swiglu", "flex", "gdn"):
+                got = collect.load_rows(sorted(str(p) for p in (run / study).glob("*.jsonl")), study)
+                assert got, f"{run}: no rows of {study}"
+                commits.setdefault(run.name, set()).update(r["env"]["git_commit"] for r in got)
+        assert len(commits[gpu]) == 1 and commits[Path(folder).name] == commits[gpu], commits
+
+
 def test_committed_rows_carry_the_roles_the_config_gives_them():
     """Each committed row carries the roles of its case in the sweep section (those that
     :func:`kernels.collect.with_roles` gives a row measured without them), and the kernel
