@@ -35,6 +35,21 @@ class Impl(NamedTuple):
     passes: tuple[str, ...] = ("fwd", "bwd", "fwdbwd")
     op: str | None = None
 
+    def load(self):
+        """The callable that ``op`` names: its module imported, then each dotted attribute after the
+        colon (``"liger_kernel.ops.swiglu:LigerSiLUMulFunction.apply"``).
+
+        Raises ValueError where the entry names no op; ImportError (ModuleNotFoundError) where its
+        module is not installed; AttributeError where the module has no such attribute.
+        """
+        if self.op is None:
+            raise ValueError(f"{self.label!r} names no op")
+        module, _, path = self.op.partition(":")
+        target = importlib.import_module(module)
+        for name in path.split("."):
+            target = getattr(target, name)
+        return target
+
 
 def registry(study: str) -> dict[str, Impl]:
     """The implementations of ``study`` (``kernels.<study>.impls.IMPLS``; empty for a study without one)."""

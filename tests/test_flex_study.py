@@ -148,6 +148,32 @@ def test_backend_message_unwraps_the_compiler():
         assert study.backend_message(exc) == "AssertionError: inner"
 
 
+def math_causal(q, k, v):
+    """A dense causal baseline for the test below: SDPA's math backend (runs on the CPU)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                                enable_gqa=q.shape[1] != k.shape[1])
+
+
+def test_a_new_dense_baseline_is_its_module_a_registry_entry_and_the_config(monkeypatch):
+    """docs/extending.md: an entry with an ``op(q, k, v) -> o`` is a dense causal baseline, run once
+    per shape with the causal mask and checked against float64 like every other, with no study edit."""
+    from kernels.style import Impl
+
+    monkeypatch.setitem(study.REGISTRY, "mine", Impl("mine", "#000000", op="test_flex_study:math_causal"))
+    dense = study.cases({**SWEEP, "impls": [*SWEEP["impls"], "mine"]}, "mine")
+    assert len(dense) == 4 and all(c["mask"] == "causal" for c in dense)
+    case = {**SMALL, "mask": "causal", "documents": 1, "doc_dist": "none"}
+    for pas in ("fwd", "fwdbwd"):
+        row = harness.measure_case(study, "mine", {**case, "pass": pas}, torch.device("cpu"),
+                                   configured_timing(warmup_ms=1, rep_ms=1, min_reps=1, max_reps=5, cpu_reps=1))
+        assert row["status"] == "ok" and row["rel_err"] < 1e-5, row["error"]
+    with pytest.raises(ValueError, match="mine is a dense causal baseline"):
+        study.prepare("mine", {**SMALL, "pass": "fwd"}, torch.device("cpu"))
+
+
 def test_dense_baseline_rejects_other_masks():
     with pytest.raises(ValueError, match="dense causal baseline"):
         study.prepare("sdpa_efficient", {**SMALL, "pass": "fwd"}, torch.device("cpu"))
@@ -161,11 +187,11 @@ GPU_CASE = dict(SMALL, dtype="bfloat16", batch=2, heads=4, kv_heads=2, seqlen=10
 @pytest.mark.parametrize("impl", study.IMPLS)
 def test_every_impl_runs_on_gpu(impl, pas):
     case = {**GPU_CASE, "pass": pas}
-    if impl in study.DENSE_IMPLS:
+    if study.is_dense(impl):
         case.update(mask="causal", documents=1, doc_dist="none")
     row = harness.measure_case(study, impl, case, torch.device("cuda"), configured_timing(warmup_ms=5, warmup_max_ms=200, rep_ms=20, min_reps=3, max_reps=20, cpu_reps=1))
     # the FLASH backend's refusals are rows too (test_flex_flash_matches_float64_on_gpu requires its main masks)
-    may_refuse = impl in study.DENSE_IMPLS or impl == "flex_flash"
+    may_refuse = study.is_dense(impl) or impl == "flex_flash"
     assert row["status"] in (("ok", "unsupported") if may_refuse else ("ok",)), row["error"]
     if row["status"] == "ok":
         assert row["peak_mem_bytes"] > 0 and row["rel_err"] < 0.04

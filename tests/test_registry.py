@@ -79,8 +79,12 @@ def test_passes_decide_which_cases_a_study_makes():
     from kernels.swiglu import study as swiglu
 
     assert set(gdn.BWD_IMPLS) == {n for n, i in gdn.REGISTRY.items() if "bwd" in i.passes}
-    assert swiglu.FWD_ONLY == {n for n, i in swiglu.REGISTRY.items() if i.passes == ("fwd",)}
+    section = {"groups": [{"series": "spot", "impls": list(swiglu.REGISTRY), "dtypes": ["bfloat16"],
+                           "passes": ["fwd", "bwd", "fwdbwd"], "hidden": [64], "tokens": [2]}]}
+    for name, impl in swiglu.REGISTRY.items():
+        if name not in swiglu.GEMM_ONLY:
+            assert tuple(c["pass"] for c in swiglu.cases(section, name)) == impl.passes, name
     from kernels.flex import study as flex
 
-    parts = flex.FLEX_IMPLS + flex.DENSE_IMPLS + flex.MATERIALISED_IMPLS
+    parts = flex.FLEX_IMPLS + tuple(n for n in flex.IMPLS if flex.is_dense(n)) + flex.MATERIALISED_IMPLS
     assert sorted(parts) == sorted(flex.IMPLS) and len(set(parts)) == len(parts)

@@ -41,8 +41,7 @@ def test_cases_cover_every_impl(run):
             assert case["numel"] == case["tokens"] * case["hidden"]
             assert all(isinstance(v, (int, str)) for k, v in case.items() if k != "roles")
             assert case["series"] == case["roles"][0]  # the first group's series, then any other's
-            if impl in study.FWD_ONLY:
-                assert case["pass"] == "fwd"
+            assert case["pass"] in study.REGISTRY[impl].passes
             if case["launch"] == "graph":
                 assert impl in study.GRAPH_IMPLS
             assert (case["gemm_in"] > 0) <= (impl in study.GEMM_IMPLS)
@@ -81,6 +80,43 @@ def test_prepare_elementwise(impl, p, device):
     assert prepared.bytes == study.TENSORS_PER_PASS[p] * 4 * 96 * 2
     assert prepared.flops == 0 and prepared.extra["rel_err"] < study.TOLERANCE["bfloat16"]
     prepared.fn()
+
+
+def test_a_new_implementation_is_its_module_a_registry_entry_and_the_config(monkeypatch, device):
+    """docs/extending.md: prepare calls an elementwise implementation through its registry entry's
+    ``op`` (``op(gate, up) -> out``, autograd's backward), so a new one edits no study code; its
+    passes come from the entry; an entry without an op is refused by name."""
+    from kernels.style import Impl
+
+    monkeypatch.setitem(study.REGISTRY, "mine", Impl("mine", "#000000", op="kernels.swiglu.reference:swiglu_eager"))
+    group = {"series": "grid", "impls": ["mine"], "dtypes": ["bfloat16"], "passes": ["fwd", "fwdbwd"],
+             "hidden": [96], "tokens": [4]}
+    assert [c["pass"] for c in study.cases({"groups": [group]}, "mine")] == ["fwd", "fwdbwd"]
+    for p in ("fwd", "fwdbwd"):
+        assert study.prepare("mine", _case(p), device).extra["rel_err"] < study.TOLERANCE["bfloat16"]
+    monkeypatch.setitem(study.REGISTRY, "mine", Impl("mine", "#000000", ("fwd",), op="kernels.swiglu.reference:swiglu_eager"))
+    assert [c["pass"] for c in study.cases({"groups": [group]}, "mine")] == ["fwd"]
+    with pytest.raises(harness.Unsupported, match="'mine' has no backward"):
+        study.prepare("mine", _case("fwdbwd"), device)
+    monkeypatch.setitem(study.REGISTRY, "opless", Impl("opless", "#000000"))
+    with pytest.raises(harness.Unsupported, match="'opless' has no elementwise forward .*names no op"):
+        study.prepare("opless", _case(), device)
+
+
+def test_every_registered_op_resolves_or_is_an_anchor():
+    """Each elementwise entry's op resolves to a callable where it is this project's, or where its
+    anchor is installed; a missing anchor raises ImportError (an ``unsupported`` row)."""
+    import importlib.util
+
+    for name, impl in study.REGISTRY.items():
+        if impl.op is None:
+            continue
+        package = impl.op.partition(":")[0].split(".")[0]
+        if package == "kernels" or importlib.util.find_spec(package) is not None:
+            assert callable(impl.load()), name
+        else:
+            with pytest.raises(ImportError):
+                impl.load()
 
 
 def test_prepare_copy_moves_the_same_bytes(device):

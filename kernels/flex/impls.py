@@ -4,14 +4,16 @@ from here (the config and row schemas take the names from here too: kernels.chec
 
 from kernels.style import Impl
 
-#: The implementations, in the order of the paper's legends and tables.
+#: The implementations, in the order of the paper's legends and tables. An entry with an ``op`` is a
+#: dense causal baseline, ``op(q, k, v) -> o`` (kernels.flex.dense), run once per shape with the
+#: causal mask; kernels.flex.study's ``prepare`` builds the call of the others.
 IMPLS = {
     "flex": Impl("Flex", "#55A868"),
     "flex_autotune": Impl("Flex autotuned", "#8C8C8C"),
     "flex_flash": Impl("Flex FLASH", "#8172B3"),
-    "sdpa_flash": Impl("FA2", "#DD8452"),
-    "sdpa_cudnn": Impl("cuDNN", "#C44E52"),
-    "sdpa_efficient": Impl("mem.-efficient", "#CCB974"),
+    "sdpa_flash": Impl("FA2", "#DD8452", op="kernels.flex.dense:sdpa_flash"),
+    "sdpa_cudnn": Impl("cuDNN", "#C44E52", op="kernels.flex.dense:sdpa_cudnn"),
+    "sdpa_efficient": Impl("mem.-efficient", "#CCB974", op="kernels.flex.dense:sdpa_efficient"),
     "sdpa_masked": Impl("SDPA + mask", "#64B5CD"),
     "naive": Impl("naive", "#4C72B0"),
 }

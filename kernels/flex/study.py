@@ -15,7 +15,8 @@ Implementations (``impl``):
 ``sdpa_flash``      SDPA forced to FlashAttention-2 (``sdpa_kernel(SDPBackend.FLASH_ATTENTION)``),
 ``sdpa_cudnn``      ... to cuDNN, ``sdpa_efficient`` ... to the memory-efficient kernel:
                     the dense baselines, ``is_causal=True``, measured once per
-                    shape with the causal mask (they have no other mask family).
+                    shape with the causal mask (they have no other mask family);
+                    their registry entries' ``op`` (:mod:`kernels.flex.dense`).
 ``sdpa_masked``     SDPA (default backend choice) with a materialised boolean N x N mask,
                     for every mask family (score_mod none only).
 ``naive``           ``softmax(scale·QKᵀ (fp32) + mask) V`` in plain PyTorch with the
@@ -59,15 +60,20 @@ STUDY = "flex"
 SHAPE_FIELDS = ("batch", "heads", "kv_heads", "seqlen", "head_dim", "mask", "window", "documents", "doc_dist",
                 "prefix", "score_mod", "density_blocks", "density_elements")
 FLEX_IMPLS = ("flex", "flex_autotune", "flex_flash")
-DENSE_IMPLS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")
 MATERIALISED_IMPLS = ("sdpa_masked", "naive")
-IMPLS = tuple(REGISTRY)  # FLEX_IMPLS, DENSE_IMPLS and MATERIALISED_IMPLS split it (a test checks)
+IMPLS = tuple(REGISTRY)  # FLEX_IMPLS, the dense baselines (is_dense) and MATERIALISED_IMPLS split it (a test checks)
 
 #: Tolerance on RMSE/RMS of the output against float64; gradients get twice as much.
 TOLERANCE = {"bfloat16": 0.02, "float16": 0.01, "float32": 2e-3}
 PASS_FLOP_FACTOR = {"fwd": 1.0, "bwd": 2.5, "fwdbwd": 3.5}
 _WINDOW_MASKS = ("window", "document_window")
 _DOCUMENT_MASKS = ("document", "document_window")
+
+
+def is_dense(impl: str) -> bool:
+    """Whether ``impl`` is a dense causal baseline: its registry entry names an ``op(q, k, v) -> o``
+    (kernels/flex/impls.py), run once per shape with the causal mask."""
+    return REGISTRY[impl].op is not None
 
 
 def _as_list(value) -> list:
@@ -98,14 +104,14 @@ def cases(sweep: dict, impl: str) -> list[dict]:
     mask. An impl absent from ``sweep["impls"]`` has no cases. Each case carries ``roles``, the
     names of the groups it comes from (in config order); the report selects rows by them.
     """
-    if impl not in IMPLS:
-        raise ValueError(f"unknown impl {impl!r}; expected one of {IMPLS}")
+    if impl not in REGISTRY:
+        raise ValueError(f"unknown impl {impl!r}; expected one of {tuple(REGISTRY)}")
     if impl not in sweep["impls"]:
         return []
     seed = int(sweep.get("seed", 0))
     out, seen = [], {}
     for group in sweep["groups"]:
-        if impl in DENSE_IMPLS:
+        if is_dense(impl):
             if not group.get("dense", True):
                 continue
             points = [_CAUSAL]
@@ -140,7 +146,7 @@ def check_config(section: dict) -> None:
     """Check the ``flex`` config section beyond its schema, before any job runs.
 
     In each group of ``sweep``, ``smoke`` and ``quick``: its impls are not dense baselines
-    (:data:`DENSE_IMPLS` follow the group's ``dense``); heads is a multiple of kv_heads
+    (those of :func:`is_dense` follow the group's ``dense``); heads is a multiple of kv_heads
     in every ``heads`` pair; a mask point sets only the knobs its family uses
     (:data:`MASK_KNOBS`), and its ``documents`` and ``prefix`` are at most the
     seqlen of every shape of the group.
@@ -151,7 +157,7 @@ def check_config(section: dict) -> None:
     for run in [run for run in ("sweep", "smoke", "quick") if run in section]:
         for i, group in enumerate(section[run]["groups"]):
             key = f"{run}.groups[{i}]"
-            dense = [impl for impl in group["impls"] if impl in DENSE_IMPLS]
+            dense = [impl for impl in group["impls"] if impl in REGISTRY and is_dense(impl)]
             if dense:
                 raise ValueError(f"{key}.impls: {dense[0]} is a dense baseline: it runs a group's shapes "
                                  "through the group's `dense` (true by default), not its impls")
@@ -236,17 +242,8 @@ def _attention_fn(impl: str, case: dict, mask_mod, score_mod, device, extra: dic
         extra["mask_compile_s"] = round(first, 3)
         return lambda q, k, v: ops.attention(q, k, v, block_mask, score_mod, mode=ops.MODES[impl],
                                              backend=ops.BACKENDS[impl])
-    if impl in DENSE_IMPLS:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        backend = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
-                   "sdpa_efficient": SDPBackend.EFFICIENT_ATTENTION}[impl]
-
-        def dense(q, k, v):
-            with sdpa_kernel(backend):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-
-        return dense
+    if is_dense(impl):
+        return REGISTRY[impl].load()
     idx = torch.arange(n, device=device)
     zero = torch.zeros((), dtype=torch.int64, device=device)
     keep, _, extra["mask_build_ms"] = _timed_builds(
@@ -295,10 +292,10 @@ def prepare(impl: str, case: dict, device) -> harness.Prepared:
 
     from kernels.flex import masks, reference, score_mods
 
-    if impl not in IMPLS:
-        raise ValueError(f"unknown impl {impl!r}; expected one of {IMPLS}")
+    if impl not in REGISTRY:
+        raise ValueError(f"unknown impl {impl!r}; expected one of {tuple(REGISTRY)}")
     pas, grad = case["pass"], case["pass"] != "fwd"
-    if impl in DENSE_IMPLS and (case["mask"] != "causal" or case["score_mod"] != "none"):
+    if is_dense(impl) and (case["mask"] != "causal" or case["score_mod"] != "none"):
         raise ValueError(f"{impl} is a dense causal baseline; got mask={case['mask']}, score_mod={case['score_mod']}")
     if impl == "flex_flash":
         from kernels.flex import ops

@@ -254,15 +254,15 @@ def _call(impl: str, case: dict):
 
     if impl not in REGISTRY or REGISTRY[impl].op is None:
         raise ValueError(f"unknown gdn impl {impl!r}: kernels/gdn/impls.py names no op for it")
-    module, _, name = REGISTRY[impl].op.partition(":")
-    if module.split(".")[0] == "kernels":
-        return getattr(importlib.import_module(module), name), {}
+    package = REGISTRY[impl].op.partition(":")[0].split(".")[0]
+    if package == "kernels":
+        return REGISTRY[impl].load(), {}
     import torch
 
     if not torch.cuda.is_available():
         raise harness.Unsupported(f"{impl} needs a CUDA GPU")
-    fn = getattr(importlib.import_module(module), name)
-    package = importlib.import_module(module.split(".")[0])
+    fn = REGISTRY[impl].load()
+    package = importlib.import_module(package)
     return fn, {"anchor_module": fn.__module__, "anchor_version": getattr(package, "__version__", None)}
 
 

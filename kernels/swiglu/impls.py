@@ -6,15 +6,19 @@ from kernels.style import Impl
 
 FWD = ("fwd",)
 
-#: The implementations, in the order of the paper's legends and tables.
+#: The implementations, in the order of the paper's legends and tables. The ``op`` of an
+#: elementwise implementation is its forward, ``op(gate, up) -> out`` on [tokens, hidden] tensors
+#: (its backward, where it has one, autograd's); None where kernels.swiglu.study's ``prepare``
+#: builds the call (the compiled tiers, the gemm rows, the copy). An op outside ``kernels`` is an
+#: anchor: not installed, its rows are ``unsupported``.
 IMPLS = {
-    "eager": Impl("eager", "#4C72B0"),
+    "eager": Impl("eager", "#4C72B0", op="kernels.swiglu.reference:swiglu_eager"),
     "compile": Impl("compile", "#DD8452"),
     "compile_no_cudagraphs": Impl("compile (no graphs)", "#C44E52"),
-    "triton": Impl("Triton (ours)", "#55A868"),
-    "decode": Impl("Triton fixed (ours)", "#8C8C8C", FWD),
-    "seed": Impl("source kernel", "#937860", FWD),
-    "liger": Impl("Liger", "#DA8BC3"),
+    "triton": Impl("Triton (ours)", "#55A868", op="kernels.swiglu.elementwise:swiglu_forward"),
+    "decode": Impl("Triton fixed (ours)", "#8C8C8C", FWD, op="kernels.swiglu.elementwise:swiglu_decode"),
+    "seed": Impl("source kernel", "#937860", FWD, op="kernels.swiglu.seed:seed_swiglu"),
+    "liger": Impl("Liger", "#DA8BC3", op="liger_kernel.ops.swiglu:LigerSiLUMulFunction.apply"),
     "matmul": Impl("cuBLAS + act.", "#CCB974", FWD),
     "gemm_fused": Impl("fused epilogue", "#8172B3", FWD),
     "copy": Impl("copy", "#000000"),

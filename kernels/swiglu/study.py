@@ -63,8 +63,6 @@ from kernels.swiglu.reference import swiglu_backward_reference, swiglu_eager, sw
 STUDY = "swiglu"
 SHAPE_FIELDS = ("tokens", "hidden", "numel", "gemm_in")
 IMPLS = tuple(REGISTRY)
-#: Implementations with a forward only (other passes are skipped by cases()).
-FWD_ONLY = frozenset(name for name, impl in REGISTRY.items() if impl.passes == ("fwd",))
 #: Implementations measured with ``launch: graph`` (others skip graph launches).
 GRAPH_IMPLS = frozenset({"eager", "decode"})
 #: Implementations of gemm rows (gemm_in > 0), and those only of gemm rows.
@@ -107,7 +105,7 @@ def cases(sweep: dict, impl: str) -> list[dict]:
     Each group (``sweep["groups"]``) crosses its ``dtypes``, ``passes``,
     shapes and ``launch`` modes (a group's ``warmup_ms`` goes into each of its
     cases: :func:`kernels.harness.measure_case` warms up that long); passes other than fwd are skipped for
-    :data:`FWD_ONLY` impls and graph launches for impls outside
+    impls whose registry entry has the forward alone, and graph launches for impls outside
     :data:`GRAPH_IMPLS`. A case repeated by two groups is kept once, with the first group's
     ``series``. Each case carries ``roles``, the series of the groups it comes from (in config
     order).
@@ -117,8 +115,9 @@ def cases(sweep: dict, impl: str) -> list[dict]:
             ``gemm_in`` shapes, or a flat size that is not whole rows (the
             latter two as ``'<key>: what is wrong'``, the group's key).
     """
-    if impl not in IMPLS:
-        raise ValueError(f"unknown swiglu impl {impl!r}; known: {', '.join(IMPLS)}")
+    if impl not in REGISTRY:
+        raise ValueError(f"unknown swiglu impl {impl!r}; known: {', '.join(REGISTRY)}")
+    fwd_only = REGISTRY[impl].passes == ("fwd",)
     out, seen = [], {}
     for group in sweep["groups"]:
         if impl not in group["impls"]:
@@ -130,7 +129,7 @@ def cases(sweep: dict, impl: str) -> list[dict]:
                                  f"{'cannot run' if is_gemm else 'needs'} gemm_in shapes")
             for dtype in group["dtypes"]:
                 for p in group["passes"]:
-                    if p != "fwd" and (impl in FWD_ONLY or shape["gemm_in"]):
+                    if p != "fwd" and (fwd_only or shape["gemm_in"]):
                         continue
                     for launch in group.get("launch", ["stream"]):
                         if launch == "graph" and impl not in GRAPH_IMPLS:
@@ -178,21 +177,9 @@ def check_config(section: dict) -> None:
 
 
 def _forward_fn(impl: str, device: torch.device):
-    """The forward callable of an elementwise impl, plus extra row fields."""
-    if impl == "eager":
-        return swiglu_eager, {}
-    if impl == "triton":
-        from kernels.swiglu.elementwise import swiglu_forward
-        return swiglu_forward, {}
-    if impl == "decode":
-        from kernels.swiglu.elementwise import swiglu_decode
-        return swiglu_decode, {}
-    if impl == "seed":
-        from kernels.swiglu.seed import seed_swiglu
-        return seed_swiglu, {}
-    if impl == "liger":
-        from liger_kernel.ops.swiglu import LigerSiLUMulFunction  # ImportError -> unsupported
-        return LigerSiLUMulFunction.apply, {}
+    """The forward callable of an elementwise impl, plus extra row fields: the compiled tiers
+    here, every other the ``op`` of its registry entry (an anchor not installed raises ImportError:
+    an ``unsupported`` row)."""
     if impl in COMPILE_MODES:
         mode = COMPILE_MODES[impl] if device.type == "cuda" else "default"
         torch._dynamo.reset()
@@ -203,7 +190,9 @@ def _forward_fn(impl: str, device: torch.device):
                 return compiled(gate, up)
             return fn, {"compile_mode": mode}
         return compiled, {"compile_mode": mode}
-    raise harness.Unsupported(f"impl {impl!r} has no elementwise forward")
+    if REGISTRY[impl].op is None:
+        raise harness.Unsupported(f"impl {impl!r} has no elementwise forward (kernels/swiglu/impls.py names no op)")
+    return REGISTRY[impl].load(), {}
 
 
 def _tuned_config(impl: str) -> str | None:
@@ -300,7 +289,7 @@ def prepare(impl: str, case: dict, device: torch.device) -> harness.Prepared:
     if impl == "copy":
         return _prepare_copy(case, dtype, device)
     p, tol = case["pass"], TOLERANCE[case["dtype"]]
-    if p != "fwd" and impl in FWD_ONLY:
+    if p != "fwd" and REGISTRY[impl].passes == ("fwd",):
         raise harness.Unsupported(f"impl {impl!r} has no backward")
     shape = (case["tokens"], case["hidden"])
     gen = torch.Generator(device=device).manual_seed(SEED)
