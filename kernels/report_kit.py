@@ -4,7 +4,8 @@ The reports (``kernels/<study>/report.py``) take a tidy table (:mod:`kernels.col
 and return figures, DataFrames and macro texts; :mod:`kernels.render` writes them. This
 module holds what they share, so that each is written once: the number format of a macro
 (:func:`fmt`), a row's value by selection (:func:`first`, :func:`median`), a baseline's
-value at each row's case (:func:`baseline`), the rows of a config role (:func:`with_role`),
+value at each row's case (:func:`baseline`), the rows of a config role (:func:`with_role`), a
+tidy table with the columns a report reads, rows or none (:func:`tidy_frame`),
 a shape's macro name (:func:`shape_name`), plain text in LaTeX (:func:`escape_latex`), the
 implementations in a study's order (:func:`ordered`), grouped bars (:func:`grouped_bars`),
 the "not measured" marker of an empty panel (:data:`NOT_MEASURED`, :func:`mark_empty`), the
@@ -72,6 +73,14 @@ def baseline(df: pd.DataFrame, sel: pd.Series, keys: Sequence[str], col: str = "
     ref = df.loc[sel, keys + [col]].dropna(subset=[col]).drop_duplicates(keys)
     merged = df[keys].merge(ref, on=keys, how="left")
     return pd.Series(merged[col].to_numpy(), index=df.index)
+
+
+def tidy_frame(df: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
+    """``df`` with each of ``columns`` that it lacks added, all NaN: the tidy table of a study
+    without rows (read back with no columns at all) then selects, filters and groups like one with
+    rows, so that a report needs no guard before each selection."""
+    missing = [c for c in columns if c not in df]
+    return df.reindex(columns=[*df.columns, *missing]) if missing else df
 
 
 def has_role(df: pd.DataFrame, role: str) -> pd.Series:

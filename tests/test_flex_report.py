@@ -102,10 +102,11 @@ def test_row_cost_fit_recovers_a_fixed_row_cost():
 
 
 @pytest.mark.parametrize("name", sorted(report.FIGURES))
-@pytest.mark.parametrize("subset", ["all", "cpu_smoke", "empty"])
+@pytest.mark.parametrize("subset", ["all", "cpu_smoke", "empty", "no_columns"])
 def test_figures_draw_partial_data(derived, name, subset):
+    """Also from the tidy table of a study without rows, read back without columns (kernels.render.read_tidy)."""
     df = {"all": derived, "cpu_smoke": derived[derived["impl"].isin(["naive"])].assign(gpu="cpu", seqlen=200),
-          "empty": derived.iloc[0:0]}[subset]
+          "empty": derived.iloc[0:0], "no_columns": pd.DataFrame()}[subset]
     fig = report.FIGURES[name](df)
     assert fig.axes
     plt.close(fig)
@@ -147,7 +148,7 @@ def test_tables(derived):
     assert set(mods["modification"]) == {"ALiBi", "soft-cap (tanh)", "soft-cap (sigmoid)", "ALiBi + soft-cap"}
     assert set(mods["backend"]) == {"Triton"}  # the synthetic table has no FLASH score modification timed
     for name, fn in report.TABLES.items():
-        assert fn(derived.iloc[0:0]).empty, name
+        assert fn(derived.iloc[0:0]).empty and fn(pd.DataFrame()).empty, name
 
 
 def test_macros(derived):
@@ -166,8 +167,8 @@ def test_macros(derived):
     assert m["FlexDocumentFwdbwdWorstTileCost"] == "1.33" and m["FlexWindowFwdWorstFillPct"] == "95"
     assert m["FlexFwdRowCostTiles"] != "n/a" and m["FlexFwdTileCostRankCorrRows"] != "n/a"
     assert m["FlexFwdFitResidualDocHeavy"] == "n/a"  # no heavy-tailed documents in the synthetic table
-    empty = report.macros(derived.iloc[0:0])
-    assert set(empty) == set(m) and empty.pop("FlexFlashTimed") == "false" and set(empty.values()) <= {"n/a"}
+    for empty in (report.macros(derived.iloc[0:0]), report.macros(pd.DataFrame())):
+        assert set(empty) == set(m) and empty.pop("FlexFlashTimed") == "false" and set(empty.values()) <= {"n/a"}
 
 
 def test_sparse_rows_of_each_backend_leave_out_causal_and_refused_rows(derived):
@@ -176,7 +177,7 @@ def test_sparse_rows_of_each_backend_leave_out_causal_and_refused_rows(derived):
     assert len(flash) == 3 * 2 * 3  # 3 passes x 2 seqlens >= 8K x 3 document counts; the windows were refused
     assert set(report._sparse(derived)["impl"]) == {"flex"} and set(report._sparse(derived)["mask"]) == {
         "window", "document"}
-    assert report._sparse(derived.iloc[0:0], "flex_flash").empty
+    assert report._sparse(derived.iloc[0:0], "flex_flash").empty and report._sparse(pd.DataFrame()).empty
 
 
 def test_backend_macros_of_the_flash_backend(derived):

@@ -116,3 +116,12 @@ def test_kernel_table_orders_impls_and_sums_small_kernels():
     assert eager.index[0] == "k" * 60 and eager["µs"].tolist() == [90.0, 10.0]
     assert eager["share %"].tolist() == [90.0, 10.0]
     assert kit.kernel_table(pd.DataFrame({"impl": ["a"]})).empty
+
+
+def test_a_tidy_frame_without_rows_gets_the_columns_a_report_selects_on():
+    """The tidy table of a study without rows reads back without columns; with them it selects like one with rows."""
+    d = kit.tidy_frame(pd.DataFrame(), ["impl", "device_ms"])
+    assert list(d.columns) == ["impl", "device_ms"] and d[d["impl"] == "flex"].empty
+    full = pd.DataFrame({"impl": ["a"], "x": [1.0]})
+    assert list(kit.tidy_frame(full, ["impl", "y"]).columns) == ["impl", "x", "y"]
+    assert kit.tidy_frame(full, ["impl"]) is full

@@ -45,6 +45,7 @@ from kernels import report_kit as kit
 from kernels import style
 from kernels.flex.impls import IMPLS
 from kernels.flex.density import BLOCK_SIZE
+from kernels.rows import ROLES
 
 SHAPE = ["gpu", "dtype", "pass", "batch", "heads", "kv_heads", "seqlen", "head_dim"]
 MASK_KNOBS = ["mask", "window", "documents", "doc_dist", "prefix"]
@@ -70,6 +71,13 @@ BACKEND_RANK = {b: i for i, b in enumerate(BACKENDS)}
 REFERENCE_GROUP = "masks"
 #: The fields of a shape (the reference shape's, :func:`_reference`).
 REFERENCE_FIELDS = ["batch", "heads", "kv_heads", "seqlen", "head_dim", "dtype"]
+#: The columns :func:`derive` adds (the module docstring).
+DERIVED = ["tflops_elements", "tflops_blocks", "speedup_vs_flash", "speedup_vs_cudnn", "speedup_vs_causal",
+           "ideal_ratio", "pct_of_ideal", "tiles_per_row", "tile_fill", "tile_cost", "slowdown_vs_plain"]
+#: The tidy table's columns that the figures, tables and macros select on: every selection starts at
+#: :func:`_main_gpu`, which gives a table without rows these columns (:func:`kernels.report_kit.tidy_frame`).
+COLUMNS = [*SHAPE, *MASK_KNOBS, "impl", "status", "error", "score_mod", "device_ms", "flops", "flops_blocks",
+           "density_blocks", "density_elements", ROLES, *DERIVED]
 
 
 def _num(df: pd.DataFrame, col: str) -> pd.Series:
@@ -112,8 +120,10 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _main_gpu(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows of one GPU: the non-CPU GPU with most ok rows, else the CPU."""
-    if df.empty or "gpu" not in df:
+    """Rows of one GPU: the non-CPU GPU with most ok rows, else the CPU; with every column of
+    :data:`COLUMNS`, rows or none."""
+    df = kit.tidy_frame(df, COLUMNS)
+    if df.empty:
         return df
     ok = df[df["status"] == "ok"]
     counts = ok["gpu"].value_counts()
@@ -131,7 +141,7 @@ def _where(df: pd.DataFrame, **eq) -> pd.DataFrame:
 
 
 def _ok(df: pd.DataFrame) -> pd.DataFrame:
-    return df[(df["status"] == "ok") & df["device_ms"].notna()] if not df.empty else df
+    return df[(df["status"] == "ok") & df["device_ms"].notna()]
 
 
 def _reference(df: pd.DataFrame) -> dict | None:
@@ -158,8 +168,6 @@ def _sparse(df: pd.DataFrame, impl: str = "flex") -> pd.DataFrame:
     """The main GPU's ok rows of ``impl`` (a FlexAttention backend, :data:`BACKENDS`) without a
     score_mod at seqlen >= 8K, every mask but causal; refused (``unsupported``) rows are left out."""
     d = _ok(_main_gpu(df))
-    if d.empty or "tile_cost" not in d:
-        return d.iloc[0:0]
     return d[(d["impl"] == impl) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191) & (d["mask"] != "causal")]
 
 
@@ -177,8 +185,8 @@ def row_cost_fit(d: pd.DataFrame) -> tuple[float, float]:
     [0, 32]; (nan, nan) with fewer than 3 usable rows.
     """
     cols = ["tile_cost", "tiles_per_row", "ideal_ratio"]
-    g = d[cols].apply(pd.to_numeric, errors="coerce").dropna() if not d.empty and set(cols) <= set(d) else None
-    if g is None or len(g := g[g["tiles_per_row"] > 0]) < 3:
+    g = d[cols].apply(pd.to_numeric, errors="coerce").dropna()
+    if len(g := g[g["tiles_per_row"] > 0]) < 3:
         return np.nan, np.nan
     y, r = g["tile_cost"].to_numpy(), g["tiles_per_row"].to_numpy()
     ks = np.linspace(0.0, 32.0, 3201)
@@ -224,17 +232,17 @@ def fig_speedup_density(df: pd.DataFrame):
     panels per backend (top: the default Triton one; below it, where timed, the FLASH backend); the
     dashed line is the ideal (time proportional to tiles), the dotted one 80 % of it."""
     d = _ok(_main_gpu(df))
-    d = d[d["impl"].isin(BACKENDS) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)] if not d.empty else d
-    backends = [b for b in BACKENDS if not d.empty and (d["impl"] == b).any()] or ["flex"]
-    passes = [p for p in ("fwd", "bwd", "fwdbwd") if not d.empty and (d["pass"] == p).any()] or ["fwd"]
+    d = d[d["impl"].isin(BACKENDS) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)]
+    backends = [b for b in BACKENDS if (d["impl"] == b).any()] or ["flex"]
+    passes = [p for p in ("fwd", "bwd", "fwdbwd") if (d["pass"] == p).any()] or ["fwd"]
     fig, axes = style.figure(width=style.FULL_WIDTH, height=0.4 + 2.3 * len(backends), nrows=len(backends),
                              ncols=len(passes), squeeze=False)
-    families = [m for m in MASK_LABEL if not d.empty and (d["mask"] == m).any()]
+    families = [m for m in MASK_LABEL if (d["mask"] == m).any()]
     # one marker per sequence length in every panel (a panel without some lengths keeps the others')
-    markers = dict(zip(sorted(d["seqlen"].unique()), "osD^v")) if not d.empty else {}
+    markers = dict(zip(sorted(d["seqlen"].unique()), "osD^v"))
     for row, backend in zip(axes, backends):
         for ax, pas in zip(row, passes):
-            p = d[(d["pass"] == pas) & (d["impl"] == backend)] if not d.empty else d
+            p = d[(d["pass"] == pas) & (d["impl"] == backend)]
             if p.empty or p["ideal_ratio"].isna().all():
                 kit.mark_empty(ax)
                 continue
@@ -270,17 +278,15 @@ def fig_tflops(df: pd.DataFrame):
     FlashAttention-4's CuTe-DSL kernels) against the dense SDPA back ends, SDPA with a materialised mask
     and PyTorch softmax attention (naive), TFLOP/s on the unmasked elements."""
     d = _ok(_main_gpu(df))
-    if not d.empty:
-        d = d[(d["mask"] == "causal") & (d["score_mod"] == "none") & (d["heads"] == 16) & (d["kv_heads"] == 16)
-              & (d["head_dim"] == 128) & (d["dtype"] == "bfloat16")]
-        tokens = d["batch"] * d["seqlen"]
-        d = d[tokens == tokens.max()] if not d.empty else d
+    d = d[(d["mask"] == "causal") & (d["score_mod"] == "none") & (d["heads"] == 16) & (d["kv_heads"] == 16)
+          & (d["head_dim"] == 128) & (d["dtype"] == "bfloat16")]
+    d = d[d["batch"] * d["seqlen"] == (d["batch"] * d["seqlen"]).max()]
     passes = ["fwd", "fwdbwd"]
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
-    impls = sorted(d["impl"].unique()) if not d.empty else []
+    impls = sorted(d["impl"].unique())
     colors = style.palette("flex", impls)
     for ax, pas in zip(axes[0], passes):
-        p = d[d["pass"] == pas] if not d.empty else d
+        p = d[d["pass"] == pas]
         if p.empty:
             kit.mark_empty(ax)
         for impl in impls:
@@ -288,7 +294,7 @@ def fig_tflops(df: pd.DataFrame):
             if not g.empty:
                 ax.plot(g["seqlen"], g["tflops_elements"], marker="o", color=colors[impl],
                         label=style.label("flex", impl), linestyle="-" if len(g) >= 3 else "none")
-        _seqlen_ticks(ax, p["seqlen"] if not p.empty else [])
+        _seqlen_ticks(ax, p["seqlen"])
         ax.set_xlabel("sequence length (batch × length constant)")
         ax.set_ylabel("TFLOP/s (unmasked elements)")
         ax.set_title(style.pass_label(pas))
@@ -304,16 +310,14 @@ def fig_memory(df: pd.DataFrame):
     Hollow markers of different shapes and sizes stay visible where implementations need the same
     memory (the dense kernels and flex hold only the inputs, the output and their statistics)."""
     d = _main_gpu(df)
-    if not d.empty:
-        d = d[(d["mask"] == "causal") & (d["score_mod"] == "none") & (d["heads"] == 16) & (d["kv_heads"] == 16)
-              & (d["head_dim"] == 128) & (d["dtype"] == "bfloat16")]
-        tokens = d["batch"] * d["seqlen"]
-        d = d[tokens == tokens.max()] if not d.empty else d
+    d = d[(d["mask"] == "causal") & (d["score_mod"] == "none") & (d["heads"] == 16) & (d["kv_heads"] == 16)
+          & (d["head_dim"] == 128) & (d["dtype"] == "bfloat16")]
+    d = d[d["batch"] * d["seqlen"] == (d["batch"] * d["seqlen"]).max()]
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
-    impls = sorted(d["impl"].unique()) if not d.empty else []
+    impls = sorted(d["impl"].unique())
     colors = style.palette("flex", impls)
     for ax, pas in zip(axes[0], ["fwd", "fwdbwd"]):
-        p = d[d["pass"] == pas] if not d.empty else d
+        p = d[d["pass"] == pas]
         if p.empty:
             kit.mark_empty(ax)
             continue
@@ -347,7 +351,7 @@ def fig_score_mods(df: pd.DataFrame):
     the soft-cap alone (through tanh, and the same function through a sigmoid) and the source's
     combination; forward and forward + backward."""
     d = _ok(_base(df))
-    d = d[(d["impl"] == "flex") & (d["score_mod"] != "none")] if not d.empty else d
+    d = d[(d["impl"] == "flex") & (d["score_mod"] != "none")]
     fig, ax = style.figure(height=2.2)
     if d.empty:
         kit.mark_empty(ax)
@@ -384,17 +388,16 @@ def fig_tile_cost(df: pd.DataFrame):
     mean row length hides)."""
     from matplotlib.lines import Line2D
 
-    d = _sparse(df)
-    if not d.empty:  # one marker per row length of causal (8191 and 8192 share 64 rows)
-        d = d.assign(n_label=(d["seqlen"] / 1024).round().astype(int).astype(str) + "K")
+    d = _sparse(df)  # one marker per row length of causal (8191 and 8192 share 64 rows)
+    d = d.assign(n_label=(d["seqlen"] / 1024).round().astype(int).astype(str) + "K")
     passes = ["fwd", "fwdbwd"]
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=3, squeeze=False)
-    families = [m for m in MASK_LABEL if not d.empty and (d["mask"] == m).any()]
-    n_labels = sorted(d["n_label"].unique(), key=lambda x: int(x[:-1])) if not d.empty else []
+    families = [m for m in MASK_LABEL if (d["mask"] == m).any()]
+    n_labels = sorted(d["n_label"].unique(), key=lambda x: int(x[:-1]))
     markers = dict(zip(n_labels, "osD^v"))
     for ax, pas in zip(axes[0], passes):
         ax.set_title(style.pass_label(pas))
-        p = d[d["pass"] == pas] if not d.empty else d
+        p = d[d["pass"] == pas]
         if p.empty:
             kit.mark_empty(ax)
             continue
@@ -476,8 +479,6 @@ def table_summary(df: pd.DataFrame) -> pd.DataFrame:
     mask's), and speedup over dense causal FlashAttention-2 (FA2) and cuDNN at the same shape."""
     d = _ok(_main_gpu(df))
     cols = ["pass", "backend", "N", "mask", "tiles %", "ms", "vs causal", "% ideal", "vs FA2", "vs cuDNN"]
-    if d.empty:
-        return pd.DataFrame(columns=cols)
     d = d[d["impl"].isin(BACKENDS) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)]
     if d.empty:
         return pd.DataFrame(columns=cols)
@@ -502,8 +503,6 @@ def table_dense(df: pd.DataFrame) -> pd.DataFrame:
     supported. An implementation without a timed causal row has no column (the coverage table
     gives its rows' statuses)."""
     d = _main_gpu(df)
-    if d.empty:
-        return pd.DataFrame(columns=["pass", "shape"])
     d = d[(d["mask"] == "causal") & (d["score_mod"] == "none")]
     d = d[d["impl"].isin(d.loc[d["status"] == "ok", "impl"])]
     if d.empty:
@@ -579,7 +578,7 @@ def table_tile_cost(df: pd.DataFrame) -> pd.DataFrame:
     parts = []
     for backend in BACKENDS:
         sparse = _sparse(df, backend)
-        d = sparse[sparse["mask"].isin(["window", "document", "document_window"])] if not sparse.empty else sparse
+        d = sparse[sparse["mask"].isin(["window", "document", "document_window"])]
         if d.empty:
             continue
         fit = pd.Series(np.nan, index=d.index)
@@ -647,7 +646,7 @@ def backend_macros(d: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
     ``<prefix>CasesWithoutRecompile``. Every value not measured reads n/a.
     """
     out: dict[str, str] = {}
-    base = _at_reference(d) if not d.empty else d
+    base = _at_reference(d)
     for pas, pname in PASS_NAMES.items():
         causal = _where(base, impl=impl, mask="causal", score_mod="none", **{"pass": pas})
         out[f"{prefix}{pname}CausalMs"] = kit.fmt(kit.first(causal, "device_ms"), 3)
@@ -655,12 +654,11 @@ def backend_macros(d: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
         out[f"{prefix}{pname}CausalVsCudnn"] = kit.fmt(kit.first(causal, "speedup_vs_cudnn"), 2)
         out[f"{prefix}{pname}CausalTflops"] = kit.fmt(kit.first(causal, "tflops_elements"), 0)
     # the >= 80 % of ideal target, sliding windows and document packing at N >= 8K
-    rows = d[(d["impl"] == impl) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)] if not d.empty else d
+    rows = d[(d["impl"] == impl) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)]
     fwd_pcts: list[float] = []
     for fam, fname in (("window", "Window"), ("document", "Document")):
         for pas, pname in PASS_NAMES.items():
-            f = rows[(rows["mask"] == fam) & (rows["pass"] == pas)] if not rows.empty else rows
-            pct = f["pct_of_ideal"].dropna() if not f.empty else pd.Series(dtype=float)
+            pct = rows.loc[(rows["mask"] == fam) & (rows["pass"] == pas), "pct_of_ideal"].dropna()
             out[f"{prefix}{fname}{pname}PctIdealMin"] = kit.fmt(pct.min() if len(pct) else np.nan, 0)
             out[f"{prefix}{fname}{pname}PctIdealMedian"] = kit.fmt(pct.median() if len(pct) else np.nan, 1)
             out[f"{prefix}{fname}{pname}TargetMet"] = (f"{int((pct >= 80).sum())} of {len(pct)}" if len(pct)
@@ -673,7 +671,7 @@ def backend_macros(d: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
         [kit.first(fwd, "speedup_vs_flash"), kit.first(fwd, "speedup_vs_cudnn")], 2.0, 4.0)
     w = _where(base, impl=impl, mask="window", window=1024, score_mod="none", **{"pass": "fwd"})
     out[f"{prefix}FwdWindowThousandSpeedup"] = kit.fmt(kit.first(w, "speedup_vs_causal"), 2)
-    mine = d[d["impl"] == impl] if not d.empty else d
+    mine = d[d["impl"] == impl]
     # the cases that compiled in the timed job (one process, in sweep order), and their cold compile
     # seconds: in the compile-ahead child where one prepared the case (a fresh process each)
     reused = _num(mine, "recompiles")
@@ -682,25 +680,21 @@ def backend_macros(d: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
     out[f"{prefix}CasesWithoutRecompile"] = f"{int((reused == 0).sum())} of {int(reused.notna().sum())}" \
         if reused.notna().any() else style.MISSING
     # why the sparse masks fall short: tile cost against tiles per query-block row and fill
-    sparse = _sparse(d, impl) if not d.empty else d
+    sparse = _sparse(d, impl)
     for pas, pname in PASS_NAMES.items():
-        p = sparse[sparse["pass"] == pas] if not sparse.empty else sparse
+        p = sparse[sparse["pass"] == pas]
         k, r2 = row_cost_fit(p)
         out[f"{prefix}{pname}RowCostTiles"] = kit.fmt(k, 1)
         out[f"{prefix}{pname}RowCostRsq"] = kit.fmt(r2, 3)
-        out[f"{prefix}{pname}TileCostRankCorrRows"] = kit.fmt(_rank_corr(p["tile_cost"], p["tiles_per_row"])
-                                                             if not p.empty else np.nan, 2)
-        out[f"{prefix}{pname}TileCostRankCorrFill"] = kit.fmt(_rank_corr(p["tile_cost"], p["tile_fill"])
-                                                             if not p.empty else np.nan, 2)
-        if not p.empty:
-            per_row = p["tiles_per_row"]
-            residual = p["tile_cost"] - _row_model(k, per_row, per_row * p["ideal_ratio"])
+        out[f"{prefix}{pname}TileCostRankCorrRows"] = kit.fmt(_rank_corr(p["tile_cost"], p["tiles_per_row"]), 2)
+        out[f"{prefix}{pname}TileCostRankCorrFill"] = kit.fmt(_rank_corr(p["tile_cost"], p["tile_fill"]), 2)
+        per_row = p["tiles_per_row"]
+        residual = p["tile_cost"] - _row_model(k, per_row, per_row * p["ideal_ratio"])
         for sel, sname in (("window", "Window"), ("uniform", "DocUniform"), ("heavy", "DocHeavy")):
-            r = residual[(p["mask"] == sel) | ((p["mask"] == "document") & (p["doc_dist"] == sel))].dropna() \
-                if not p.empty else pd.Series(dtype=float)
+            r = residual[(p["mask"] == sel) | ((p["mask"] == "document") & (p["doc_dist"] == sel))].dropna()
             out[f"{prefix}{pname}FitResidual{sname}"] = kit.fmt(r.mean() if len(r) else np.nan, 2)
         for fam, fname in (("window", "Window"), ("document", "Document")):
-            f = p[p["mask"] == fam].dropna(subset=["tile_cost"]) if not p.empty else p
+            f = p[p["mask"] == fam].dropna(subset=["tile_cost"])
             worst = f.loc[[f["tile_cost"].idxmax()]] if len(f) else f
             out[f"{prefix}{fname}{pname}WorstTileCost"] = kit.fmt(kit.first(worst, "tile_cost"), 2)
             out[f"{prefix}{fname}{pname}WorstTilesPerRow"] = kit.fmt(kit.first(worst, "tiles_per_row"), 1)
@@ -736,7 +730,7 @@ def refusal_macros(df: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
     nothing; n/a for all three without rows of ``impl``. ``<prefix>UnsupportedText``: the paper's
     sentence on them ("It refused none of its 60 cases." or the cases and messages)."""
     d = _main_gpu(df)
-    mine = d[d["impl"] == impl] if not d.empty else d
+    mine = d[d["impl"] == impl]
     if mine.empty:
         return {f"{prefix}Unsupported{name}": style.MISSING for name in ("Rows", "Cases", "Errors", "Text")}
     refused = mine[mine["status"] == "unsupported"]
@@ -746,7 +740,7 @@ def refusal_macros(df: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
         return "; ".join(f"{v} ({n} {'row' if n == 1 else 'rows'})" for v, n in counts.items()) or "none"
 
     cases = refused.apply(_refused_case, axis=1) if not refused.empty else pd.Series(dtype=str)
-    errors = refused["error"].map(lambda e: _message(e, impl)) if not refused.empty else pd.Series(dtype=str)
+    errors = refused["error"].map(lambda e: _message(e, impl))
     out = {f"{prefix}UnsupportedRows": f"{len(refused)} of {len(mine)}",
            f"{prefix}UnsupportedCases": kit.escape_latex(counted(cases)),
            f"{prefix}UnsupportedErrors": kit.escape_latex(counted(errors))}
@@ -762,25 +756,24 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     :data:`BACKENDS` gets :func:`backend_macros`; the FLASH backend also :func:`refusal_macros`, and
     ``FlexFlashTimed`` ("true" when it has a timed row, else "false": the paper's switch
     ``\\ifFlexFlashTimed`` leaves its numbers out of the text without one)."""
-    d = _ok(_main_gpu(df)) if not df.empty else df
-    out: dict[str, str] = {"FlexFlashTimed": "true" if not d.empty and (d["impl"] == "flex_flash").any() else "false"}
+    d = _ok(_main_gpu(df))
+    out: dict[str, str] = {"FlexFlashTimed": "true" if (d["impl"] == "flex_flash").any() else "false"}
     for impl, prefix in BACKENDS.items():
         out.update(backend_macros(d, impl, prefix))
     out.update(refusal_macros(df, "flex_flash", BACKENDS["flex_flash"]))
-    base = _at_reference(d) if not d.empty else d
+    base = _at_reference(d)
     for mod, mname in (("alibi", "Alibi"), ("softcap", "Softcap"), ("softcap_sigmoid", "SoftcapSigmoid"),
                        ("alibi_softcap", "AlibiSoftcap")):
         for (impl, prefix), (pas, pname) in itertools.product(BACKENDS.items(), PASS_NAMES.items()):
             r = _where(base, impl=impl, mask="causal", score_mod=mod, **{"pass": pas})
             out[f"{prefix}{pname}{mname}Slowdown"] = kit.fmt(kit.first(r, "slowdown_vs_plain"), 2)
     # memory: largest seqlen each materialised baseline ran, and its memory over flex's there
-    causal = _where(d, mask="causal", score_mod="none", **{"pass": "fwd"}) if not d.empty else d
+    causal = _where(d, mask="causal", score_mod="none", **{"pass": "fwd"})
     growth: list[float] = []
     for impl, iname in (("naive", "Naive"), ("sdpa_masked", "SdpaMasked")):
-        r = causal[causal["impl"] == impl] if not causal.empty else causal
+        r = causal[causal["impl"] == impl]
         out[f"Flex{iname}MaxSeqlen"] = str(int(r["seqlen"].max())) if not r.empty else "n/a"
-        both = r.merge(causal[causal["impl"] == "flex"], on=SHAPE, suffixes=("", "_flex")) if not r.empty else r
-        both = both.sort_values("seqlen") if not both.empty else both
+        both = r.merge(causal[causal["impl"] == "flex"], on=SHAPE, suffixes=("", "_flex")).sort_values("seqlen")
         ratio = np.nan
         if not both.empty:
             ratio = (_num(both, "peak_mem_bytes") / _num(both, "peak_mem_bytes_flex")).iloc[-1]
