@@ -173,8 +173,10 @@ def test_host_bound_rows_are_flagged_and_split_by_size():
                                      "host-bound": [0, 1, 1], "within, host-free": ["0 of 1", "1 of 1", "0 of 0"]}
     m = reproduce.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, "x")
     assert (m["ReproRowsWithinHostFree"], m["ReproRowsComparedHostFree"]) == ("1", "2")
-    assert (m["ReproRowsWithinLatency"], m["ReproPercentWithinLatency"]) == ("2", "50")  # latency = device here
+    assert (m["ReproRowsWithinLatency"], m["ReproPercentWithinLatency"]) == ("2", "50.0")  # latency = device here
     assert (m["ReproRowsOutside"], m["ReproRowsOutsideBelowTenUs"], m["ReproRowsOutsideFromOneMs"]) == ("2", "1", "1")
+    assert m["ReproOutsideFromOneMsList"] == "scale 1.50 (host-bound)"  # the 20 ms row, 30 ms in the second run
+    assert (m["ReproRowsNeeded"], m["ReproRowsNotTimed"], m["ReproPercentWithin"]) == ("4", "0", "50.0")
     m = reproduce.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, "x",
                          env=[{"git_commit": "85bec7eca74", "gpu_uuid": "GPU-640a6f14-1889"}])
     assert (m["ReproCommit"], m["ReproGpu"]) == ("85bec7e", "GPU-640a6f14")
@@ -185,6 +187,11 @@ def test_host_bound_rows_are_flagged_and_split_by_size():
 
 
 # ---------------------------------------------------------------------------- claims and the summary
+
+
+def test_a_share_checked_against_a_threshold_is_rounded_down():
+    assert (reproduce.percent(588, 616), reproduce.percent(616, 616), reproduce.percent(0, 3)) == ("95.4", "100.0", "0.0")
+    assert reproduce.percent(1, 0) == "n/a"
 
 
 def test_claims_compared_where_the_reference_has_a_verdict():
@@ -200,9 +207,9 @@ def test_summary_line_says_where_not():
                               [row(numel=n) for n in range(1, 21)], 0.05)
     same = reproduce.compare_claims({"AVerdict": "holds"}, {"AVerdict": "holds"})
     assert (reproduce.summary_line(table, same, 0.05, 0.95)
-            == "reproduced: 19 of 20 rows within ±5 % of device time (95 %); claims: 1 of 1 verdicts the same")
+            == "reproduced: 19 of 20 rows within ±5 % of device time (95.0 %); claims: 1 of 1 verdicts the same")
     assert reproduce.summary_line(table, same, 0.05, 0.96).startswith(
-        "NOT reproduced: 19 of 20 rows within ±5 % of device time (95 %, needs 96 %); outside: toy 1 (1 slower)")
+        "NOT reproduced: 19 of 20 rows within ±5 % of device time (95.0 %, needs 96 %); outside: toy 1 (1 slower)")
     differ = reproduce.compare_claims({"AVerdict": "holds"}, {"AVerdict": "does not hold"})
     assert reproduce.summary_line(table, differ, 0.05, 0.95).endswith(
         "claims: 0 of 1 verdicts the same, different: AVerdict ('holds' -> 'does not hold')")
@@ -232,7 +239,7 @@ def test_committed_data_reproduce_themselves(tmp_path):
     verdicts = reproduce.claim_verdicts(reproduce.tidy_tables(reproduce.load_run(files), "h200", SWEEP))
     claims = len(reproduce.compare_claims(verdicts, verdicts))
     assert claims >= 7  # the claims-table verdicts these data decide
-    assert line == (f"reproduced: {ok} of {ok} rows within ±5 % of device time (100 %); "
+    assert line == (f"reproduced: {ok} of {ok} rows within ±5 % of device time (100.0 %); "
                     f"claims: {claims} of {claims} verdicts the same")
     assert set(table["verdict"]) <= {"reproduced", "not timed"}
     snippet, numbers = out["out_snippet"].read_text(), out["out_numbers"].read_text()
@@ -240,7 +247,7 @@ def test_committed_data_reproduce_themselves(tmp_path):
     assert r"\newcommand{\ReproCandidate}{second\_run}" in numbers
     assert r"\label{tab:reproduction}" not in snippet  # no row outside: no table
     assert r"\label{tab:reproduction_sizes}" in snippet and r"\label{tab:reproduction_claims}" in snippet
-    assert r"\newcommand{\ReproPercentWithinHostFree}{100}" in numbers
+    assert r"\newcommand{\ReproPercentWithinHostFree}{100.0}" in numbers
     assert "FlashQLA 2–3× FLA's forward on Hopper & " in snippet  # claims in words
     assert out["out_figure"].read_bytes().startswith(b"%PDF")
 
