@@ -58,7 +58,8 @@ log = logging.getLogger("kernels.reproduce")
 VERDICTS = ("reproduced", "slower", "faster", "status changed", "missing", "new", "not timed")
 #: Verdicts that make a run not reproduced; the table lists these rows, in this order.
 OUTSIDE = ("status changed", "missing", "slower", "faster")
-VERDICT_COLORS = {"reproduced": "#55A868", "slower": "#C44E52", "faster": "#4C72B0"}
+#: Marker and colour of each study's cases in the figure, in turn.
+STUDY_MARKERS = (("o", "#4C72B0"), ("s", "#DD8452"), ("^", "#55A868"), ("D", "#C44E52"))
 #: Rows shown in the LaTeX table of the rows outside the tolerance; the rest are counted.
 TABLE_ROWS = 20
 COLUMNS = ["study", "impl", "case", "verdict", "status_reference", "status_candidate",
@@ -452,42 +453,37 @@ def _common_parts(cases: pd.Series) -> set[str]:
 
 
 def figure(table: pd.DataFrame, tolerance: float):
-    """Reproduction: each case's device time in the second run over the reference run's, per
-    study (log scale; shaded: within the tolerance). Cases without a ratio (missing, changed
-    status) are counted in the legend."""
+    """Reproduction: each case's device time in the second run over the reference run's, against
+    the reference's device time (log scales; shaded: within the tolerance), per study; the
+    legend counts the cases within the tolerance of those timed in both, and the cases missing
+    from the second run or whose status changed."""
     from matplotlib import ticker
 
     fig, ax = style.figure(width=style.COLUMN_WIDTH, height=2.6)
     timed = table[table["verdict"].isin(TIMED)]
-    studies = sorted(table["study"].unique())
     ax.axhspan(1 - tolerance, 1 + tolerance, color="0.85", zorder=0, lw=0)
     ax.axhline(1.0, color="0.5", lw=0.6, zorder=1)
-    for v in TIMED:
-        d = timed[timed["verdict"] == v]
-        if d.empty:
-            continue
-        x = [studies.index(s) + _jitter(i) for s, i in zip(d["study"], d.index)]
-        ax.scatter(x, d["ratio"], s=9, color=VERDICT_COLORS[v], zorder=2, linewidths=0, label=f"{v} ({len(d)})")
+    for (study, d), (marker, color) in zip(timed.groupby("study"), STUDY_MARKERS):
+        within = int((d["verdict"] == "reproduced").sum())
+        ax.scatter(d["ms_reference"].astype(float), d["ratio"].astype(float), s=9, marker=marker, color=color,
+                   zorder=2, linewidths=0, alpha=0.8,
+                   label=f"{style.STUDY_LABELS.get(study, study)} ({within} of {len(d)})")
     n = _counts(table)
     for v in ("missing", "status changed"):
         if n[v]:
             ax.scatter([], [], marker="x", color="k", label=f"{v} ({n[v]})")
-    ratios = [*timed["ratio"].astype(float), 0.5, 2.0]  # at least 0.5-2
+    ratios = [*timed["ratio"].astype(float), 0.8, 1.25]  # at least 0.8-1.25
+    ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_ylim(min(ratios) / 1.1, max(ratios) * 1.1)
-    ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.set_ylim(min(ratios) / 1.05, max(ratios) * 1.05)
+    ax.yaxis.set_major_locator(ticker.FixedLocator([0.2, 0.3, 0.5, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0]))
     ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_locator(ticker.NullLocator())
-    ax.set_xticks(range(len(studies)), [style.STUDY_LABELS.get(s, s) for s in studies])
-    ax.set_xlim(-0.6, len(studies) - 0.4)
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("reference device time (ms)")
     ax.set_ylabel("device time, second run / reference")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.legend(loc="upper right", fontsize=6)
     return fig
-
-
-def _jitter(i: int) -> float:
-    """A fixed horizontal offset for the ``i``-th point (no randomness: same bytes each run)."""
-    return ((i * 0.6180339887) % 1.0 - 0.5) * 0.6
 
 
 #: The threats section's sentences on the second run (macro ``ReproThreats``), given one.
