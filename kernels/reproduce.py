@@ -229,7 +229,7 @@ def size_table(table: pd.DataFrame) -> pd.DataFrame:
     for label, g in timed.groupby(cls, observed=True):
         ok, host = g["verdict"] == "reproduced", g["host_bound"].astype(bool)
         out.append({"device time": label, "rows": len(g), "within": int(ok.sum()),
-                    "within %": f"{100 * ok.mean():.0f}", "host-bound": int(host.sum()),
+                    "within %": percent(int(ok.sum()), len(g)), "host-bound": int(host.sum()),
                     "within, host-free": f"{int((ok & ~host).sum())} of {int((~host).sum())}"})
     return pd.DataFrame(out)
 
@@ -455,8 +455,8 @@ def _common_parts(cases: pd.Series) -> set[str]:
 def figure(table: pd.DataFrame, tolerance: float):
     """Reproduction: each case's device time in the second run over the reference run's, against
     the reference's device time (log scales; shaded: within the tolerance), per study; the
-    legend counts the cases within the tolerance of those timed in both, and the cases missing
-    from the second run or whose status changed."""
+    legend counts the cases within the tolerance of those timed in both (and any case missing
+    from the second run or whose status changed)."""
     from matplotlib import ticker
 
     fig, ax = style.figure(width=style.COLUMN_WIDTH, height=2.6)

@@ -169,7 +169,7 @@ def test_host_bound_rows_are_flagged_and_split_by_size():
     assert table["host_bound"].tolist() == [False, False, True, True]
     sizes = reproduce.size_table(table)
     assert sizes.to_dict("list") == {"device time": ["below 10 µs", "0.1–1 ms", "10 ms and more"],
-                                     "rows": [1, 2, 1], "within": [0, 2, 0], "within %": ["0", "100", "0"],
+                                     "rows": [1, 2, 1], "within": [0, 2, 0], "within %": ["0.0", "100.0", "0.0"],
                                      "host-bound": [0, 1, 1], "within, host-free": ["0 of 1", "1 of 1", "0 of 0"]}
     m = reproduce.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, "x")
     assert (m["ReproRowsWithinHostFree"], m["ReproRowsComparedHostFree"]) == ("1", "2")
