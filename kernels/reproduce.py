@@ -277,12 +277,17 @@ def claims_latex(claims: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
                          "same": claims["same"].map({True: "yes", False: "no"})})
 
 
+def rows_needed(timed: int, min_within: float) -> int:
+    """The fewest of ``timed`` rows that must be reproduced: ``min_within`` of them, rounded up."""
+    return math.ceil(min_within * timed)
+
+
 def is_reproduced(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) -> bool:
     """True when at least ``min_within`` of the rows timed in both runs are reproduced, no
     row is missing or changed status, and every claim's verdict is the same."""
     n = _counts(table)
     timed = n["reproduced"] + n["slower"] + n["faster"]
-    return (timed > 0 and n["reproduced"] >= min_within * timed and n["missing"] == 0
+    return (timed > 0 and n["reproduced"] >= rows_needed(timed, min_within) and n["missing"] == 0
             and n["status changed"] == 0 and bool(claims["same"].all()))
 
 
@@ -310,7 +315,7 @@ def summary_line(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, mi
     pct = f"{percent(n['reproduced'], timed)} %"
     if timed:
         rows_part = (f"{n['reproduced']} of {timed} rows within ±{100 * tolerance:g} % of "
-                     f"device time ({pct}" + ("" if n["reproduced"] >= min_within * timed
+                     f"device time ({pct}" + ("" if n["reproduced"] >= rows_needed(timed, min_within)
                                                          else f", needs {100 * min_within:g} %") + ")")
     else:
         rows_part = "no row timed in both runs"
@@ -360,7 +365,7 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
     out = {}
     out["ReproRowsWithin"], out["ReproRowsCompared"], out["ReproPercentWithin"] = within(table)
     out["ReproMinWithinPct"] = f"{100 * min_within:g}"
-    out["ReproRowsNeeded"] = str(math.ceil(min_within * int(out["ReproRowsCompared"]) - 1e-9))
+    out["ReproRowsNeeded"] = str(rows_needed(int(out["ReproRowsCompared"]), min_within))
     out["ReproRowsNotTimed"] = str(int((table["verdict"] == "not timed").sum()))
     out_rows = table[table["verdict"].isin(("slower", "faster"))]
     ms = out_rows["ms_reference"].astype(float)

@@ -144,6 +144,14 @@ def _ok(df: pd.DataFrame) -> pd.DataFrame:
     return df[(df["status"] == "ok") & df["device_ms"].notna()]
 
 
+def _causal_at_most_tokens(df: pd.DataFrame) -> pd.DataFrame:
+    """The causal rows without a score_mod at H16 D128 bfloat16 (no GQA) with the most tokens per
+    batch (batch x seqlen): the sequence-length series of the throughput and memory figures."""
+    d = df[(df["mask"] == "causal") & (df["score_mod"] == "none") & (df["heads"] == 16) & (df["kv_heads"] == 16)
+           & (df["head_dim"] == 128) & (df["dtype"] == "bfloat16")]
+    return d[d["batch"] * d["seqlen"] == (d["batch"] * d["seqlen"]).max()]
+
+
 def _reference(df: pd.DataFrame) -> dict | None:
     """The reference shape (:data:`REFERENCE_FIELDS`): that of the first row of the config group
     :data:`REFERENCE_GROUP` (role) in ``df``; None when ``df`` has none."""
@@ -277,10 +285,7 @@ def fig_tflops(df: pd.DataFrame):
     bfloat16): FlexAttention (its default Triton backend, autotuned, and its FLASH backend, which runs
     FlashAttention-4's CuTe-DSL kernels) against the dense SDPA back ends, SDPA with a materialised mask
     and PyTorch softmax attention (naive), TFLOP/s on the unmasked elements."""
-    d = _ok(_main_gpu(df))
-    d = d[(d["mask"] == "causal") & (d["score_mod"] == "none") & (d["heads"] == 16) & (d["kv_heads"] == 16)
-          & (d["head_dim"] == 128) & (d["dtype"] == "bfloat16")]
-    d = d[d["batch"] * d["seqlen"] == (d["batch"] * d["seqlen"]).max()]
+    d = _causal_at_most_tokens(_ok(_main_gpu(df)))
     passes = ["fwd", "fwdbwd"]
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
     impls = sorted(d["impl"].unique())
@@ -309,10 +314,7 @@ def fig_memory(df: pd.DataFrame):
     tokens (N² per sequence), FlexAttention's block mask does not; crosses mark out-of-memory runs.
     Hollow markers of different shapes and sizes stay visible where implementations need the same
     memory (the dense kernels and flex hold only the inputs, the output and their statistics)."""
-    d = _main_gpu(df)
-    d = d[(d["mask"] == "causal") & (d["score_mod"] == "none") & (d["heads"] == 16) & (d["kv_heads"] == 16)
-          & (d["head_dim"] == 128) & (d["dtype"] == "bfloat16")]
-    d = d[d["batch"] * d["seqlen"] == (d["batch"] * d["seqlen"]).max()]
+    d = _causal_at_most_tokens(_main_gpu(df))
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
     impls = sorted(d["impl"].unique())
     colors = style.palette("flex", impls)
