@@ -116,8 +116,8 @@ def test_gemm_fused_matches_reference(weights, device):
     assert rel(swiglu_matmul(x, w), ref) < 1e-2
 
 
-def test_pack_gate_up_layout():
-    w_gate, w_up = randn(3, 200, device="cpu"), randn(3, 200, device="cpu", seed=1)
+def test_pack_gate_up_layout(device):
+    w_gate, w_up = randn(3, 200, device=device), randn(3, 200, device=device, seed=1)
     packed = pack_gate_up(w_gate, w_up)
     assert packed.hidden == 200 and packed.weight.shape == (3, 512) and packed.weight.is_contiguous()
     blocks = packed.weight.view(3, 2, 2, 128)  # [K, block, gate|up, column]

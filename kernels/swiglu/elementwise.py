@@ -21,7 +21,9 @@ of more than 2**31 elements are correct. Outputs are new contiguous tensors.
 On a GPU the block size and warp count are autotuned (the source's
 1024/4, 2048/8, 4096/8 plus larger blocks) per power-of-two size class, among
 the blocks that keep at least half the SMs busy (:func:`busy_configs`), and
-the pick is kept per class so that later launches skip the autotuner; under
+the pick is kept per class so that later launches skip the autotuner and call
+the kept binary's launcher directly (:class:`kernels.launch.DirectLaunch`:
+the host's cost of a launch, not Triton's argument binding); under
 ``TRITON_INTERPRET=1`` (the CPU interpreter, where autotuning has no driver)
 a fixed configuration is used.
 """
@@ -33,7 +35,7 @@ import triton
 import triton.language as tl
 import triton.testing
 
-from kernels.launch import TunedPicks, interpreting, sm_count
+from kernels.launch import DirectLaunch, TunedPicks, interpreting, sm_count
 
 #: dtypes the kernels accept; math is fp32 whatever the storage dtype.
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -119,6 +121,8 @@ def _tuned(kernel, configs):
 
 _FWD_TUNED = None if interpreting() else _tuned(_swiglu_fwd_kernel, FWD_CONFIGS)
 _BWD_TUNED = None if interpreting() else _tuned(_swiglu_bwd_kernel, BWD_CONFIGS)
+_FWD = DirectLaunch(_swiglu_fwd_kernel)
+_BWD = DirectLaunch(_swiglu_bwd_kernel)
 
 
 def check_operands(**tensors: torch.Tensor) -> torch.Tensor:
@@ -170,16 +174,20 @@ def as_rows(name: str, t: torch.Tensor) -> torch.Tensor:
                          f"of {hidden} elements without a copy; call .contiguous() first") from None
 
 
-def _layout(*rows2d: torch.Tensor):
-    """(n_rows, n_cols, row strides, output row stride) for the kernels.
+def _layout(**operands: torch.Tensor):
+    """(operands, n_rows, n_cols, row strides, output row stride) for the kernels.
 
-    Contiguous operands become one flat row (row strides 0); otherwise each
-    keeps its row stride and the (contiguous) outputs use ``n_cols``.
+    Contiguous operands become one flat row (row strides 0), passed as they
+    are; otherwise each is seen as rows (:func:`as_rows`, which raises its
+    ValueError) and keeps its row stride, and the (contiguous) outputs use
+    ``n_cols``.
     """
-    n_rows, n_cols = rows2d[0].shape
-    if all(r.is_contiguous() for r in rows2d):
-        return 1, n_rows * n_cols, [0] * len(rows2d), 0
-    return n_rows, n_cols, [r.stride(0) for r in rows2d], n_cols
+    tensors = list(operands.values())
+    if all(t.is_contiguous() for t in tensors):
+        return tensors, 1, tensors[0].numel(), [0] * len(tensors), 0
+    rows = [as_rows(name, t) for name, t in operands.items()]
+    n_rows, n_cols = rows[0].shape
+    return rows, n_rows, n_cols, [r.stride(0) for r in rows], n_cols
 
 
 #: (BLOCK_SIZE, num_warps) the autotuner chose per kernel and (size class, column class,
@@ -198,21 +206,22 @@ def last_tuned() -> dict[str, tuple[int, int]]:
     return {names[k]: v for k, v in _PICKS.last().items()}
 
 
-def _launch(tuned, kernel, config, n_rows, n_cols, args, strides):
+def _launch(tuned, direct, config, n_rows, n_cols, args, strides):
+    # A class's first launch autotunes through Triton; the pick is then launched directly (DirectLaunch).
     size_class = (n_rows * n_cols).bit_length()
     col_class = 0 if n_rows == 1 else n_cols.bit_length()
     if config is None and tuned is not None:
         key = (size_class, col_class, args[0].dtype)
-        config = _PICKS.get(kernel, key)
+        config = _PICKS.get(direct.kernel, key)
         if config is None:
             grid = lambda meta: (n_rows * triton.cdiv(n_cols, meta["BLOCK_SIZE"]),)  # noqa: E731
             tuned[grid](*args, n_cols, *strides, size_class, col_class)
             best = tuned.best_config
-            _PICKS.put(kernel, key, (best.kwargs["BLOCK_SIZE"], best.num_warps))
+            _PICKS.put(direct.kernel, key, (best.kwargs["BLOCK_SIZE"], best.num_warps))
             return
     block, warps = config or INTERPRET_CONFIG
-    kernel[(n_rows * triton.cdiv(n_cols, block),)](*args, n_cols, *strides, size_class, col_class,
-                                                  BLOCK_SIZE=block, num_warps=warps)
+    direct(n_rows * triton.cdiv(n_cols, block), *args, n_cols, *strides, size_class, col_class,
+           BLOCK_SIZE=block, num_warps=warps)
 
 
 def swiglu_forward(gate: torch.Tensor, up: torch.Tensor, config: tuple[int, int] | None = None) -> torch.Tensor:
@@ -234,9 +243,8 @@ def swiglu_forward(gate: torch.Tensor, up: torch.Tensor, config: tuple[int, int]
     out = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
     if gate.numel() == 0:
         return out
-    g2, u2 = as_rows("gate", gate), as_rows("up", up)
-    n_rows, n_cols, (sg, su), so = _layout(g2, u2)
-    _launch(_FWD_TUNED, _swiglu_fwd_kernel, config, n_rows, n_cols, (g2, u2, out), (sg, su, so))
+    (g2, u2), n_rows, n_cols, (sg, su), so = _layout(gate=gate, up=up)
+    _launch(_FWD_TUNED, _FWD, config, n_rows, n_cols, (g2, u2, out), (sg, su, so))
     return out
 
 
@@ -260,10 +268,8 @@ def swiglu_backward(d_out: torch.Tensor, gate: torch.Tensor, up: torch.Tensor,
     d_up = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
     if gate.numel() == 0:
         return d_gate, d_up
-    dy2, g2, u2 = as_rows("d_out", d_out), as_rows("gate", gate), as_rows("up", up)
-    n_rows, n_cols, strides, s_grad = _layout(dy2, g2, u2)
-    _launch(_BWD_TUNED, _swiglu_bwd_kernel, config, n_rows, n_cols, (dy2, g2, u2, d_gate, d_up),
-            (*strides, s_grad))
+    (dy2, g2, u2), n_rows, n_cols, strides, s_grad = _layout(d_out=d_out, gate=gate, up=up)
+    _launch(_BWD_TUNED, _BWD, config, n_rows, n_cols, (dy2, g2, u2, d_gate, d_up), (*strides, s_grad))
     return d_gate, d_up
 
 
