@@ -67,6 +67,24 @@ def test_partial_data_does_not_crash():
     assert report.macros(df)["GdnFlashQlaFwdVerdict"] == report.macros(df)["GdnFlashQlaBwdVerdict"] == "n/a"
 
 
+def test_a_study_without_rows_renders_not_measured():
+    """The tidy table of a study without rows (no columns at all, as its CSV is read back) and one
+    with columns but no rows: every figure draws, every table but the published times (FlashQLA's
+    own, beside n/a) is empty, every macro is n/a or a verdict of no data."""
+    for df in (pd.DataFrame(), report.derive(tidy()).iloc[0:0]):
+        for fn in report.FIGURES.values():
+            plt.close(fn(df))
+        for name, fn in report.TABLES.items():
+            table = fn(df)
+            if name == "gdn_published":
+                assert table["FlashQLA"].isna().all() and table["FlashQLA, published"].notna().all()
+            else:
+                assert table.empty, name
+        m = report.macros(report.derive(df))
+        assert set(m) == set(report.macros(report.derive(tidy())))
+        assert {v for k, v in m.items() if not k.endswith(("Verdict", "Configs"))} == {"n/a"}
+
+
 def bwd_tidy():
     """Backward and fwd+bwd rows at the backward's main shapes, with peak memory."""
     rows = []

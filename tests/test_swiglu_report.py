@@ -66,13 +66,15 @@ def test_derive_adds_metrics(tidy):
 
 
 @pytest.mark.parametrize("name", sorted(report.FIGURES))
-@pytest.mark.parametrize("subset", ["full", "cpu_partial", "empty"])
+@pytest.mark.parametrize("subset", ["full", "cpu_partial", "empty", "no_columns"])
 def test_figures_draw(tidy, name, subset):
     df = report.derive(tidy)
     if subset == "cpu_partial":
         df = df[df["impl"].isin(["eager", "triton"]) & (df["pass"] == "fwd")].assign(gpu="cpu")
     elif subset == "empty":
         df = df.iloc[0:0]
+    elif subset == "no_columns":  # the tidy CSV of a study without rows, read back
+        df = pd.DataFrame()
     fig = report.FIGURES[name](df)
     assert isinstance(fig, matplotlib.figure.Figure)
     matplotlib.pyplot.close(fig)
@@ -87,8 +89,9 @@ def test_tables(tidy):
     gemm = report.TABLES["swiglu_gemm"](df)
     assert gemm.loc["Llama-3-8B, 8192 × 4096 to 14336", ("speedup", "fused")] == pytest.approx(3.1 / 2.9, abs=0.01)
     assert ("TFLOP/s", "fused epilogue") in gemm.columns
-    for table in (report.TABLES[n](df.iloc[0:0]) for n in report.TABLES):
-        assert table.empty  # rendered as "not measured", not a crash
+    for empty in (df.iloc[0:0], pd.DataFrame()):
+        for table in (report.TABLES[n](empty) for n in report.TABLES):
+            assert table.empty  # rendered as "not measured", not a crash
 
 
 def test_macros(tidy):
@@ -102,8 +105,8 @@ def test_macros(tidy):
     assert (m["SwigluGemmFusedQNinetyMsEightB"], m["SwigluGemmMatmulQTenMsEightB"]) == ("2.900", "3.100")
     assert m["SwigluGemmWarmupMs"] == "1000"
     assert m["SwigluCompileSecondsEightB"] == "9.5"
-    empty = report.macros(tidy.iloc[0:0])
-    assert set(empty) == set(m) and set(empty.values()) == {"n/a"}
+    for empty in (report.macros(tidy.iloc[0:0]), report.macros(pd.DataFrame())):
+        assert set(empty) == set(m) and set(empty.values()) == {"n/a"}
     seed = tidy[tidy["impl"] == "seed"].iloc[:2].assign(out_dtype="float16", status=["ok", "wrong"],
                                                         dtype=["bfloat16", "float32"])
     assert {k: report.macros(seed)[k] for k in ("SwigluSeedOutDtype", "SwigluSeedWrongDtypes")} == {

@@ -24,49 +24,55 @@ import pandas as pd
 from kernels import report_kit as kit
 from kernels import style
 from kernels.gdn.impls import IMPLS
+from kernels.rows import ROLES
 
 SHAPE = ["gpu", "pass", "dtype", "batch", "seqlen", "heads", "value_heads", "head_dim", "num_seqs", "varlen"]
 #: The implementations in the order of legends and tables (their registry's).
 ORDER = tuple(IMPLS)
-
-
-def _shape_cols(df):
-    return [c for c in SHAPE if c in df.columns]
+#: The relative errors of the gradients against float64 (rows of the backward passes).
+GRAD_ERRORS = ["rel_err_dq", "rel_err_dk", "rel_err_dv", "rel_err_dg", "rel_err_dbeta"]
+#: The metrics :func:`derive` adds.
+DERIVED = ["speedup_vs_naive", "speedup_vs_fla", "ratio_to_flash_qla", "peak_mem_gib"]
+#: The tidy table's columns that the report reads: a table without them (the tidy CSV of a study
+#: without rows, read back) gets them all NaN (:func:`kernels.report_kit.tidy_frame`).
+COLUMNS = [*SHAPE, "impl", "status", "device_ms", "q10_ms", "q90_ms", "flops", "tflops", "peak_mem_timed_bytes",
+           "peak_mem_bytes", "host_overhead_ms", "kernels", "rel_err", *GRAD_ERRORS, ROLES, *DERIVED]
 
 
 def _speedup_base(df: pd.DataFrame, impl: str) -> pd.Series:
     """Median of ``impl`` at each row's shape (NaN where it has none)."""
-    return kit.baseline(df, df["impl"] == impl, _shape_cols(df))
+    return kit.baseline(df, df["impl"] == impl, SHAPE)
+
+
+def _tidy(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every column of :data:`COLUMNS`; rows without a ``pass`` count as forward."""
+    df = kit.tidy_frame(df, COLUMNS)
+    return df.assign(**{"pass": df["pass"].fillna("fwd")})
 
 
 def derive(df: pd.DataFrame) -> pd.DataFrame:
-    """Add ``speedup_vs_naive``, ``speedup_vs_fla``, ``ratio_to_flash_qla`` (and ``tflops`` if missing)."""
-    df = df.copy()
-    if "tflops" not in df.columns:
-        df["tflops"] = df["flops"] / (df["device_ms"] * 1e-3) / 1e12
+    """Add ``speedup_vs_naive``, ``speedup_vs_fla``, ``ratio_to_flash_qla``, ``peak_mem_gib`` (and
+    ``tflops`` where it is missing)."""
+    df = _tidy(df)
+    df["tflops"] = df["tflops"].fillna(df["flops"] / (df["device_ms"] * 1e-3) / 1e12)
     df["speedup_vs_naive"] = _speedup_base(df, "naive") / df["device_ms"]
     df["speedup_vs_fla"] = _speedup_base(df, "fla_chunk") / df["device_ms"]
     df["ratio_to_flash_qla"] = df["device_ms"] / _speedup_base(df, "flash_qla")
-    peak = df["peak_mem_timed_bytes"] if "peak_mem_timed_bytes" in df.columns else pd.Series(np.nan, index=df.index)
-    if "peak_mem_bytes" in df.columns:
-        peak = peak.fillna(df["peak_mem_bytes"])
+    peak = df["peak_mem_timed_bytes"].fillna(df["peak_mem_bytes"])
     df["peak_mem_gib"] = pd.to_numeric(peak, errors="coerce") / 2**30
     return df
 
 
 def _pass(df, pas):
-    """Rows of one pass (rows without a ``pass`` column count as forward), without the
-    grouped-value-attention rows (``value_heads`` set: FlashQLA's published configurations),
-    whose (batch, seqlen, heads) the figures and tables here would confuse with other rows'."""
-    if "value_heads" in df.columns:
-        df = df[df["value_heads"].isna()]
-    if "pass" not in df.columns:
-        return df if pas == "fwd" else df.iloc[0:0]
-    return df[df["pass"] == pas]
+    """Rows of one pass, without the grouped-value-attention rows (``value_heads`` set: FlashQLA's
+    published configurations), whose (batch, seqlen, heads) the figures and tables here would
+    confuse with other rows'."""
+    df = _tidy(df)
+    return df[df["value_heads"].isna() & (df["pass"] == pas)]
 
 
 def _impls(df):
-    return kit.ordered(df["impl"], ORDER)
+    return kit.ordered(_tidy(df)["impl"], ORDER)
 
 
 def _sweep_rows(df):
@@ -132,11 +138,9 @@ def _shape_label(d):
 def _fla_band(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with ``speedup_low`` and ``speedup_high``: FLA's 10th percentile over this row's 90th and
     FLA's 90th over this row's 10th (the spread of ``speedup_vs_fla``; NaN without quantiles)."""
-    if not {"q10_ms", "q90_ms"} <= set(df.columns):
-        return df.assign(speedup_low=np.nan, speedup_high=np.nan)
     fla = df["impl"] == "fla_chunk"
-    return df.assign(speedup_low=kit.baseline(df, fla, _shape_cols(df), "q10_ms") / df["q90_ms"],
-                     speedup_high=kit.baseline(df, fla, _shape_cols(df), "q90_ms") / df["q10_ms"])
+    return df.assign(speedup_low=kit.baseline(df, fla, SHAPE, "q10_ms") / df["q90_ms"],
+                     speedup_high=kit.baseline(df, fla, SHAPE, "q90_ms") / df["q10_ms"])
 
 
 def _bars(ax, d, col, log=False):
@@ -200,7 +204,7 @@ def fig_peak_memory(df: pd.DataFrame):
     backward's main shapes, per implementation."""
     fig, ax = style.figure(height=2.4)
     d = _main_rows(_pass(df, "fwdbwd"))
-    d = d.dropna(subset=["peak_mem_gib"]) if "peak_mem_gib" in d.columns else d.iloc[0:0]
+    d = d.dropna(subset=["peak_mem_gib"])
     if not d.empty:
         _bars(ax, d.assign(shape=_shape_label(d)), "peak_mem_gib")
     ax.set_ylabel("peak memory (GiB)")
@@ -262,12 +266,10 @@ def table_kernels(df: pd.DataFrame) -> pd.DataFrame:
 def _published_rows(df: pd.DataFrame) -> pd.DataFrame:
     """Rows of FlashQLA's published configurations (role ``published``), keyed like
     :data:`kernels.gdn.published.TIMES`: a ``config`` tuple (pass, heads, value_heads, batch, seqlen)."""
+    df = _tidy(df)
     d = kit.with_role(df[df["device_ms"].notna()], "published")
-    if d.empty:
-        return d.assign(config=[])
-    hv = d["value_heads"].fillna(d["heads"]) if "value_heads" in d.columns else d["heads"]
     return d.assign(config=[(p, int(h), int(v), int(b), int(t)) for p, h, v, b, t in
-                            zip(d["pass"], d["heads"], hv, d["batch"], d["seqlen"])])
+                            zip(d["pass"], d["heads"], d["value_heads"].fillna(d["heads"]), d["batch"], d["seqlen"])])
 
 
 def _configured_published() -> set[tuple]:
@@ -295,7 +297,7 @@ def table_published(df: pd.DataFrame) -> pd.DataFrame:
     for (pas, h, hv, b, t), theirs in published.TIMES.items():
         if (pas, h, hv, b, t) not in configured:
             continue
-        ours = d[d["config"] == (pas, h, hv, b, t)].set_index("impl")["device_ms"] if not d.empty else pd.Series()
+        ours = d[d["config"].isin([(pas, h, hv, b, t)])].set_index("impl")["device_ms"]
         ours = ours[~ours.index.duplicated()]
         got = {i: ours.get(i, np.nan) for i in ("chunk", "fla_chunk", "flash_qla")}
         rows.append({"pass": style.pass_label(pas), "configuration": f"{h}/{hv}, {b} x {t}",
@@ -344,8 +346,6 @@ TABLES = {"gdn_main": table_main, "gdn_bwd": table_bwd, "gdn_kernels": table_ker
 
 def _at(df, impl, b, t, h, col="device_ms", pas="fwd"):
     d = _pass(df, pas)
-    if col not in d.columns:
-        return None
     s = d[(d["impl"] == impl) & (d["batch"] == b) & (d["seqlen"] == t) & (d["heads"] == h)
           & (d["varlen"] != True)][col].dropna()  # noqa: E712
     return s.iloc[0] if len(s) else None
@@ -359,7 +359,7 @@ def flash_qla_verdicts(df: pd.DataFrame) -> dict[str, str]:
     out = {}
     for pas, name, high in (("fwd", "Fwd", 3.0), ("bwd", "Bwd", float("inf"))):
         d = _pass(df, pas)
-        s = d[d["impl"] == "flash_qla"]["speedup_vs_fla"].dropna() if "speedup_vs_fla" in d.columns else []
+        s = d[d["impl"] == "flash_qla"]["speedup_vs_fla"].dropna()
         out[f"GdnFlashQla{name}Verdict"] = kit.claim_verdict(list(s), 2.0, high)
     return out
 
@@ -443,10 +443,10 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             cell = _at(df, impl, b, t, h, "kernels")
             total = sum(e["us"] for e in json.loads(cell)) / 1e3 if isinstance(cell, str) else None
             m[f"Gdn{iname}KernelMs{tag}"] = kit.fmt(total, 3)
-    grads = [c for c in df.columns if c in ("rel_err_dq", "rel_err_dk", "rel_err_dv", "rel_err_dg", "rel_err_dbeta")]
-    g = df[(df["impl"] == "chunk") & (df["pass"] != "fwd")][grads]
-    m["GdnChunkGradErrMax"] = kit.fmt(g.max().max() if len(g) and grads else None, 4)
-    o = df.loc[df["impl"] == "chunk", "rel_err"] if "rel_err" in df.columns else pd.Series(dtype=float)
+    rows = _tidy(df)
+    g = rows[(rows["impl"] == "chunk") & (rows["pass"] != "fwd")][GRAD_ERRORS].astype(float)
+    m["GdnChunkGradErrMax"] = kit.fmt(g.max().max() if g.notna().any().any() else None, 4)
+    o = rows.loc[rows["impl"] == "chunk", "rel_err"].astype(float)
     m["GdnChunkOutErrMax"] = kit.fmt(o.max() if o.notna().any() else None, 4)
     fwd = _pass(df, "fwd")
     v = fwd[(fwd["varlen"] == True) & fwd["device_ms"].notna()]  # noqa: E712

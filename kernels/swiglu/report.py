@@ -36,17 +36,16 @@ ORDER = tuple(IMPLS)
 LARGE = 2**26  # "large" elementwise sizes for the bandwidth verdict
 DEFAULTS = {"series": "grid", "launch": "stream", "gemm_in": 0}
 SHAPE = ["tokens", "hidden", "gemm_in"]
+#: The tidy table's columns that the report reads: :func:`_prepared` gives a table without them
+#: (a study without rows) these columns, all NaN (:func:`kernels.report_kit.tidy_frame`).
+COLUMNS = ["gpu", "impl", "status", "dtype", "pass", "numel", *SHAPE, "series", "launch", "device_ms", "q10_ms",
+           "q90_ms", "latency_ms", "host_overhead_ms", "gbps", "tflops", "compile_s", "warmup_ms", "out_dtype"]
 
 
 def _prepared(df: pd.DataFrame) -> pd.DataFrame:
-    df = df.copy()
+    df = kit.tidy_frame(df, COLUMNS).copy()
     for col, value in DEFAULTS.items():
-        if col not in df:
-            df[col] = value
         df[col] = df[col].fillna(value)
-    for col in ("device_ms", "q10_ms", "q90_ms", "latency_ms", "gbps", "tflops", "numel", "tokens", "hidden"):
-        if col not in df:
-            df[col] = np.nan
     return df
 
 
@@ -54,8 +53,6 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     """Add ``us``, ``q10_us``, ``q90_us`` (device time), ``latency_us``, ``pct_copy``, ``pct_peak`` and
     ``speedup_eager`` (by device time)."""
     df = _prepared(df)
-    if df.empty:
-        return df.assign(us=[], q10_us=[], q90_us=[], latency_us=[], pct_copy=[], pct_peak=[], speedup_eager=[])
     for ms, us in (("device_ms", "us"), ("q10_ms", "q10_us"), ("q90_ms", "q90_us"),
                    ("latency_ms", "latency_us")):
         df[us] = df[ms].astype(float) * 1e3
@@ -79,8 +76,6 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
 
 def _ok(df: pd.DataFrame) -> pd.DataFrame:
     """The ok rows, derived (the tidy CSV already is; a raw tidy table is derived here)."""
-    if df.empty or "status" not in df:
-        return _prepared(df).iloc[0:0]
     df = _prepared(df) if "speedup_eager" in df else derive(df)
     return df[df["status"].eq("ok") & df["device_ms"].notna()]
 
@@ -91,11 +86,11 @@ def _elementwise(df: pd.DataFrame, dtype="bfloat16") -> pd.DataFrame:
 
 
 def _impls(df: pd.DataFrame) -> list[str]:
-    return kit.ordered(sorted(df["impl"].unique()) if "impl" in df else [], ORDER)
+    return kit.ordered(sorted(df["impl"].unique()), ORDER)
 
 
 def _passes(df: pd.DataFrame) -> list[str]:
-    present = set(df["pass"]) if "pass" in df else set()
+    present = set(df["pass"])
     return [p for p in ("fwd", "bwd", "fwdbwd") if p in present] or ["fwd"]
 
 
@@ -359,14 +354,14 @@ CLAIMS = {"SwigluClaimLatencyVerdict": "SwiGLU fusion cuts activation latency 2.
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text (plain strings; 'n/a' when not measured)."""
     d = _ok(df)
-    ew = d[d["gemm_in"].astype(float).eq(0) & d["launch"].eq("stream")] if not d.empty else d
-    bf = ew[ew["dtype"].eq("bfloat16")] if not ew.empty else ew
-    fwd = bf[bf["pass"].eq("fwd")] if not bf.empty else bf
-    large = fwd[fwd["numel"] >= LARGE] if not fwd.empty else fwd
+    ew = d[d["gemm_in"].astype(float).eq(0) & d["launch"].eq("stream")]
+    bf = ew[ew["dtype"].eq("bfloat16")]
+    fwd = bf[bf["pass"].eq("fwd")]
+    large = fwd[fwd["numel"].astype(float) >= LARGE]
     out = {}
 
     def col(frame, impl, name):
-        return frame[frame["impl"].eq(impl)][name] if not frame.empty else pd.Series(dtype=float)
+        return frame[frame["impl"].eq(impl)][name]
 
     out["SwigluCopyTBps"] = kit.fmt(col(large, "copy", "gbps").max() / 1e3, 2)
     out["SwigluTritonFwdPctCopyMin"] = kit.fmt(col(large, "triton", "pct_copy").min(), 1)
@@ -382,15 +377,14 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     # Source claims: 2.5-3.5x latency over eager and 85-92 % of peak bandwidth.
     out["SwigluClaimLatencyVerdict"] = kit.claim_verdict(col(large, "seed", "speedup_eager"), 2.5, 3.5)
     out["SwigluClaimBandwidthVerdict"] = kit.claim_verdict(col(large, "seed", "pct_peak"), 85.0, 92.0)
-    model = bf[bf["tokens"].eq(8192) & bf["hidden"].eq(14336)] if not bf.empty else bf
+    model = bf[bf["tokens"].eq(8192) & bf["hidden"].eq(14336)]
     for impl, name in (("eager", "Eager"), ("compile", "Compile"), ("compile_no_cudagraphs", "CompileNoGraphs"),
                        ("triton", "Triton"), ("liger", "Liger"), ("seed", "Seed")):
         out[f"Swiglu{name}FwdUsEightB"] = kit.fmt(kit.median(model, "us", impl=impl, **{"pass": "fwd"}), 1)
         if impl != "seed":  # the source kernel has no backward
             out[f"Swiglu{name}FwdbwdUsEightB"] = kit.fmt(kit.median(model, "us", impl=impl, **{"pass": "fwdbwd"}), 1)
-    step = bf[bf["pass"].eq("fwdbwd") & bf["impl"].eq("triton")] if not bf.empty else bf
-    out["SwigluTritonFwdbwdSpeedupAllRange"] = _range(step["speedup_eager"] if not step.empty
-                                                      else pd.Series(dtype=float), 2)
+    step = bf[bf["pass"].eq("fwdbwd") & bf["impl"].eq("triton")]
+    out["SwigluTritonFwdbwdSpeedupAllRange"] = _range(step["speedup_eager"], 2)
     out["SwigluTritonFwdbwdSpeedupEightB"] = kit.fmt(kit.median(model, "speedup_eager", impl="triton",
                                                        **{"pass": "fwdbwd"}), 2)
     out["SwigluTritonFwdbwdLatencySpeedupEightB"] = kit.fmt(
@@ -400,10 +394,9 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         for p, pname in (("fwd", "Fwd"), ("fwdbwd", "Fwdbwd")):
             host = kit.median(model, "host_overhead_ms", impl=impl, **{"pass": p})
             out[f"Swiglu{name}{pname}HostUsEightB"] = kit.fmt(host * 1e3, 1)
-    out["SwigluCompileSecondsEightB"] = kit.fmt(kit.median(model, "compile_s", impl="compile", **{"pass": "fwd"})
-                                             if "compile_s" in model else float("nan"), 1)
+    out["SwigluCompileSecondsEightB"] = kit.fmt(kit.median(model, "compile_s", impl="compile", **{"pass": "fwd"}), 1)
     dec = d[d["dtype"].eq("bfloat16") & d["pass"].eq("fwd") & d["tokens"].eq(16) & d["hidden"].eq(14336)
-            & d["gemm_in"].astype(float).eq(0)] if not d.empty else d
+            & d["gemm_in"].astype(float).eq(0)]
     out["SwigluDecodeGraphUs"] = kit.fmt(kit.median(dec, "us", impl="decode", launch="graph"), 2)
     out["SwigluDecodeStreamUs"] = kit.fmt(kit.median(dec, "us", impl="decode", launch="stream"), 2)
     out["SwigluDecodeEagerUs"] = kit.fmt(kit.median(dec, "us", impl="eager", launch="stream"), 2)
@@ -416,9 +409,9 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
                                ("eager", "stream", "Eager"), ("eager", "graph", "EagerGraph"),
                                ("liger", "stream", "Liger")):
         out[f"SwigluDecode{name}LatencyUs"] = kit.fmt(kit.median(dec, "latency_us", impl=impl, launch=launch), 2)
-    gemm = d[d["gemm_in"].astype(float) > 0] if not d.empty else d
+    gemm = d[d["gemm_in"].astype(float) > 0]
     for (k, n), name in (((4096, 14336), "EightB"), ((8192, 28672), "SeventyB")):
-        g = gemm[gemm["gemm_in"].eq(k) & gemm["hidden"].eq(n)] if not gemm.empty else gemm
+        g = gemm[gemm["gemm_in"].eq(k) & gemm["hidden"].eq(n)]
         fused, unfused = kit.median(g, "device_ms", impl="gemm_fused"), kit.median(g, "device_ms", impl="matmul")
         out[f"SwigluGemmFusedSpeedup{name}"] = kit.fmt(unfused / fused, 2)
         out[f"SwigluGemmFusedTflops{name}"] = kit.fmt(kit.median(g, "tflops", impl="gemm_fused"), 0)
@@ -426,11 +419,11 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         for impl, iname in (("gemm_fused", "Fused"), ("matmul", "Matmul")):
             for q, qname in (("q10_ms", "QTen"), ("q90_ms", "QNinety")):
                 out[f"SwigluGemm{iname}{qname}Ms{name}"] = kit.fmt(kit.median(g, q, impl=impl), 3)
-    out["SwigluGemmWarmupMs"] = kit.fmt(kit.median(gemm, "warmup_ms", impl="gemm_fused") if "warmup_ms" in gemm
-                                     else float("nan"), 0)
+    out["SwigluGemmWarmupMs"] = kit.fmt(kit.median(gemm, "warmup_ms", impl="gemm_fused"), 0)
     # the source kernel's output dtype (its rows' out_dtype) and the input dtypes of its wrong rows
-    seed = df[df["impl"].eq("seed")] if not df.empty and "impl" in df else df.iloc[0:0]
-    dtypes = sorted(seed.loc[seed["status"].eq("ok"), "out_dtype"].dropna().unique()) if "out_dtype" in seed else []
+    rows = _prepared(df)
+    seed = rows[rows["impl"].eq("seed")]
+    dtypes = sorted(seed.loc[seed["status"].eq("ok"), "out_dtype"].dropna().unique())
     out["SwigluSeedOutDtype"] = ", ".join(dtypes) or style.MISSING
     wrong = sorted(seed.loc[seed["status"].eq("wrong"), "dtype"].unique()) if not seed.empty else []
     out["SwigluSeedWrongDtypes"] = (", ".join(wrong) or "none") if not seed.empty else style.MISSING
