@@ -168,7 +168,7 @@ def _bars(ax, d, col, log=False):
 
 def fig_speedup_main(df: pd.DataFrame):
     """Gated DeltaNet forward at the main shapes: speedup over FLA's chunked kernels by device
-    time, per implementation (1 is FLA; log axis, the token loop runs thousands of times slower)."""
+    time, per implementation (1 is FLA; log axis)."""
     fig, ax = style.figure(height=2.4)
     d = _main_rows(_pass(df, "fwd")).dropna(subset=["speedup_vs_fla"])
     if not d.empty:
@@ -222,7 +222,7 @@ FIGURES = {"gdn_time_vs_seqlen": fig_time_vs_seqlen, "gdn_speedup_main": fig_spe
 def table_main(df: pd.DataFrame) -> pd.DataFrame:
     """Gated DeltaNet forward: median device time (ms) per implementation at the main shapes and on
     packed sequences of varying lengths (S: number of sequences, T: their total length); n/a: not
-    measured (FlashQLA ran the main shapes, the token loop the shorter sequences)."""
+    measured (FlashQLA ran the main shapes only)."""
     d = _pass(df, "fwd")
     d = d[d["device_ms"].notna() & (kit.has_role(d, "main") | kit.has_role(d, "varlen"))]
     if d.empty:

@@ -147,23 +147,25 @@ def _size_panels(df: pd.DataFrame, metric: str, ylabel: str, title: str):
 
 
 def fig_latency(df: pd.DataFrame):
-    """SwiGLU time against size (bfloat16, 8192 tokens and a growing hidden size): median device
-    time in µs per implementation and pass (solid), the latency of the same calls launched from
-    Python (dotted, same colour) and the device-to-device copy of the same bytes (dashed)."""
+    """SwiGLU time against size (bfloat16, the flat series: rows of one hidden size, more rows for
+    more elements): median device time in µs per implementation and pass (solid), the latency of
+    the same calls launched from Python (dotted, same colour) and the device-to-device copy of the
+    same bytes (dashed)."""
     return _size_panels(df, "us", "median device time (µs)", "time")
 
 
 def fig_bandwidth(df: pd.DataFrame):
-    """SwiGLU bandwidth against size (bfloat16, 8192 tokens and a growing hidden size): GB/s on the
-    minimum bytes (forward 6, backward 10, forward + backward 16 bytes per element) against the same
-    run's copy bandwidth (dashed) and the datasheet peak (dotted)."""
+    """SwiGLU bandwidth against size (bfloat16, the flat series: rows of one hidden size, more rows
+    for more elements): GB/s on the minimum bytes (forward 6, backward 10, forward + backward 16
+    bytes per element) against the same run's copy bandwidth (dashed) and the datasheet peak
+    (dotted)."""
     return _size_panels(df, "gbps", "GB/s (minimum bytes)", "bandwidth")
 
 
 def fig_speedup(df: pd.DataFrame):
-    """Speedup over eager PyTorch per implementation and pass (bfloat16, 8192 tokens and a growing
-    hidden size, device time); 1 is eager, the dotted line at 10/6 is eager's bytes over a fused
-    forward's (10 and 6 bytes per element)."""
+    """Speedup over eager PyTorch per implementation and pass (bfloat16, the flat series: rows of one
+    hidden size, more rows for more elements; device time); 1 is eager, the dotted line at 10/6 is
+    eager's bytes over a fused forward's (10 and 6 bytes per element)."""
     data = _elementwise(df)
     flat = data[data["series"].eq("flat")]
     data = flat if not flat.empty else data
