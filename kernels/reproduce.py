@@ -355,7 +355,7 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
     (the share the check asks, %) with ``ReproRowsNeeded`` (that share of the rows timed in both),
     ``ReproRowsNotTimed`` (the cases that neither run timed, left out of the check),
     ``ReproOutsideFromOneMsList`` (the rows of a millisecond or more outside the tolerance: each
-    implementation with its ratio), and ``ReproCommit`` and
+    implementation with the reference's device time and the ratio), and ``ReproCommit`` and
     ``ReproGpu`` (the second run's commits and GPU UUIDs, from the rows' ``env`` in ``env``).
     Every share is :func:`percent`'s."""
     def within(t):
@@ -374,7 +374,8 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
                ReproRowsOutsideFromOneMs=str(int((ms >= 1.0).sum())))
     long = out_rows[ms >= 1.0].sort_values("ms_reference")
     out["ReproOutsideFromOneMsList"] = render.escape_latex("; ".join(
-        f"{style.label(r.study, r.impl)} {r.ratio:.2f}" + (" (host-bound)" if r.host_bound is True else "")
+        f"{style.label(r.study, r.impl)} at {_ms(r.ms_reference)} ms: {r.ratio:.2f}"
+        + (" (host-bound)" if r.host_bound is True else "")
         for r in long.itertuples()) or "none")
     for name, key, short in (("ReproCommit", "git_commit", 7), ("ReproGpu", "gpu_uuid", 12)):
         values = sorted({str(e.get(key))[:short] for e in (env or []) if e.get(key)})

@@ -175,7 +175,7 @@ def test_host_bound_rows_are_flagged_and_split_by_size():
     assert (m["ReproRowsWithinHostFree"], m["ReproRowsComparedHostFree"]) == ("1", "2")
     assert (m["ReproRowsWithinLatency"], m["ReproPercentWithinLatency"]) == ("2", "50.0")  # latency = device here
     assert (m["ReproRowsOutside"], m["ReproRowsOutsideBelowTenUs"], m["ReproRowsOutsideFromOneMs"]) == ("2", "1", "1")
-    assert m["ReproOutsideFromOneMsList"] == "scale 1.50 (host-bound)"  # the 20 ms row, 30 ms in the second run
+    assert m["ReproOutsideFromOneMsList"] == "scale at 20.000 ms: 1.50 (host-bound)"  # 30 ms in the second run
     assert (m["ReproRowsNeeded"], m["ReproRowsNotTimed"], m["ReproPercentWithin"]) == ("4", "0", "50.0")
     m = reproduce.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, "x",
                          env=[{"git_commit": "85bec7eca74", "gpu_uuid": "GPU-640a6f14-1889"}])
