@@ -28,12 +28,14 @@ class Impl(NamedTuple):
     order of the paper's legends and tables): its display name in every legend, table and caption,
     its colour in every figure, the passes it has, and, where the study calls every implementation
     the same way (gdn: FLA's ``chunk_gated_delta_rule`` signature), the ``"module:function"`` it
-    calls (None where the study's ``prepare`` builds the call)."""
+    calls (None where the study's ``prepare`` builds the call), and its ``tags``: the other ways the
+    study runs it, from the study's registry's ``TAGS`` (``kernels/<study>/impls.py``)."""
 
     label: str
     color: str
     passes: tuple[str, ...] = ("fwd", "bwd", "fwdbwd")
     op: str | None = None
+    tags: frozenset[str] = frozenset()
 
     def load(self):
         """The callable that ``op`` names: its module imported, then each dotted attribute after the

@@ -174,6 +174,25 @@ def test_a_new_dense_baseline_is_its_module_a_registry_entry_and_the_config(monk
         study.prepare("mine", {**SMALL, "pass": "fwd"}, torch.device("cpu"))
 
 
+def test_a_new_flex_variant_is_its_ops_entry_a_registry_entry_and_the_config(monkeypatch):
+    """docs/extending.md: a FlexAttention variant is its mode and backend in kernels.flex.ops and a
+    registry entry tagged ``block_mask``: it runs every mask of its groups, with its block mask,
+    checked against float64, with no study edit."""
+    from kernels.flex import ops
+    from kernels.style import Impl
+
+    monkeypatch.setitem(study.REGISTRY, "mine", Impl("mine", "#000000", tags=frozenset({"block_mask"})))
+    monkeypatch.setitem(ops.MODES, "mine", None)
+    monkeypatch.setitem(ops.BACKENDS, "mine", None)
+    sweep = {**SWEEP, "impls": [*SWEEP["impls"], "mine"],
+             "groups": [{**SWEEP["groups"][0], "impls": ["flex", "mine"]}]}
+    assert study.cases(sweep, "mine") == study.cases(sweep, "flex")
+    row = harness.measure_case(study, "mine", {**SMALL, "pass": "fwd"}, torch.device("cpu"),
+                               configured_timing(warmup_ms=1, rep_ms=1, min_reps=1, max_reps=5, cpu_reps=1))
+    assert row["status"] == "ok" and row["rel_err"] < 1e-5, row["error"]
+    assert "mask_compile_s" in row and "compile_s" in row  # built a block mask and compiled flex_attention
+
+
 def test_dense_baseline_rejects_other_masks():
     with pytest.raises(ValueError, match="dense causal baseline"):
         study.prepare("sdpa_efficient", {**SMALL, "pass": "fwd"}, torch.device("cpu"))

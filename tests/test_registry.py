@@ -86,5 +86,16 @@ def test_passes_decide_which_cases_a_study_makes():
             assert tuple(c["pass"] for c in swiglu.cases(section, name)) == impl.passes, name
     from kernels.flex import study as flex
 
-    parts = flex.FLEX_IMPLS + tuple(n for n in flex.IMPLS if flex.is_dense(n)) + flex.MATERIALISED_IMPLS
+    parts = ([n for n in flex.IMPLS if flex.takes_block_mask(n)] + [n for n in flex.IMPLS if flex.is_dense(n)]
+             + [n for n, e in flex.REGISTRY.items() if "materialised" in e.tags])
     assert sorted(parts) == sorted(flex.IMPLS) and len(set(parts)) == len(parts)
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_every_tag_is_one_its_registry_defines(study):
+    """An entry's ``tags`` (the other ways its study runs it) are among its registry's ``TAGS``, so
+    that a misspelt tag cannot silently leave an implementation out of its rows."""
+    module = importlib.import_module(f"kernels.{study}.impls")
+    known = set(getattr(module, "TAGS", {}))
+    for name, impl in module.IMPLS.items():
+        assert impl.tags <= known, f"{study}.{name}: unknown tags {sorted(impl.tags - known)}"

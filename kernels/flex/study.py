@@ -59,15 +59,19 @@ from kernels.flex.impls import IMPLS as REGISTRY
 STUDY = "flex"
 SHAPE_FIELDS = ("batch", "heads", "kv_heads", "seqlen", "head_dim", "mask", "window", "documents", "doc_dist",
                 "prefix", "score_mod", "density_blocks", "density_elements")
-FLEX_IMPLS = ("flex", "flex_autotune", "flex_flash")
-MATERIALISED_IMPLS = ("sdpa_masked", "naive")
-IMPLS = tuple(REGISTRY)  # FLEX_IMPLS, the dense baselines (is_dense) and MATERIALISED_IMPLS split it (a test checks)
+IMPLS = tuple(REGISTRY)  # the block_mask and materialised tags and the dense baselines (is_dense) split it (a test checks)
 
 #: Tolerance on RMSE/RMS of the output against float64; gradients get twice as much.
 TOLERANCE = {"bfloat16": 0.02, "float16": 0.01, "float32": 2e-3}
 PASS_FLOP_FACTOR = {"fwd": 1.0, "bwd": 2.5, "fwdbwd": 3.5}
 _WINDOW_MASKS = ("window", "document_window")
 _DOCUMENT_MASKS = ("document", "document_window")
+
+
+def takes_block_mask(impl: str) -> bool:
+    """Whether ``impl`` is a FlexAttention variant, called with the case's block mask: its registry
+    entry is tagged ``block_mask`` (its mode and backend: kernels.flex.ops ``MODES``, ``BACKENDS``)."""
+    return "block_mask" in REGISTRY[impl].tags
 
 
 def is_dense(impl: str) -> bool:
@@ -234,7 +238,7 @@ def _attention_fn(impl: str, case: dict, mask_mod, score_mod, device, extra: dic
 
     gqa = case["heads"] != case["kv_heads"]
     n = case["seqlen"]
-    if impl in FLEX_IMPLS:
+    if takes_block_mask(impl):
         from kernels.flex import ops
 
         block_mask, first, extra["mask_build_ms"] = _timed_builds(
@@ -306,7 +310,7 @@ def prepare(impl: str, case: dict, device) -> harness.Prepared:
         if device.type != "cuda":
             raise harness.Unsupported("flex_flash: FlexAttention's FLASH backend runs on CUDA only (on the CPU "
                                       "FlexAttention ignores BACKEND and lowers to its C++ kernel)")
-    if impl in FLEX_IMPLS and grad and device.type != "cuda":
+    if takes_block_mask(impl) and grad and device.type != "cuda":
         raise harness.Unsupported("FlexAttention backward is not implemented on the CPU (NotImplementedError)")
     if impl in ("sdpa_flash", "sdpa_cudnn") and device.type != "cuda":
         raise harness.Unsupported(f"{impl}: the FlashAttention-2 and cuDNN SDPA backends are CUDA kernels")
@@ -345,7 +349,7 @@ def prepare(impl: str, case: dict, device) -> harness.Prepared:
         if _is_missing_backend(exc):
             raise harness.Unsupported(f"{impl}: {exc}".splitlines()[0][:300]) from exc
         raise
-    if impl in FLEX_IMPLS:
+    if takes_block_mask(impl):
         extra["compile_s"] = round(time.perf_counter() - t0, 3)
         extra["recompiles"] = _unique_graphs() - graphs0
 

@@ -5,6 +5,10 @@ colours come from here (the config and row schemas take the names from here too:
 from kernels.style import Impl
 
 FWD = ("fwd",)
+#: The tags of an entry: the rows the study also (or only) runs it on.
+TAGS = {"graph": "also replayed from a CUDA graph (launch: graph)",
+        "gemm": "also on the gemm rows (x @ W, then SwiGLU)",
+        "gemm_only": "on the gemm rows only"}
 
 #: The implementations, in the order of the paper's legends and tables. The ``op`` of an
 #: elementwise implementation is its forward, ``op(gate, up) -> out`` on [tokens, hidden] tensors
@@ -12,14 +16,15 @@ FWD = ("fwd",)
 #: builds the call (the compiled tiers, the gemm rows, the copy). An op outside ``kernels`` is an
 #: anchor: not installed, its rows are ``unsupported``.
 IMPLS = {
-    "eager": Impl("eager", "#4C72B0", op="kernels.swiglu.reference:swiglu_eager"),
+    "eager": Impl("eager", "#4C72B0", op="kernels.swiglu.reference:swiglu_eager", tags=frozenset({"graph", "gemm"})),
     "compile": Impl("compile", "#DD8452"),
     "compile_no_cudagraphs": Impl("compile (no graphs)", "#C44E52"),
     "triton": Impl("Triton (ours)", "#55A868", op="kernels.swiglu.elementwise:swiglu_forward"),
-    "decode": Impl("Triton fixed (ours)", "#8C8C8C", FWD, op="kernels.swiglu.elementwise:swiglu_decode"),
+    "decode": Impl("Triton fixed (ours)", "#8C8C8C", FWD, op="kernels.swiglu.elementwise:swiglu_decode",
+                   tags=frozenset({"graph"})),
     "seed": Impl("source kernel", "#937860", FWD, op="kernels.swiglu.seed:seed_swiglu"),
     "liger": Impl("Liger", "#DA8BC3", op="liger_kernel.ops.swiglu:LigerSiLUMulFunction.apply"),
-    "matmul": Impl("cuBLAS + act.", "#CCB974", FWD),
-    "gemm_fused": Impl("fused epilogue", "#8172B3", FWD),
+    "matmul": Impl("cuBLAS + act.", "#CCB974", FWD, tags=frozenset({"gemm_only"})),
+    "gemm_fused": Impl("fused epilogue", "#8172B3", FWD, tags=frozenset({"gemm_only"})),
     "copy": Impl("copy", "#000000"),
 }

@@ -63,11 +63,11 @@ from kernels.swiglu.reference import swiglu_backward_reference, swiglu_eager, sw
 STUDY = "swiglu"
 SHAPE_FIELDS = ("tokens", "hidden", "numel", "gemm_in")
 IMPLS = tuple(REGISTRY)
-#: Implementations measured with ``launch: graph`` (others skip graph launches).
-GRAPH_IMPLS = frozenset({"eager", "decode"})
-#: Implementations of gemm rows (gemm_in > 0), and those only of gemm rows.
-GEMM_IMPLS = frozenset({"gemm_fused", "matmul", "eager"})
-GEMM_ONLY = frozenset({"gemm_fused", "matmul"})
+#: Implementations measured with ``launch: graph`` (others skip graph launches): tag ``graph``.
+GRAPH_IMPLS = frozenset(n for n, e in REGISTRY.items() if "graph" in e.tags)
+#: Implementations of gemm rows (gemm_in > 0), and those only of gemm rows: tags ``gemm``, ``gemm_only``.
+GEMM_ONLY = frozenset(n for n, e in REGISTRY.items() if "gemm_only" in e.tags)
+GEMM_IMPLS = GEMM_ONLY | {n for n, e in REGISTRY.items() if "gemm" in e.tags}
 COMPILE_MODES = {"compile": "max-autotune", "compile_no_cudagraphs": "max-autotune-no-cudagraphs"}
 #: RMSE/RMS tolerance per dtype (a few units of the dtype's rounding).
 TOLERANCE = {"bfloat16": 1e-2, "float16": 2e-3, "float32": 1e-5}
