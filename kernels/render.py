@@ -113,7 +113,7 @@ LONG_TABLE_ROWS = 45
 def render_table(study: str, name: str, tidy_csv: str, out: str) -> None:
     """Write table ``name`` of ``study`` to ``out``: its float, a ``table`` in ``\\small`` with the
     tabular (booktabs, siunitx) of :func:`table_to_latex`, or above :data:`LONG_TABLE_ROWS` rows a
-    ``longtable`` whose header repeats on each page. Either places ``\\tablecaption``, the caption
+    ``longtable`` whose header repeats on each page under "Table N, continued". Either places ``\\tablecaption``, the caption
     and label that :func:`render_floats` defines before it reads this file."""
     table = _report(study).TABLES[name](read_tidy(tidy_csv))
     write_atomic(out, table_float(table))
@@ -128,9 +128,11 @@ def table_float(table: pd.DataFrame) -> str:
     begin, rest = latex.split("\n", 1)
     head, body = rest.split("\\midrule\n", 1)
     body = body.replace("\\bottomrule\n", "").replace("\\end{tabular}", "").rstrip("\n")
+    n_cols = len(re.findall(r"(?<!\\)&", body.split("\n", 1)[0])) + 1
+    continued = rf"\multicolumn{{{n_cols}}}{{l}}{{Table~\thetable, continued}}\\"
     return "\n".join([r"{\small\setlength{\tabcolsep}{2.5pt}", begin.replace("{tabular}", "{longtable}", 1),
                       r"\tablecaption\\", head + r"\midrule", r"\endfirsthead",
-                      head + r"\midrule", r"\endhead", r"\bottomrule", r"\endfoot", body,
+                      continued, head + r"\midrule", r"\endhead", r"\bottomrule", r"\endfoot", body,
                       r"\end{longtable}}"]) + "\n"
 
 

@@ -38,6 +38,8 @@ def test_a_long_table_breaks_across_pages_and_a_short_one_is_a_float():
     long = render.table_float(pd.DataFrame({"a": [i + 0.5 for i in range(render.LONG_TABLE_ROWS + 1)]}))
     assert "\\begin{longtable}{S}\n\\tablecaption\\\\\n" in long and "tabular" not in long
     assert long.count("{a} \\\\") == 2 and long.index("\\endfirsthead") < long.index("\\endhead")  # header on every page
+    first, later = long.split("\\endfirsthead")
+    assert "continued" not in first and "\\multicolumn{1}{l}{Table~\\thetable, continued}" in later.split("\\endhead")[0]
     assert long.count("\\bottomrule") == 1 and long.rstrip().endswith("\\end{longtable}}")
     assert "46.5" not in long and [line for line in long.splitlines() if line.endswith(" \\\\")][2:] == [
         f"{i + 0.5} \\\\" for i in range(render.LONG_TABLE_ROWS + 1)]  # every row, once, after the two headers
