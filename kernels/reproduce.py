@@ -28,8 +28,9 @@ When the candidate was meant to measure only some cases (the quick profile),
 ``expected`` (:func:`expected_cases`, from the config section it ran) limits
 the reference to them. :func:`size_table` splits the rows timed in both by the
 reference's device time (:data:`SIZE_CLASSES`). The claims are re-derived too (:func:`claim_verdicts`):
-each study's ``report.macros`` runs on both runs' tidy tables and every macro
-whose name ends in ``Verdict`` is compared (:func:`compare_claims`).
+each study's ``report.macros`` runs on both runs' tidy tables (:func:`study_macros`) and every macro
+whose name ends in ``Verdict`` is compared (:func:`compare_claims`); the abstract's numbers, each
+study's ``report.HEADLINES``, are set side by side (:func:`headline_table`).
 
 :func:`check` writes the comparison (CSV), a figure of the ratios, a LaTeX
 table of the rows outside the tolerance, the paper's snippet with the
@@ -188,14 +189,29 @@ def tidy_tables(run: list[dict], gpu: str, sections: dict[str, dict] | None = No
     return out
 
 
-def claim_verdicts(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
-    """Every macro whose name ends in ``Verdict`` of each study's ``report.macros`` on its
-    tidy table in ``tables`` (the claims table of the paper)."""
+def study_macros(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
+    """Every macro of each study's ``report.macros`` on its tidy table in ``tables``."""
     out = {}
     for study, df in tables.items():
-        macros = importlib.import_module(f"kernels.{study}.report").macros(df)
-        out.update({name: value for name, value in macros.items() if name.endswith("Verdict")})
+        out.update(importlib.import_module(f"kernels.{study}.report").macros(df))
     return out
+
+
+def claim_verdicts(macros: dict[str, str]) -> dict[str, str]:
+    """The macros (:func:`study_macros`) whose names end in ``Verdict``: the claims table's verdicts."""
+    return {name: value for name, value in macros.items() if name.endswith("Verdict")}
+
+
+def headline_table(reference: dict[str, str], candidate: dict[str, str], studies) -> pd.DataFrame:
+    """The abstract's numbers of both runs (each study's ``report.HEADLINES``, in ``studies``' order,
+    from :func:`study_macros` of each run): columns ``number`` (its words), ``reference`` and
+    ``second run`` (the macros' text; "n/a" where a run lacks it)."""
+    rows = []
+    for study in studies:
+        for name, words in getattr(importlib.import_module(f"kernels.{study}.report"), "HEADLINES", {}).items():
+            rows.append({"number": words, "reference": reference.get(name, style.MISSING),
+                         "second run": candidate.get(name, style.MISSING)})
+    return pd.DataFrame(rows, columns=["number", "reference", "second run"])
 
 
 def compare_claims(reference: dict[str, str], candidate: dict[str, str]) -> pd.DataFrame:
@@ -512,11 +528,11 @@ def numbers(values: dict[str, str]) -> str:
 
 
 def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes: pd.DataFrame,
-            impls: pd.DataFrame, claims: pd.DataFrame) -> str:
+            impls: pd.DataFrame, claims: pd.DataFrame, headlines: pd.DataFrame) -> str:
     """The appendix paragraph on the second run with its figure and tables (``values``:
     :func:`macros`, defined in :func:`numbers`; only their names are used here; ``studies``: those compared; ``has_outside``: whether any row is
     outside the tolerance; ``sizes``: :func:`size_table`; ``impls``: :func:`impl_table`;
-    ``claims``: :func:`compare_claims`)."""
+    ``claims``: :func:`compare_claims`; ``headlines``: :func:`headline_table`)."""
     per_study = ", ".join(rf"{style.STUDY_LABELS.get(study, study)} \ReproRowsWithin{_camel(study)}{{}} of"
                           rf" \ReproRowsCompared{_camel(study)}{{}} (\ReproPercentWithin{_camel(study)}\,\%)"
                           for study in studies)
@@ -537,7 +553,8 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
         r"Rows missing from the second run: \ReproRowsMissing; rows whose status changed:",
         r"\ReproRowsStatusChanged. Re-derived from each run, \ReproClaimsSame{} of \ReproClaimsCompared{}",
         r"verdicts of Table~\ref{tab:claims} are the same (Table~\ref{tab:reproduction_claims};",
-        r"different: \ReproClaimsDifferent).",
+        r"different: \ReproClaimsDifferent); Table~\ref{tab:reproduction_headlines} sets the abstract's",
+        r"numbers of the two runs side by side.",
         r"The check counts a run as reproduced when at least \ReproMinWithinPct\,\% of the rows timed in both",
         r"(here \ReproRowsNeeded) agree within $\pm$\ReproTolerancePct\,\% of the median device time, no row is",
         r"missing or changed status and every verdict is the same (config \texttt{reproduce}); the",
@@ -554,7 +571,11 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
                r"\caption{The verdicts of Table~\ref{tab:claims} derived from each run.}",
                r"\label{tab:reproduction_claims}",
                _columns(render.table_to_latex(claims_latex(claims, claim_labels(studies))),
-                        r"p{0.34\linewidth}p{0.25\linewidth}p{0.25\linewidth}l"), r"\end{table}"]
+                        r"p{0.34\linewidth}p{0.25\linewidth}p{0.25\linewidth}l"), r"\end{table}",
+               r"\begin{table}[tbp]", r"\centering", r"\small",
+               r"\caption{The numbers of the abstract from each run.}", r"\label{tab:reproduction_headlines}",
+               _columns(render.table_to_latex(headlines.set_index("number")), r"p{0.55\linewidth}ll"),
+               r"\end{table}"]
     if has_outside:
         floats += [r"\begin{table}[tbp]", r"\centering", r"\small",
                    r"\caption{Implementations with rows outside the tolerance: rows timed in both runs,",
@@ -610,9 +631,9 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
     expected = expected_cases(sections) if sections is not None else None
     table = compare(cand, ref, tolerance, expected)
     in_scope = {rows.case_id(r) for r in ref} if expected is None else expected
-    claims = compare_claims(claim_verdicts(tidy_tables([r for r in ref if rows.case_id(r) in in_scope], gpu,
-                                                       sections)),
-                            claim_verdicts(tidy_tables(cand, gpu, sections)))
+    ref_macros = study_macros(tidy_tables([r for r in ref if rows.case_id(r) in in_scope], gpu, sections))
+    cand_macros = study_macros(tidy_tables(cand, gpu, sections))
+    claims = compare_claims(claim_verdicts(ref_macros), claim_verdicts(cand_macros))
     line = summary_line(table, claims, tolerance, min_within)
     outside = outside_table(table)
     write_atomic(out_csv, table.to_csv(index=False))
@@ -624,7 +645,8 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
     values = macros(table, claims, tolerance, min_within, candidate, claim_labels(studies),
                     [r.get("env", {}) for r in cand])
     write_atomic(out_numbers, numbers(values))
-    write_atomic(out_snippet, snippet(values, studies, not outside.empty, size_table(table), impl_table(table), claims))
+    write_atomic(out_snippet, snippet(values, studies, not outside.empty, size_table(table), impl_table(table), claims,
+                                      headline_table(ref_macros, cand_macros, studies)))
     write_atomic(out_summary, line + "\n")
     log.info("%s", line)
     for r in claims.itertuples():

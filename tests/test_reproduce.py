@@ -236,7 +236,8 @@ def test_committed_data_reproduce_themselves(tmp_path):
     files = sorted(str(p) for p in DATA.glob("*/*.jsonl"))
     line, table, out = _check(tmp_path, files)
     ok = sum(json.loads(x)["status"] == "ok" for f in files for x in Path(f).read_text().splitlines())
-    verdicts = reproduce.claim_verdicts(reproduce.tidy_tables(reproduce.load_run(files), "h200", SWEEP))
+    macros = reproduce.study_macros(reproduce.tidy_tables(reproduce.load_run(files), "h200", SWEEP))
+    verdicts = reproduce.claim_verdicts(macros)
     claims = len(reproduce.compare_claims(verdicts, verdicts))
     assert claims >= 7  # the claims-table verdicts these data decide
     assert line == (f"reproduced: {ok} of {ok} rows within ±5 % of device time (100.0 %); "
@@ -250,6 +251,23 @@ def test_committed_data_reproduce_themselves(tmp_path):
     assert r"\newcommand{\ReproPercentWithinHostFree}{100.0}" in numbers
     assert "FlashQLA 2–3× FLA's forward on Hopper & " in snippet  # claims in words
     assert out["out_figure"].read_bytes().startswith(b"%PDF")
+    # the abstract's numbers, both runs side by side: the same run gives the same numbers
+    assert r"\label{tab:reproduction_headlines}" in snippet
+    assert rf"the same over cuDNN, × & {macros['FlexFwdCausalVsCudnn']} & {macros['FlexFwdCausalVsCudnn']} \\" in snippet
+
+
+def test_headline_table_sets_each_studys_abstract_numbers_of_both_runs_side_by_side():
+    """Each study's report.HEADLINES, in the studies' order, with each run's macro text; n/a where a
+    run has none."""
+    from kernels.flex import report as flex
+    from kernels.gdn import report as gdn
+
+    first = next(iter(gdn.HEADLINES))
+    table = reproduce.headline_table({first: "1.07", "FlexFwdCausalTflops": "412"}, {first: "1.05"}, ["gdn", "flex"])
+    assert list(table["number"]) == [*gdn.HEADLINES.values(), *flex.HEADLINES.values()]
+    assert table.iloc[0].tolist() == [gdn.HEADLINES[first], "1.07", "1.05"]
+    flops = table[table["number"] == flex.HEADLINES["FlexFwdCausalTflops"]].iloc[0]
+    assert (flops["reference"], flops["second run"]) == ("412", "n/a")
 
 
 def test_a_perturbed_second_run_is_caught(tmp_path):

@@ -616,6 +616,12 @@ TABLES = {
 # macros
 
 
+#: The numbers of the abstract that :func:`macros` gives, by macro, in the abstract's words (the
+#: reproduction appendix sets them beside the second run's).
+HEADLINES = {"FlexFwdCausalTflops": "FlexAttention causal forward, TFLOP/s",
+             "FlexFwdCausalVsFlash": "the same over FlashAttention-2, ×",
+             "FlexFwdCausalVsCudnn": "the same over cuDNN, ×",
+             "FlexFlashFwdCausalVsCudnn": "its FLASH backend over cuDNN, ×"}
 #: The claims of the paper's claims table that :func:`macros` decides, by verdict macro (in its order).
 CLAIMS = {"FlexMemoryVerdict": "FlexAttention: dense mask memory from O(N²) to O(N)",
           "FlexPrefillVerdict": "FlexAttention (Triton backend): 2–4× faster prefill",

@@ -364,6 +364,13 @@ def flash_qla_verdicts(df: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+#: The numbers of the abstract that :func:`macros` gives, by macro, in the abstract's words (the
+#: reproduction appendix sets them beside the second run's).
+HEADLINES = {"GdnChunkSpeedupVsFlaBFourTEightK": "Gated DeltaNet chunked forward over FLA, B4 T8192 H16, ×",
+             "GdnChunkBwdSpeedupVsFlaBFourTEightK": "the same, backward, ×",
+             "GdnFlashQlaSpeedupVsFlaBFourTEightK": "FlashQLA's forward over FLA, ×"}
+
+
 #: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
 CLAIMS = {"GdnFlashQlaFwdVerdict": "FlashQLA 2–3× FLA's forward on Hopper",
           "GdnFlashQlaBwdVerdict": "FlashQLA 2× FLA's backward on Hopper",

@@ -348,6 +348,12 @@ def _range(values: pd.Series, digits=1) -> str:
     return lo if lo == hi else f"{lo}--{hi}"
 
 
+#: The numbers of the abstract that :func:`macros` gives, by macro, in the abstract's words (the
+#: reproduction appendix sets them beside the second run's).
+HEADLINES = {"SwigluTritonFwdPctCopyRange": "SwiGLU fused forward, % of the copy bandwidth (64 Mi elements and more)",
+             "SwigluTritonSpeedupLargeRange": "the same over eager, ×"}
+
+
 #: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
 CLAIMS = {"SwigluClaimLatencyVerdict": "SwiGLU fusion cuts activation latency 2.5–3.5×",
           "SwigluClaimBandwidthVerdict": "SwiGLU kernel reaches 85–92 % of peak HBM bandwidth"}
