@@ -128,8 +128,8 @@ class DirectLaunch:
     The first launch of each specialisation goes through Triton (compiling or loading the
     binary, the ``CompiledKernel`` it returns is kept); later launches with the same
     specialisation of every argument (:func:`_specialization`), the same constexprs and
-    options and the same current device call the binary's launcher directly on the
-    current stream. On the H200 host (Triton 3.6) this takes about 10 µs against about
+    options and the same device call the binary's launcher directly on that device's
+    stream in use. On an H200 with Triton 3.6 this took about 10 µs against about
     55 µs through ``kernel[grid](...)``. Launch hooks (``triton.knobs.runtime``) are called
     as Triton calls them; under ``TRITON_INTERPRET=1`` every launch goes through Triton.
 

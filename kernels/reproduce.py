@@ -184,7 +184,7 @@ def tidy_tables(run: list[dict], gpu: str, sections: dict[str, dict] | None = No
     out = {}
     for study, study_rows in sorted(by_study.items()):
         study_rows = with_roles(study_rows, study, (sections or {}).get(study))
-        df = importlib.import_module(f"kernels.{study}.report").derive(tidy(study_rows, gpu))
+        df = render._report(study).derive(tidy(study_rows, gpu))
         out[study] = pd.read_csv(io.StringIO(df.to_csv(index=False)))
     return out
 
@@ -193,7 +193,7 @@ def study_macros(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
     """Every macro of each study's ``report.macros`` on its tidy table in ``tables``."""
     out = {}
     for study, df in tables.items():
-        out.update(importlib.import_module(f"kernels.{study}.report").macros(df))
+        out.update(render._report(study).macros(df))
     return out
 
 
@@ -208,7 +208,7 @@ def headline_table(reference: dict[str, str], candidate: dict[str, str], studies
     ``second run`` (the macros' text; "n/a" where a run lacks it)."""
     rows = []
     for study in studies:
-        for name, words in getattr(importlib.import_module(f"kernels.{study}.report"), "HEADLINES", {}).items():
+        for name, words in getattr(render._report(study), "HEADLINES", {}).items():
             rows.append({"number": words, "reference": reference.get(name, style.MISSING),
                          "second run": candidate.get(name, style.MISSING)})
     return pd.DataFrame(rows, columns=["number", "reference", "second run"])
@@ -278,7 +278,7 @@ def claim_labels(studies) -> dict[str, str]:
     each study in ``studies``)."""
     out = {}
     for study in studies:
-        out.update(getattr(importlib.import_module(f"kernels.{study}.report"), "CLAIMS", {}))
+        out.update(getattr(render._report(study), "CLAIMS", {}))
     return out
 
 

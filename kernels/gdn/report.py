@@ -45,15 +45,17 @@ def _speedup_base(df: pd.DataFrame, impl: str) -> pd.Series:
 
 
 def _tidy(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with every column of :data:`COLUMNS`; rows without a ``pass`` count as forward."""
+    """``df`` with every column of :data:`COLUMNS`; rows without a ``pass`` count as forward. A
+    derived table (every column there, every pass set) comes back as it is, uncopied: each
+    selection of the figures, tables and macros calls this."""
     df = kit.tidy_frame(df, COLUMNS)
-    return df.assign(**{"pass": df["pass"].fillna("fwd")})
+    return df.assign(**{"pass": df["pass"].fillna("fwd")}) if df["pass"].isna().any() else df
 
 
 def derive(df: pd.DataFrame) -> pd.DataFrame:
     """Add ``speedup_vs_naive``, ``speedup_vs_fla``, ``ratio_to_flash_qla``, ``peak_mem_gib`` (and
     ``tflops`` where it is missing)."""
-    df = _tidy(df)
+    df = _tidy(df).copy()
     df["tflops"] = df["tflops"].fillna(df["flops"] / (df["device_ms"] * 1e-3) / 1e12)
     df["speedup_vs_naive"] = _speedup_base(df, "naive") / df["device_ms"]
     df["speedup_vs_fla"] = _speedup_base(df, "fla_chunk") / df["device_ms"]
