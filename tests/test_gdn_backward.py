@@ -81,6 +81,19 @@ def test_bwd_gva_float16_products_no_state():
     check_grads(*inputs(1, 65, 2, 128, "mild", HV=4), None)
 
 
+def test_group_sum_matches_torch():
+    """dq and dk of GVA: each key head's shares summed in float32, cast once; rows not a
+    multiple of the kernel's row block."""
+    from kernels.gdn.chunk_bwd import group_sum
+
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(1, 37, 8, 32, generator=gen).to(DEV)        # HV = 8 value heads
+    want = x.double().view(1, 37, 2, 4, 32).sum(3)
+    for dtype, rtol in ((torch.float32, 1e-6), (torch.bfloat16, 2 ** -7)):   # bf16: one unit in the last place
+        y = group_sum(x, torch.empty(1, 37, 2, 32, dtype=dtype, device=DEV))   # H = 2 key heads
+        assert y.dtype == dtype and torch.allclose(y.double(), want, rtol=rtol, atol=1e-6), dtype
+
+
 def test_bwd_large_initial_state_float16():
     """float16, K = 128, initial state N(0, 1e5^2): every gradient finite and within tolerance.
     The cotangents are N(0, 0.01^2) so that dq and dk (float16, like q and k) stay within

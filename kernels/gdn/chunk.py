@@ -78,7 +78,8 @@ import triton
 import triton.language as tl
 from torch.autograd.function import once_differentiable
 
-from kernels.gdn.chunk_bwd import chunk_dh_bwd, chunk_dqk_bwd, chunk_gate_bwd, chunk_wu_bwd, chunk_wy_bwd
+from kernels.gdn.chunk_bwd import (chunk_dh_bwd, chunk_dqk_bwd, chunk_gate_bwd, chunk_wu_bwd, chunk_wy_bwd,
+                                   group_sum)
 from kernels.gdn.chunk_fwd import chunk_output_fwd, chunk_prepare_fwd, chunk_state_fwd
 from kernels.gdn.constants import CHUNK_SIZE
 from kernels.gdn.validate import cached_per_tensor, check_inputs, checked_offsets, l2norm
@@ -263,7 +264,7 @@ def chunk_gated_delta_rule_bwd(q, k, v, beta, scale, initial_state, cu_seqlens, 
     chunk_gate_bwd(db3, dgam3, db4, dgam4, dg, dbeta, cu, idx, T, NT, num_chunks=NC, HV=HV, BT=C, NK=K // BK,
                    IS_VARLEN=varlen)
     if HV != H:
-        dq, dk = (x.view(B, T, H, HV // H, K).sum(3).to(q.dtype) for x in (dq, dk))
+        dq, dk = (group_sum(x, torch.empty_like(y)) for x, y in ((dq, q), (dk, k)))
     return dq, dk, dv, dg, dbeta, dh0
 
 
