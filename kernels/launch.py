@@ -127,9 +127,9 @@ class DirectLaunch:
 
     The first launch of each specialisation goes through Triton (compiling or loading the
     binary, the ``CompiledKernel`` it returns is kept); later launches with the same
-    specialisation of every argument (:func:`_specialization`), the same constexprs and
-    options and the same device call the binary's launcher directly on that device's
-    stream in use. On an H200 with Triton 3.6 this took about 10 µs against about
+    specialisation of every argument (:func:`_specialization`), the same constexprs,
+    options and device go straight to the binary's launcher, on the stream in use on
+    that device. On an H200 with Triton 3.6 this took about 10 µs against about
     55 µs through ``kernel[grid](...)``. Launch hooks (``triton.knobs.runtime``) are called
     as Triton calls them; under ``TRITON_INTERPRET=1`` every launch goes through Triton.
 
