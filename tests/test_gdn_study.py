@@ -165,9 +165,9 @@ def test_every_registered_op_resolves_or_is_an_anchor_refused_without_cuda():
         module, _, function = impl.op.partition(":")
         assert module and function, name
         if module.startswith("kernels."):
-            fn, extra = study._call(name, {})
+            fn, extra = study.load_op(name)
             assert list(inspect.signature(fn).parameters)[:5] == ["q", "k", "v", "g", "beta"], name
             assert extra == {}
         elif not torch.cuda.is_available():
             with pytest.raises(harness.Unsupported, match=f"{name} needs a CUDA GPU"):
-                study._call(name, {})
+                study.load_op(name)

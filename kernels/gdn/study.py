@@ -243,7 +243,7 @@ def make_inputs(case: dict, device, seed: int = 0):
     return q, k, v, g, beta, cu
 
 
-def _call(impl: str, case: dict):
+def load_op(impl: str):
     """The op of ``impl`` (its registry's ``op``, FLA's arguments) and what the row notes of it:
     for an anchor (an op outside ``kernels``, CUDA only) its module and its package's version.
 
@@ -308,7 +308,7 @@ def _prepare_fwd(impl: str, case: dict, device) -> harness.Prepared:
 
     from kernels.gdn.naive import naive_chunk_gated_delta_rule
 
-    fn, extra = _call(impl, case)
+    fn, extra = load_op(impl)
     q, k, v, g, beta, cu = make_inputs(case, device)
     kw = dict(output_final_state=True)
     if cu is not None:
@@ -366,7 +366,7 @@ def _prepare_bwd(impl: str, case: dict, device) -> harness.Prepared:
     """
     import torch
 
-    fn, extra = _call(impl, case)
+    fn, extra = load_op(impl)
     q, k, v, g, beta, cu = make_inputs(case, device)
     gen = torch.Generator(device="cpu").manual_seed(1)
     B, T, H, d = case["batch"], case["seqlen"], case["heads"], case["head_dim"]

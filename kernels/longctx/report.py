@@ -1,0 +1,384 @@
+"""Figures, tables and quoted numbers of the long-context study.
+
+Derived metrics (per row of the tidy table): ``family`` (attention or gdn, from the registry's
+tags), ``peak_mem_gib`` (the call's own peak, ``peak_mem_timed_bytes``, else the harness's
+``peak_mem_bytes``), ``cache_mib`` (decode's KV cache or GDN state) and, on GDN rows,
+``speedup_vs_attention``: the fastest attention's device time at the same phase, pass, length and
+launch over this row's. Slopes and crossovers: :mod:`kernels.longctx.scaling`, from the config's
+``fit_min_seqlen`` up; the paper's table and macros are at the config's ``table_seqlens``
+(:func:`kernels.report_kit.study_config`). Built on :mod:`kernels.report_kit`.
+
+Verdicts (the claims table's): the move from softmax to linear attention turns O(n²) into O(n)
+(``LongctxLinearVerdict``: "holds" when every Gated DeltaNet prefill slope is at most
+1 + :data:`SLOPE_TOLERANCE` and every attention one at least 2 − :data:`SLOPE_TOLERANCE`, "partly
+holds" when one of the two is so); FlashAttention-style kernels keep attention's memory O(N)
+(``LongctxMemoryVerdict``: every attention's prefill peak-memory slope at most 1 +
+:data:`SLOPE_TOLERANCE`; "partly holds" when some are); linear attention is the faster above
+:data:`OVERTAKE_SEQLEN` tokens (``LongctxOvertakeVerdict``: :func:`kernels.report_kit.claim_verdict`
+of our chunked kernel's ``speedup_vs_attention`` in prefill at those lengths against 1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from kernels import report_kit as kit
+from kernels import style
+from kernels.longctx.impls import IMPLS
+from kernels.longctx.scaling import NO_SLOPE, crossover, fit_slope
+from kernels.rows import ROLES
+
+STUDY = "longctx"
+#: The implementations in the order of legends and tables (their registry's).
+ORDER = tuple(IMPLS)
+ATTENTION = tuple(i for i, e in IMPLS.items() if "attention" in e.tags)
+GDN = tuple(i for i, e in IMPLS.items() if "gdn" in e.tags)
+KEYS = ["gpu", "phase", "pass", "dtype", "seqlen", "launch"]
+#: The tidy table's columns that the report reads (:func:`kernels.report_kit.tidy_frame`).
+COLUMNS = [*KEYS, "impl", "status", "batch", "heads", "kv_heads", "value_heads", "head_dim", "device_ms", "q10_ms",
+           "q90_ms", "latency_ms", "peak_mem_bytes", "peak_mem_timed_bytes", "cache_bytes", "rel_err", "check_seqlen",
+           ROLES, "family", "peak_mem_gib", "cache_mib", "speedup_vs_attention"]
+#: How far a fitted slope may lie from its power (1 for linear, 2 for quadratic) for the verdicts.
+SLOPE_TOLERANCE = 0.1
+#: The context length above which the source expects linear attention to win (its "above 100K").
+OVERTAKE_SEQLEN = 100_000
+#: The series whose slopes are fitted: (name in macros and tables, phase, pass, column).
+SERIES = (("Fwd", "prefill", "fwd", "device_ms"), ("Fwdbwd", "prefill", "fwdbwd", "device_ms"),
+          ("Decode", "decode", "fwd", "device_ms"), ("Mem", "prefill", "fwd", "peak_mem_gib"))
+SERIES_LABELS = {"Fwd": "prefill time", "Fwdbwd": "prefill + backward time", "Decode": "decode time",
+                 "Mem": "prefill peak memory"}
+
+
+def _tidy(df: pd.DataFrame) -> pd.DataFrame:
+    return kit.tidy_frame(df, COLUMNS)
+
+
+def _fastest_attention(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (gpu, phase, pass, dtype, seqlen, launch): the fastest attention row's device time and band
+    (columns ``device_ms``, ``q10_ms``, ``q90_ms``, ``impl``)."""
+    d = df[df["impl"].isin(ATTENTION) & df["device_ms"].notna()]
+    if d.empty:
+        return d[[*KEYS, "impl", "device_ms", "q10_ms", "q90_ms"]]
+    return d.loc[d.groupby(KEYS, dropna=False)["device_ms"].idxmin(), [*KEYS, "impl", "device_ms", "q10_ms", "q90_ms"]]
+
+
+def derive(df: pd.DataFrame) -> pd.DataFrame:
+    """Add ``family``, ``peak_mem_gib``, ``cache_mib`` and ``speedup_vs_attention`` (module docstring)."""
+    df = _tidy(df).copy()
+    df["family"] = df["impl"].map(lambda i: "attention" if i in ATTENTION else "gdn")
+    peak = pd.to_numeric(df["peak_mem_timed_bytes"], errors="coerce").fillna(
+        pd.to_numeric(df["peak_mem_bytes"], errors="coerce"))
+    df["peak_mem_gib"] = peak / 2**30
+    df["cache_mib"] = pd.to_numeric(df["cache_bytes"], errors="coerce") / 2**20
+    fastest = _fastest_attention(df)
+    base = df[KEYS].merge(fastest[[*KEYS, "device_ms"]].rename(columns={"device_ms": "_attn"}), on=KEYS, how="left")
+    df["speedup_vs_attention"] = np.where(df["family"] == "gdn", base["_attn"].to_numpy() / df["device_ms"], np.nan)
+    return df
+
+
+def _rows(df: pd.DataFrame, phase: str, pas: str = "fwd", launch: str = "stream") -> pd.DataFrame:
+    d = _tidy(df)
+    return d[(d["phase"] == phase) & (d["pass"] == pas) & (d["launch"] == launch)]
+
+
+def _config() -> dict:
+    return kit.study_config(STUDY)
+
+
+def _impls(d: pd.DataFrame) -> list[str]:
+    return kit.ordered(d["impl"].dropna(), ORDER)
+
+
+def _label(impl: str) -> str:
+    return style.label(STUDY, impl)
+
+
+def _camel(impl: str) -> str:
+    return "".join(w.capitalize() for w in impl.split("_"))
+
+
+def tokens(n) -> str:
+    """A length for a reader: in K (1024 tokens) with at most one decimal from 1K, ``131072`` ->
+    ``128K``, ``3277`` -> ``3.2K``, below it in tokens (``64``); :data:`kernels.style.MISSING` for NaN."""
+    if n is None or not np.isfinite(float(n)):
+        return style.MISSING
+    if float(n) < 1024:
+        return str(int(round(float(n))))
+    k = float(n) / 1024
+    return f"{k:.0f}K" if abs(k - round(k)) < 0.05 else f"{k:.1f}K"
+
+
+def _log_axes(ax, d: pd.DataFrame) -> None:
+    from matplotlib import ticker
+
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ticks = sorted(d["seqlen"].dropna().unique())
+    if ticks:
+        ax.set_xticks(ticks, [tokens(t) for t in ticks], fontsize=6)
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.set_xlabel("sequence length (tokens)")
+
+
+def _lines(ax, d: pd.DataFrame, col: str, scale: float = 1.0, linestyle: str | None = None, label: bool = True):
+    pal = style.palette(STUDY, _impls(d))
+    for impl in _impls(d):
+        s = d[(d["impl"] == impl) & d[col].notna()].sort_values("seqlen")
+        if s.empty:
+            continue
+        ax.plot(s["seqlen"], s[col] * scale, marker="o", color=pal[impl], label=_label(impl) if label else None,
+                linestyle=linestyle or ("-" if impl in ATTENTION else "--"))
+
+
+def crossover_of(df: pd.DataFrame, impl: str, pas: str = "fwd"):
+    """:func:`kernels.longctx.scaling.crossover` of GDN ``impl``'s prefill (pass ``pas``) against the
+    fastest attention at each length, with their q10–q90 bands."""
+    d = _rows(df, "prefill", pas)
+    own = d[(d["impl"] == impl) & d["device_ms"].notna()][["seqlen", "device_ms", "q10_ms", "q90_ms"]]
+    attn = _fastest_attention(d)[["seqlen", "device_ms", "q10_ms", "q90_ms"]]
+    m = own.merge(attn, on="seqlen", suffixes=("", "_attn"))
+    return crossover(m["seqlen"], m["device_ms"], m["device_ms_attn"], (m["q10_ms"], m["q90_ms"]),
+                     (m["q10_ms_attn"], m["q90_ms_attn"]))
+
+
+def fig_prefill(df: pd.DataFrame):
+    """Prefill at long context: median device time against the prompt's length (log-log), causal
+    softmax attention (solid) against Gated DeltaNet (dashed), forward (left) and forward + backward
+    (right). The grey line and band: where our chunked GDN becomes faster than the fastest
+    attention, with its interval from each row's 10th--90th percentile band."""
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.8, ncols=2)
+    for ax, (pas, what) in zip(axes, (("fwd", "forward"), ("fwdbwd", "forward + backward"))):
+        d = _rows(df, "prefill", pas)
+        d = d[d["device_ms"].notna()]
+        if d.empty:
+            ax.set_title(what)
+            continue
+        _lines(ax, d, "device_ms")
+        _log_axes(ax, d)
+        cross = crossover_of(df, "chunk", pas)
+        if cross.where == "inside":
+            ax.axvline(cross.seqlen, color="0.4", lw=0.8, ls=":")
+            low = cross.low if np.isfinite(cross.low) else d["seqlen"].min()
+            high = cross.high if np.isfinite(cross.high) else d["seqlen"].max()
+            ax.axvspan(low, high, color="0.85", alpha=0.5, lw=0)
+        ax.set_title(what)
+    axes[0].set_ylabel("median device time (ms)")
+    fig.tight_layout()
+    style.legend_below(fig, axes, ncol=4)
+    return fig
+
+
+def fig_decode(df: pd.DataFrame):
+    """Decode at long context: one new token after a context of T tokens. Left: median device
+    time (attention over the KV cache against one step of the GDN recurrence from its state).
+    Right: latency of the same call launched from Python (solid) and replayed from a CUDA graph
+    (dotted), the host's launch included."""
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.8, ncols=2)
+    d = _rows(df, "decode")
+    d = d[d["device_ms"].notna()]
+    if not d.empty:
+        _lines(axes[0], d, "device_ms", 1e3)
+        _log_axes(axes[0], d)
+        _lines(axes[1], d, "latency_ms", 1e3, linestyle="-", label=False)
+        g = _rows(df, "decode", launch="graph")
+        _lines(axes[1], g[g["latency_ms"].notna()], "latency_ms", 1e3, linestyle=":", label=False)
+        _log_axes(axes[1], d)
+    axes[0].set_title("device time")
+    axes[1].set_title("latency: launched (solid), CUDA graph (dotted)")
+    axes[0].set_ylabel("median (µs)")
+    fig.tight_layout()
+    style.legend_below(fig, axes, ncol=4)
+    return fig
+
+
+def fig_memory(df: pd.DataFrame):
+    """Memory against the sequence length (log-log). Left: peak memory of a prefill forward
+    (inputs, outputs and every temporary of the call). Right: what decode keeps per layer, the
+    KV cache of attention (solid) against the fixed state of Gated DeltaNet (dashed)."""
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.8, ncols=2)
+    d = _rows(df, "prefill")
+    d = d[d["peak_mem_gib"].notna()] if "peak_mem_gib" in d else d.iloc[:0]
+    if not d.empty:
+        _lines(axes[0], d, "peak_mem_gib")
+        _log_axes(axes[0], d)
+    c = _rows(df, "decode")
+    c = c[c["cache_mib"].notna()] if "cache_mib" in c else c.iloc[:0]
+    if not c.empty:
+        _lines(axes[1], c, "cache_mib")
+        _log_axes(axes[1], c)
+    axes[0].set_title("prefill forward, peak")
+    axes[0].set_ylabel("GiB")
+    axes[1].set_title("decode: KV cache or state")
+    axes[1].set_ylabel("MiB")
+    fig.tight_layout()
+    style.legend_below(fig, axes, ncol=4)
+    return fig
+
+
+FIGURES = {"longctx_prefill": fig_prefill, "longctx_decode": fig_decode, "longctx_memory": fig_memory}
+
+
+def slopes(df: pd.DataFrame) -> dict[tuple[str, str], object]:
+    """``{(series, impl): Slope}`` of every series of :data:`SERIES` and implementation measured at
+    enough lengths (:func:`kernels.longctx.scaling.fit_slope` from ``fit_min_seqlen`` up)."""
+    start = _config()["fit_min_seqlen"]
+    out = {}
+    for name, phase, pas, col in SERIES:
+        d = _rows(df, phase, pas)
+        d = d[d["status"] == "ok"]
+        for impl in _impls(d):
+            s = d[d["impl"] == impl]
+            out[(name, impl)] = fit_slope(s["seqlen"], s[col], start)
+    return out
+
+
+def table_slopes(df: pd.DataFrame) -> pd.DataFrame:
+    """Fitted log-log slopes p (a cost that grows as the p-th power of T) with their 95 % confidence
+    intervals, from the lengths at and above the config's fit_min_seqlen: 2 is quadratic, 1 linear,
+    0 constant."""
+    rows = [{"series": SERIES_LABELS[name], "implementation": _label(impl), "p": s.p, "low": s.low, "high": s.high,
+             "lengths": s.n} for (name, impl), s in slopes(df).items() if s.n]
+    if not rows:
+        return pd.DataFrame()
+    return pd.DataFrame(rows).set_index(["series", "implementation"]).round({"p": 2, "low": 2, "high": 2})
+
+
+def _at(df, impl, phase, pas, seqlen, col="device_ms", launch="stream"):
+    d = _rows(df, phase, pas, launch)
+    return kit.first(d[(d["impl"] == impl) & (d["seqlen"] == seqlen)], col)
+
+
+def table_main(df: pd.DataFrame) -> pd.DataFrame:
+    """Each implementation at the table's lengths: prefill forward and forward + backward (median
+    device time, ms), one decode step (median device time, µs) and decode's memory per layer (the
+    KV cache or the GDN state, MiB)."""
+    d = derive(df) if "cache_mib" not in df else df
+    d = d[d["device_ms"].notna()]
+    if d.empty:
+        return pd.DataFrame()
+    out = {}
+    for t in _config()["table_seqlens"]:
+        for name, get in (("prefill ms", lambda i: _at(d, i, "prefill", "fwd", t)),
+                          ("fwd+bwd ms", lambda i: _at(d, i, "prefill", "fwdbwd", t)),
+                          ("decode µs", lambda i: _at(d, i, "decode", "fwd", t) * 1e3),
+                          ("cache MiB", lambda i: _at(d, i, "decode", "fwd", t, "cache_mib"))):
+            out[(f"T = {tokens(t)}", name)] = {_label(i): get(i) for i in _impls(d)}
+    t = pd.DataFrame(out).astype(float)
+    t.columns = pd.MultiIndex.from_tuples(t.columns)
+    t.index.name = "implementation"
+    return t.round(3)
+
+
+TABLES = {"longctx_table": table_main, "longctx_slopes": table_slopes}
+
+
+def _verdict_slopes(fitted: dict, series: str) -> tuple[list[float], list[float]]:
+    gdn = [s.p for (n, i), s in fitted.items() if n == series and i in GDN and s.n]
+    attn = [s.p for (n, i), s in fitted.items() if n == series and i in ATTENTION and s.n]
+    return gdn, attn
+
+
+def verdicts(df: pd.DataFrame) -> dict[str, str]:
+    """``LongctxLinearVerdict``, ``LongctxMemoryVerdict``, ``LongctxOvertakeVerdict`` (module docstring)."""
+    fitted = slopes(df)
+    gdn, attn = _verdict_slopes(fitted, "Fwd")
+    if gdn and attn:
+        linear = all(p <= 1 + SLOPE_TOLERANCE for p in gdn)
+        quadratic = all(p >= 2 - SLOPE_TOLERANCE for p in attn)
+        linear_verdict = "holds" if linear and quadratic else "partly holds" if linear or quadratic else "not reached"
+    else:
+        linear_verdict = style.MISSING
+    _, mem = _verdict_slopes(fitted, "Mem")
+    within = [p <= 1 + SLOPE_TOLERANCE for p in mem]
+    memory_verdict = (style.MISSING if not within else "holds" if all(within)
+                      else "partly holds" if any(within) else "not reached")
+    d = derive(df) if "speedup_vs_attention" not in df else df
+    d = _rows(d, "prefill")
+    over = d[(d["impl"] == "chunk") & (d["seqlen"] > OVERTAKE_SEQLEN)]["speedup_vs_attention"].dropna()
+    return {"LongctxLinearVerdict": linear_verdict, "LongctxMemoryVerdict": memory_verdict,
+            "LongctxOvertakeVerdict": kit.claim_verdict(list(over), 1.0)}
+
+
+def _headline_length() -> int:
+    return _config()["table_seqlens"][-1]
+
+
+#: The numbers of the abstract that :func:`macros` gives, by macro, in the abstract's words (the
+#: reproduction appendix sets them beside the second run's).
+HEADLINES = {f"LongctxSpeedupChunkFwdT{kit.size_name(_headline_length())}":
+             "Gated DeltaNet prefill (ours) over the fastest attention at the longest table length, ×",
+             "LongctxCrossoverChunkFwd": "length from which Gated DeltaNet prefill (ours) is the faster, tokens"}
+
+#: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
+CLAIMS = {"LongctxLinearVerdict": "linear attention turns O(n²) into O(n)",
+          "LongctxMemoryVerdict": "FlashAttention/FlexAttention: attention memory from O(N²) to O(N)",
+          "LongctxOvertakeVerdict": "linear attention faster than softmax attention above 100K tokens"}
+
+
+def _cross_text(cross, end: float, d: pd.DataFrame) -> str:
+    if np.isfinite(end):
+        return tokens(end)
+    lengths = d["seqlen"].dropna()
+    if lengths.empty:
+        return style.MISSING
+    return f"below {tokens(lengths.min())}" if cross.where == "below" else f"above {tokens(lengths.max())}"
+
+
+def macros(df: pd.DataFrame) -> dict[str, str]:
+    """Numbers quoted in the text: each implementation's slope of each series with its interval
+    (``LongctxSlope<Impl><Series>``, ``...Low``, ``...High``); where our and the other GDN kernels
+    overtake the fastest attention in prefill (``LongctxCrossover<Impl><Pass>``, ``...Low``,
+    ``...High``, in K tokens); at each table length (``T<size>``, :func:`kernels.report_kit.size_name`)
+    the prefill times (``LongctxMs<Impl><Pass>T...``, ms), the decode step (``LongctxDecodeUs<Impl>T...``,
+    and ``LongctxDecodeGraphLatencyUs<Impl>T...``, µs), decode's memory (``LongctxCacheMib<Impl>T...``)
+    and the GDN speedups over the fastest attention (``LongctxSpeedup<Impl><Pass>T...``); the layer's
+    shapes (``LongctxAttentionShape``, ``LongctxGdnShape``), the lengths (``LongctxSeqlenRange``,
+    ``LongctxFitMin``, ``LongctxCheckSeqlen``), the largest check error (``LongctxErrMax``),
+    ``LongctxMeasured`` ("true" when a row was timed, else "false": the paper's switch
+    ``\\ifLongctxMeasured``) and the :func:`verdicts`."""
+    cfg = _config()
+    d = derive(df)
+    m = {}
+    fitted = slopes(d)
+    for (series, phase, pas, _), impl in [(x, i) for x in SERIES for i in ORDER
+                                          if x[1] in IMPLS[i].tags and x[2] in IMPLS[i].passes]:
+        s = fitted.get((series, impl), NO_SLOPE)
+        for end, value in (("", s.p), ("Low", s.low), ("High", s.high)):  # + 0.0: no "-0.00"
+            m[f"LongctxSlope{_camel(impl)}{series}{end}"] = kit.fmt(round(value, 2) + 0.0 if s.n else None, 2)
+    for impl in GDN:
+        if "prefill" not in IMPLS[impl].tags:
+            continue
+        for pas, pname in (("fwd", "Fwd"), ("fwdbwd", "Fwdbwd")):
+            rows = _rows(d, "prefill", pas)
+            cross = crossover_of(d, impl, pas)
+            name = f"LongctxCrossover{_camel(impl)}{pname}"
+            m[name] = _cross_text(cross, cross.seqlen, rows) if cross.where != "none" else style.MISSING
+            m[name + "Low"] = _cross_text(cross, cross.low, rows) if cross.where != "none" else style.MISSING
+            m[name + "High"] = _cross_text(cross, cross.high, rows) if cross.where != "none" else style.MISSING
+    for t in cfg["table_seqlens"]:
+        tag = f"T{kit.size_name(t)}"
+        for impl in ORDER:
+            c = _camel(impl)
+            for pas, pname in (("fwd", "Fwd"), ("fwdbwd", "Fwdbwd")):
+                m[f"LongctxMs{c}{pname}{tag}"] = kit.fmt(_at(d, impl, "prefill", pas, t), 3)
+                if impl in GDN:
+                    m[f"LongctxSpeedup{c}{pname}{tag}"] = kit.fmt(_at(d, impl, "prefill", pas, t,
+                                                                      "speedup_vs_attention"), 1)
+            m[f"LongctxDecodeUs{c}{tag}"] = kit.fmt(_at(d, impl, "decode", "fwd", t) * 1e3, 1)
+            m[f"LongctxDecodeGraphLatencyUs{c}{tag}"] = kit.fmt(
+                _at(d, impl, "decode", "fwd", t, "latency_ms", "graph") * 1e3, 1)
+            m[f"LongctxCacheMib{c}{tag}"] = kit.fmt(_at(d, impl, "decode", "fwd", t, "cache_mib"), 1)
+    a, g = cfg["attention"], cfg["gdn"]
+    m["LongctxAttentionShape"] = style.shape(B=cfg["batch"], H=a["heads"], KV=a["kv_heads"], D=a["head_dim"])
+    m["LongctxGdnShape"] = style.shape(B=cfg["batch"], H=g["heads"], HV=g["value_heads"], D=g["head_dim"])
+    lengths = cfg["prefill"]["seqlens"]
+    m["LongctxSeqlenRange"] = f"{tokens(min(lengths))}--{tokens(max(lengths))}"
+    m["LongctxFitMin"] = tokens(cfg["fit_min_seqlen"])
+    m["LongctxCheckSeqlen"] = str(int(cfg["check_seqlen"]))
+    m["LongctxMeasured"] = "true" if (d["status"] == "ok").any() else "false"
+    err = pd.to_numeric(d.loc[d["status"] == "ok", "rel_err"], errors="coerce")
+    m["LongctxErrMax"] = kit.fmt(err.max() if err.notna().any() else None, 4)
+    m.update(verdicts(d))
+    return m
+
