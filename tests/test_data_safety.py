@@ -351,7 +351,7 @@ def test_rows_keep_their_roles_and_unknown_cases_get_none():
     assert rows.case_id({**row, "roles": ["x"]}) == rows.case_id(row)  # roles are not part of a case
 
 
-@pytest.mark.parametrize("study", ["swiglu", "flex", "gdn"])
+@pytest.mark.parametrize("study", yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["studies"])
 def test_row_schemas_accept_every_configured_case(study):
     """Every case a study's sweep and smoke run make, as a row, is valid, and its fields are case fields."""
     import importlib
