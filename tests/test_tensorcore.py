@@ -176,7 +176,7 @@ def _row(impl, size, tflops, aligned=None, roles="padding", status="ok"):
     return dict(study="tensorcore", impl=impl, **{"pass": "fwd"}, dtype=study.DTYPES[impl], m=size, n=size, k=size,
                 aligned=aligned if aligned is not None else np.nan, roles=roles, status=status,
                 error=None if status == "ok" else "x", device_ms=ms, flops=flops,
-                tflops=flops / (ms * 1e-3) / 1e12, gpu="h200")
+                tflops=flops / (ms * 1e-3) / 1e12, gpu="h200", warmup_ms=1000)
 
 
 def _tidy(padded=(5.4, 5.7, 1.1, 1.02), fp8=(1.7, 1.86), bf16=740.0):
@@ -210,6 +210,7 @@ def test_macros_of_a_synthetic_table():
     assert m["TensorcorePaddedSpeedupRange"] == "1.02--5.70"
     assert m["TensorcoreFpEightSpeedupEightK"] == "1.86" and m["TensorcoreFpEightSpeedupRange"] == "1.70--1.86"
     assert m["TensorcoreFpEightTflopsFourK"] == "1258"
+    assert m["TensorcoreWarmupMs"] == "1000"
     assert (m["TensorcorePaddingVerdict"], m["TensorcoreFpEightVerdict"]) == ("partly holds", "not reached")
     assert all(re.fullmatch("[A-Za-z]+", name) for name in m)
 
@@ -268,6 +269,17 @@ def test_macro_names_follow_the_config():
     assert sizes["padding"][8192][0] == (8192, "EightK") and sizes["fp8"] == [(4096, "FourK"), (8192, "EightK")]
     with pytest.raises(ValueError, match="4160 has no macro name"):
         report.paper_sizes({"padding": [{"aligned": 4160, "unaligned": [4159]}], "fp8": []})
+
+
+def test_the_paper_quotes_the_claims_and_the_readme_names_the_outputs():
+    tex = (ROOT / "paper" / "main.tex").read_text()
+    claims = tex[tex.index(r"\label{tab:claims}"):tex.index(r"\end{table}", tex.index(r"\label{tab:claims}"))]
+    for verdict in report.CLAIMS:
+        assert f"\\{verdict} \\\\" in claims, verdict
+    quoted = set(re.findall(r"\\(Tensorcore[A-Za-z]+)", tex))
+    assert quoted and quoted <= set(report.macros(pd.DataFrame())), sorted(quoted - set(report.macros(pd.DataFrame())))
+    readme = (ROOT / "README.md").read_text()
+    assert all(f"`{name}`" in readme for name in [*report.FIGURES, *report.TABLES])
 
 
 # ----------------------------------------------------------------------------

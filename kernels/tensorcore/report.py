@@ -29,7 +29,7 @@ from kernels.tensorcore.impls import IMPLS
 ORDER = tuple(IMPLS)
 #: The tidy table's columns that the report reads: a table without them (the tidy CSV of a study
 #: without rows, read back) gets them all NaN (:func:`kernels.report_kit.tidy_frame`).
-COLUMNS = ["gpu", "impl", "status", "dtype", "m", "n", "k", "aligned", "device_ms", "tflops", ROLES]
+COLUMNS = ["gpu", "impl", "status", "dtype", "m", "n", "k", "aligned", "device_ms", "tflops", "warmup_ms", ROLES]
 #: The range both claims give, as a factor (lower, upper).
 CLAIMED = (2.0, 4.0)
 #: Opacity of an unaligned size's bar against its aligned size's.
@@ -206,8 +206,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     (``TensorcorePaddedSpeedup<name>``) and their range (``TensorcorePaddedSpeedupRange``); FP8 and
     bf16 TFLOP/s at every FP8 size (``TensorcoreFpEightTflops<size>``, ``TensorcoreBfSixteenTflops<size>``),
     FP8's over bf16's (``TensorcoreFpEightSpeedup<size>``) and their range; the verdicts on the
-    claimed 2-4x (``TensorcorePaddingVerdict``, ``TensorcoreFpEightVerdict``). 'n/a' where not
-    measured."""
+    claimed 2-4x (``TensorcorePaddingVerdict``, ``TensorcoreFpEightVerdict``); the rows' warm-up
+    (``TensorcoreWarmupMs``, the section's ``warmup_ms``). 'n/a' where not measured."""
     sizes = paper_sizes(kit.study_config("tensorcore"))
     d = _ok(df)
     out = {}
@@ -228,4 +228,5 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         out[f"TensorcoreFpEightSpeedup{name}"] = kit.fmt(fp8[-1])
     out["TensorcoreFpEightSpeedupRange"] = _range(fp8)
     out["TensorcoreFpEightVerdict"] = kit.claim_verdict(fp8, *CLAIMED)
+    out["TensorcoreWarmupMs"] = kit.fmt(kit.median(d, "warmup_ms"), 0)
     return out
