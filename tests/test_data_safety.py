@@ -187,6 +187,24 @@ def test_rendering_without_rows_of_a_configured_study_stops_before_any_job(tree)
     assert not (tree / "results").exists()
 
 
+def test_a_study_the_committed_run_did_not_measure_renders_as_not_measured(tree):
+    """A configured study with neither rows nor measurement jobs in the folder (one added after its
+    run) is rendered as not measured, saying so, and the quick run has none of its rows to compare;
+    a study whose jobs ran but whose rows are gone stops the render (above)."""
+    for path in [*(tree / "data" / "raw" / "h200" / "flex").glob("*.jsonl"),
+                 *(tree / "data" / "raw" / "h200" / "benchmarks").glob("measure_flex_*.tsv")]:
+        path.unlink()
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    notice = "Not in the run of data/raw/h200/ (no rows, no measurement job): "
+    [line] = [x for x in proc.stderr.splitlines() if x.startswith(notice)]
+    assert "flex" in line[len(notice):].split(";")[0].split(", "), line
+    proc = snakemake(tree, "-n", "--forceall", "--profile", "profiles/quick", "--config", "measure=true", "gpu=h200")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "output: results/quick/raw/h200/flex/flex.jsonl" in proc.stdout
+    assert "data/raw/h200/flex/" not in proc.stdout and "data/raw/h200/gdn/chunk.jsonl" in proc.stdout
+
+
 def test_a_folder_without_rows_is_not_a_gpu_to_render(tree):
     """What a failed measurement leaves (an empty folder) does not make gpu=auto ambiguous."""
     (tree / "data" / "raw" / "h100" / "benchmarks").mkdir(parents=True)
@@ -333,7 +351,7 @@ def test_rows_keep_their_roles_and_unknown_cases_get_none():
     assert rows.case_id({**row, "roles": ["x"]}) == rows.case_id(row)  # roles are not part of a case
 
 
-@pytest.mark.parametrize("study", ["swiglu", "flex", "gdn"])
+@pytest.mark.parametrize("study", yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["studies"])
 def test_row_schemas_accept_every_configured_case(study):
     """Every case a study's sweep and smoke run make, as a row, is valid, and its fields are case fields."""
     import importlib

@@ -11,7 +11,7 @@ import yaml
 from kernels import checks, style
 
 ROOT = Path(__file__).resolve().parent.parent
-STUDIES = ("swiglu", "flex", "gdn")
+STUDIES = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["studies"]
 
 
 def _impl_lists(node, path=""):

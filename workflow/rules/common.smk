@@ -213,6 +213,15 @@ def raw_files(study):
     return sorted(str(p) for p in Path(RAW, GPU, study).glob("*.jsonl"))
 
 
+def run_measured(folder, study):
+    """Whether the run in ``folder`` (data/raw/<gpu>) measured ``study``: rows of it are there, or
+    the benchmark files of its measurement jobs (benchmarks/measure_<study>_<impl>.tsv).
+    """
+    return any(Path(folder, study).glob("*.jsonl")) or any(
+        Path(folder, "benchmarks").glob(f"measure_{study}_*.tsv")
+    )
+
+
 if not MEASURE:
     # Rendering reads every configured study's rows from one folder: check it before any job.
     if not Path(RAW, GPU).is_dir():
@@ -221,17 +230,25 @@ if not MEASURE:
             f"config gpu={GPU}: no folder {RAW}/{GPU}/ to render from (folders "
             f"there: {', '.join(_there) or 'none'}); set --config gpu=<folder>"
         )
+    # a study the run measured must have its rows; one it did not (added since) renders as not measured
     _missing = [s for s in STUDIES if not raw_files(s)]
-    if _missing:
+    _lost = [s for s in _missing if run_measured(Path(RAW, GPU), s)]
+    if _lost:
         raise WorkflowError(
-            f"{RAW}/{GPU}/ holds no rows of the configured study {_missing[0]} "
-            f"(no {RAW}/{GPU}/{_missing[0]}/*.jsonl; config key 'studies')"
+            f"{RAW}/{GPU}/ holds no rows of the configured study {_lost[0]} "
+            f"(no {RAW}/{GPU}/{_lost[0]}/*.jsonl; config key 'studies')"
         )
     print(
         f"No measurement on this host (measure={config['measure']}): rendering from the "
         f"committed data in {RAW}/{GPU}/.",
         file=sys.stderr,
     )
+    if _missing:
+        print(
+            f"Not in the run of {RAW}/{GPU}/ (no rows, no measurement job): "
+            f"{', '.join(_missing)}; their figures, tables and numbers say not measured.",
+            file=sys.stderr,
+        )
 
 
 def check_measuring_run():
@@ -382,9 +399,12 @@ def repro_candidate_files():
 def repro_reference_files():
     """The reference run's JSONL files: the committed rows of the quick run's implementations,
     or this run's rows (measured here or committed)."""
-    if QUICK:
+    if QUICK:  # a study the committed run did not measure has no rows to compare with
         return [
-            f"{REFERENCE}/{s}/{impl}.jsonl" for s in STUDIES for impl in study_impls(s)
+            f"{REFERENCE}/{s}/{impl}.jsonl"
+            for s in STUDIES
+            if run_measured(REFERENCE, s)
+            for impl in study_impls(s)
         ]
     return [f for s in STUDIES for f in raw_files(s)]
 

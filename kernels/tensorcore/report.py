@@ -1,0 +1,232 @@
+"""Figure, table and quoted numbers of the tensor-core study, built on kernels.report_kit.
+
+Derived metrics (:func:`derive`), per row, from ``tflops`` (2 M N K FLOPs over the device time,
+the collect step's):
+
+``speedup_padded``   bf16 rows of a padding set (those with ``aligned``): the TFLOP/s of the set's
+                     aligned size over this row's, same gpu (1 at the aligned size; above 1:
+                     padding to it gains);
+``speedup_vs_bf16``  fp8 rows: this row's TFLOP/s over bf16's at the same gpu, m, n and k.
+
+The figure and the table draw every row they are given (the smoke run's too); the macros are
+named after the config's sweep (:func:`paper_sizes`), the section the paper's rows are measured
+with. The claims' verdicts (:func:`kernels.report_kit.claim_verdict`) compare ``speedup_padded`` of
+every unaligned neighbour, and ``speedup_vs_bf16`` of every FP8 size, with the claimed 2-4x.
+"""
+
+from __future__ import annotations
+
+import matplotlib.colors as mcolors
+import numpy as np
+import pandas as pd
+
+from kernels import report_kit as kit
+from kernels import style
+from kernels.rows import ROLES
+from kernels.tensorcore.impls import IMPLS
+
+#: The implementations in the order of legends and tables (their registry's).
+ORDER = tuple(IMPLS)
+#: The tidy table's columns that the report reads: a table without them (the tidy CSV of a study
+#: without rows, read back) gets them all NaN (:func:`kernels.report_kit.tidy_frame`).
+COLUMNS = ["gpu", "impl", "status", "dtype", "m", "n", "k", "aligned", "device_ms", "tflops", "warmup_ms", ROLES]
+#: The range both claims give, as a factor (lower, upper).
+CLAIMED = (2.0, 4.0)
+#: Opacity of an unaligned size's bar against its aligned size's.
+UNALIGNED_ALPHA = 0.45
+
+
+def derive(df: pd.DataFrame) -> pd.DataFrame:
+    """Add ``speedup_padded`` and ``speedup_vs_bf16`` (NaN where they do not apply or a row they
+    compare was not timed)."""
+    df = kit.tidy_frame(df, COLUMNS).copy()
+    bf16 = df["impl"].eq("bf16") & df["status"].eq("ok") & df["tflops"].notna()
+    aligned = kit.baseline(df, bf16 & df["m"].eq(df["aligned"]), ["gpu", "aligned"], "tflops")
+    df["speedup_padded"] = (aligned / df["tflops"]).where(df["impl"].eq("bf16") & df["aligned"].notna())
+    base = kit.baseline(df, bf16, ["gpu", "m", "n", "k"], "tflops")
+    df["speedup_vs_bf16"] = (df["tflops"] / base).where(df["impl"].eq("fp8"))
+    return df
+
+
+def _ok(df: pd.DataFrame) -> pd.DataFrame:
+    """The timed rows, derived."""
+    d = derive(df)
+    return d[d["status"].eq("ok") & d["tflops"].notna()]
+
+
+def _label(impl: str) -> str:
+    return style.label("tensorcore", impl)
+
+
+# ----------------------------------------------------------------------------
+# figure
+
+
+def _padding_panel(ax, d: pd.DataFrame) -> None:
+    """bf16 TFLOP/s per size of each padding set, the sets side by side (smallest aligned size
+    first), each unaligned bar labelled with ``speedup_padded``."""
+    pad = kit.with_role(d, "padding")
+    pad = pad[pad["impl"].eq("bf16")].sort_values(["aligned", "m"])
+    ax.set_title("padding (bf16)")
+    if pad.empty:
+        kit.mark_empty(ax)
+        return
+    color = style.palette("tensorcore", ["bf16"])["bf16"]
+    xs, x = [], 0.0
+    for _, group in pad.groupby("aligned", sort=True):
+        xs += [x + i for i in range(len(group))]
+        x = xs[-1] + 1.6  # a gap between sets
+    is_aligned = pad["m"].eq(pad["aligned"]).to_numpy()
+    xs, tflops = np.asarray(xs), pad["tflops"].to_numpy(dtype=float)
+    ax.bar(xs[is_aligned], tflops[is_aligned], 0.8, color=color, label=_label("bf16"))
+    ax.bar(xs[~is_aligned], tflops[~is_aligned], 0.8, color=mcolors.to_rgba(color, UNALIGNED_ALPHA),
+           label=f"{_label('bf16')}, unaligned size")
+    for xi, t, s in zip(xs[~is_aligned], tflops[~is_aligned], pad["speedup_padded"].to_numpy()[~is_aligned]):
+        if np.isfinite(s):
+            ax.annotate(f"{s:.2f}×", (xi, t), ha="center", va="bottom", fontsize=5)
+    ax.set_xticks(xs, [str(int(m)) for m in pad["m"]], rotation=90, fontsize=6)
+
+
+def _fp8_panel(ax, d: pd.DataFrame) -> None:
+    """FP8 and bf16 TFLOP/s at each FP8 size, the FP8 bars labelled with ``speedup_vs_bf16``."""
+    f8 = kit.with_role(d, "fp8").sort_values("m")
+    ax.set_title("FP8 against BF16")
+    if f8.empty:
+        kit.mark_empty(ax)
+        return
+    f8 = f8.assign(size=f8["m"].astype(int).astype(str))
+    impls = kit.ordered(f8["impl"], ORDER)
+    kit.grouped_bars(ax, f8, "tflops", "size", impls, style.palette("tensorcore", impls),
+                     {i: _label(i) for i in impls})
+    if "fp8" in impls:
+        width = 0.8 / len(impls)
+        sizes = list(dict.fromkeys(f8["size"]))
+        rows = f8[f8["impl"].eq("fp8")]
+        for size, t, s in zip(rows["size"], rows["tflops"], rows["speedup_vs_bf16"]):
+            if np.isfinite(s):
+                ax.annotate(f"{s:.2f}×", (sizes.index(size) + impls.index("fp8") * width, t), ha="center",
+                            va="bottom", fontsize=5)
+
+
+def fig_gemm(df: pd.DataFrame):
+    """Tensor-core GEMM throughput (M = N = K, bfloat16 output; TFLOP/s on 2MNK FLOPs by device
+    time). Left: bf16 (torch.matmul, cuBLAS) at each padding set's aligned size (dark) and its
+    unaligned neighbours (light), each labelled with the aligned size's TFLOP/s over its own.
+    Right: FP8 e4m3 (torch._scaled_mm, one scale per tensor) against bf16 at the same sizes,
+    labelled with FP8's TFLOP/s over bf16's."""
+    d = _ok(df)
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False,
+                             gridspec_kw={"width_ratios": [2, 1]})
+    _padding_panel(axes[0][0], d)
+    _fp8_panel(axes[0][1], d)
+    for ax in axes[0]:
+        ax.set_xlabel("M = N = K")
+        ax.set_ylabel("TFLOP/s")
+    fig.tight_layout()
+    style.legend_below(fig, axes[0], ncol=3)
+    return fig
+
+
+FIGURES = {"tensorcore_gemm": fig_gemm}
+
+
+# ----------------------------------------------------------------------------
+# table
+
+
+def table_gemm(df: pd.DataFrame) -> pd.DataFrame:
+    """Tensor-core GEMMs (M = N = K, bfloat16 output): median device time (ms) and TFLOP/s of every
+    timed case; padded speedup: the TFLOP/s of the padding set's aligned size over the row's; FP8
+    speedup: FP8's TFLOP/s over bf16's at the same size."""
+    d = _ok(df)
+    if d.empty:
+        return pd.DataFrame()
+    rank = {impl: i for i, impl in enumerate(ORDER)}
+    d = d.assign(_rank=d["impl"].map(lambda i: rank.get(i, len(rank)))).sort_values(
+        ["_rank", "aligned", "m"], na_position="last")
+    table = pd.DataFrame({"implementation": d["impl"].map(_label), "M=N=K": d["m"].astype(int),
+                          "ms": d["device_ms"].astype(float).round(3),
+                          "TFLOP/s": d["tflops"].astype(float).round(0),
+                          "padded speedup": d["speedup_padded"].astype(float).round(2),
+                          "FP8 speedup": d["speedup_vs_bf16"].astype(float).round(2)})
+    return table.set_index(["implementation", "M=N=K"])
+
+
+TABLES = {"tensorcore_table": table_gemm}
+
+
+# ----------------------------------------------------------------------------
+# macros
+
+
+def neighbour_name(aligned: int, size: int) -> str:
+    """A padding set's size in a macro name, after its aligned size (:func:`kernels.report_kit.size_name`)
+    and its offset in words: ``(8192, 8191)`` -> ``EightKMinusOne``, ``(8192, 8256)`` ->
+    ``EightKPlusSixtyFour``, ``(8192, 8192)`` -> ``EightK``. ValueError where a size has no macro
+    name (an aligned size above 999 that is not a whole number of K, an offset above 999)."""
+    offset = size - aligned
+    if offset == 0:
+        return kit.size_name(aligned)
+    return kit.size_name(aligned) + ("Plus" if offset > 0 else "Minus") + kit.words(abs(offset))
+
+
+def paper_sizes(sweep: dict) -> dict:
+    """The sizes the macros are named after, from a config section (the ``sweep``): ``padding``,
+    ``{aligned: [(size, name), ...]}`` (the aligned size first, then its neighbours, named by
+    :func:`neighbour_name`), and ``fp8``, ``[(size, name), ...]`` (:func:`kernels.report_kit.size_name`)."""
+    return {"padding": {g["aligned"]: [(s, neighbour_name(g["aligned"], s)) for s in (g["aligned"], *g["unaligned"])]
+                        for g in sweep["padding"]},
+            "fp8": [(s, kit.size_name(s)) for s in sweep["fp8"]]}
+
+
+def _at(d: pd.DataFrame, impl: str, size: int, col: str) -> float:
+    """``col`` of ``impl`` at M = N = K = ``size`` in ``d`` (NaN where it was not timed)."""
+    return kit.median(d, col, impl=impl, m=size, n=size, k=size)
+
+
+def _range(values: list[float]) -> str:
+    """``lo--hi`` of ``values`` with two decimals (one value where they agree); n/a when none is finite."""
+    values = [v for v in values if np.isfinite(v)]
+    if not values:
+        return style.MISSING
+    lo, hi = kit.fmt(min(values)), kit.fmt(max(values))
+    return lo if lo == hi else f"{lo}--{hi}"
+
+
+#: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
+CLAIMS = {"TensorcorePaddingVerdict": "Padding matrix dimensions to multiples of 64/128: 2–4× tensor-core FLOP "
+                                      "throughput",
+          "TensorcoreFpEightVerdict": "FP8 tensor cores: 2–4× BF16's FLOP throughput per clock"}
+
+
+def macros(df: pd.DataFrame) -> dict[str, str]:
+    """Numbers quoted in the text, at the sizes of the config's sweep (:func:`paper_sizes`):
+    bf16 TFLOP/s at every padding size (``TensorcoreBfSixteenTflops<name>``, e.g.
+    ``...EightK``, ``...EightKMinusOne``), the aligned size's over each neighbour's
+    (``TensorcorePaddedSpeedup<name>``) and their range (``TensorcorePaddedSpeedupRange``); FP8 and
+    bf16 TFLOP/s at every FP8 size (``TensorcoreFpEightTflops<size>``, ``TensorcoreBfSixteenTflops<size>``),
+    FP8's over bf16's (``TensorcoreFpEightSpeedup<size>``) and their range; the verdicts on the
+    claimed 2-4x (``TensorcorePaddingVerdict``, ``TensorcoreFpEightVerdict``); the rows' warm-up
+    (``TensorcoreWarmupMs``, the section's ``warmup_ms``). 'n/a' where not measured."""
+    sizes = paper_sizes(kit.study_config("tensorcore"))
+    d = _ok(df)
+    out = {}
+    pad, padded = kit.with_role(d, "padding"), []
+    for aligned, named in sizes["padding"].items():
+        for size, name in named:
+            out[f"TensorcoreBfSixteenTflops{name}"] = kit.fmt(_at(pad, "bf16", size, "tflops"), 0)
+            if size != aligned:
+                padded.append(_at(pad, "bf16", size, "speedup_padded"))
+                out[f"TensorcorePaddedSpeedup{name}"] = kit.fmt(padded[-1])
+    out["TensorcorePaddedSpeedupRange"] = _range(padded)
+    out["TensorcorePaddingVerdict"] = kit.claim_verdict(padded, *CLAIMED)
+    f8, fp8 = kit.with_role(d, "fp8"), []
+    for size, name in sizes["fp8"]:
+        out[f"TensorcoreBfSixteenTflops{name}"] = kit.fmt(_at(f8, "bf16", size, "tflops"), 0)
+        out[f"TensorcoreFpEightTflops{name}"] = kit.fmt(_at(f8, "fp8", size, "tflops"), 0)
+        fp8.append(_at(f8, "fp8", size, "speedup_vs_bf16"))
+        out[f"TensorcoreFpEightSpeedup{name}"] = kit.fmt(fp8[-1])
+    out["TensorcoreFpEightSpeedupRange"] = _range(fp8)
+    out["TensorcoreFpEightVerdict"] = kit.claim_verdict(fp8, *CLAIMED)
+    out["TensorcoreWarmupMs"] = kit.fmt(kit.median(d, "warmup_ms"), 0)
+    return out
