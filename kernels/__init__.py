@@ -1,6 +1,6 @@
 """Kernels, their references and the measurement code of the paper artifact.
 
-One sub-package per study (``swiglu``, ``flex``, ``gdn``, ``tensorcore``), each holding its
+One sub-package per study (``swiglu``, ``flex``, ``gdn``, ``longctx``, ``tensorcore``), each holding its
 kernels, the plain-PyTorch reference beside them, its implementations
 (``impls.py``), the sweep (``study.py``) and its figures, tables and quoted
 numbers (``report.py``). Shared pieces:
