@@ -142,6 +142,21 @@ def crossover_of(df: pd.DataFrame, impl: str, pas: str = "fwd"):
                      (m["q10_ms_attn"], m["q90_ms_attn"]))
 
 
+def _panel(ax, d: pd.DataFrame, col: str, scale: float = 1.0, **lines) -> None:
+    """Lines of ``col`` (times ``scale``) against the length on log-log axes, from the rows of ``d``
+    that have it (none: the panel stays empty)."""
+    d = d[d[col].notna()]
+    if not d.empty:
+        _lines(ax, d, col, scale, **lines)
+        _log_axes(ax, d)
+
+
+def _finish(fig, axes):
+    fig.tight_layout()
+    style.legend_below(fig, axes, ncol=4)
+    return fig
+
+
 def fig_prefill(df: pd.DataFrame):
     """Prefill at long context: median device time against the prompt's length (log-log), causal
     softmax attention (solid) against Gated DeltaNet (dashed), forward (left) and forward + backward
@@ -164,9 +179,7 @@ def fig_prefill(df: pd.DataFrame):
             ax.axvspan(low, high, color="0.85", alpha=0.5, lw=0)
         ax.set_title(what)
     axes[0].set_ylabel("median device time (ms)")
-    fig.tight_layout()
-    style.legend_below(fig, axes, ncol=4)
-    return fig
+    return _finish(fig, axes)
 
 
 def fig_decode(df: pd.DataFrame):
@@ -175,21 +188,13 @@ def fig_decode(df: pd.DataFrame):
     Right: latency of the same call launched from Python (solid) and replayed from a CUDA graph
     (dotted), the host's launch included."""
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.8, ncols=2)
-    d = _rows(df, "decode")
-    d = d[d["device_ms"].notna()]
-    if not d.empty:
-        _lines(axes[0], d, "device_ms", 1e3)
-        _log_axes(axes[0], d)
-        _lines(axes[1], d, "latency_ms", 1e3, linestyle="-", label=False)
-        g = _rows(df, "decode", launch="graph")
-        _lines(axes[1], g[g["latency_ms"].notna()], "latency_ms", 1e3, linestyle=":", label=False)
-        _log_axes(axes[1], d)
+    _panel(axes[0], _rows(df, "decode"), "device_ms", 1e3)
+    _panel(axes[1], _rows(df, "decode"), "latency_ms", 1e3, linestyle="-", label=False)
+    _panel(axes[1], _rows(df, "decode", launch="graph"), "latency_ms", 1e3, linestyle=":", label=False)
     axes[0].set_title("device time")
     axes[1].set_title("latency: launched (solid), CUDA graph (dotted)")
     axes[0].set_ylabel("median (µs)")
-    fig.tight_layout()
-    style.legend_below(fig, axes, ncol=4)
-    return fig
+    return _finish(fig, axes)
 
 
 def fig_memory(df: pd.DataFrame):
@@ -197,23 +202,13 @@ def fig_memory(df: pd.DataFrame):
     (inputs, outputs and every temporary of the call). Right: what decode keeps per layer, the
     KV cache of attention (solid) against the fixed state of Gated DeltaNet (dashed)."""
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.8, ncols=2)
-    d = _rows(df, "prefill")
-    d = d[d["peak_mem_gib"].notna()] if "peak_mem_gib" in d else d.iloc[:0]
-    if not d.empty:
-        _lines(axes[0], d, "peak_mem_gib")
-        _log_axes(axes[0], d)
-    c = _rows(df, "decode")
-    c = c[c["cache_mib"].notna()] if "cache_mib" in c else c.iloc[:0]
-    if not c.empty:
-        _lines(axes[1], c, "cache_mib")
-        _log_axes(axes[1], c)
+    _panel(axes[0], _rows(df, "prefill"), "peak_mem_gib")
+    _panel(axes[1], _rows(df, "decode"), "cache_mib")
     axes[0].set_title("prefill forward, peak")
     axes[0].set_ylabel("GiB")
     axes[1].set_title("decode: KV cache or state")
     axes[1].set_ylabel("MiB")
-    fig.tight_layout()
-    style.legend_below(fig, axes, ncol=4)
-    return fig
+    return _finish(fig, axes)
 
 
 FIGURES = {"longctx_prefill": fig_prefill, "longctx_decode": fig_decode, "longctx_memory": fig_memory}
