@@ -185,7 +185,7 @@ def tidy_tables(run: list[dict], gpu: str, sections: dict[str, dict] | None = No
     out = {}
     for study, study_rows in sorted(by_study.items()):
         study_rows = with_roles(study_rows, study, (sections or {}).get(study))
-        df = render._report(study).derive(tidy(study_rows, gpu))
+        df = render.report_module(study).derive(tidy(study_rows, gpu))
         out[study] = pd.read_csv(io.StringIO(df.to_csv(index=False)))
     return out
 
@@ -194,7 +194,7 @@ def study_macros(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
     """Every macro of each study's ``report.macros`` on its tidy table in ``tables``."""
     out = {}
     for study, df in tables.items():
-        out.update(render._report(study).macros(df))
+        out.update(render.report_module(study).macros(df))
     return out
 
 
@@ -209,7 +209,7 @@ def headline_table(reference: dict[str, str], candidate: dict[str, str], studies
     ``second run`` (the macros' text; "n/a" where a run lacks it)."""
     rows = []
     for study in studies:
-        for name, words in getattr(render._report(study), "HEADLINES", {}).items():
+        for name, words in getattr(render.report_module(study), "HEADLINES", {}).items():
             rows.append({"number": words, "reference": reference.get(name, style.MISSING),
                          "second run": candidate.get(name, style.MISSING)})
     return pd.DataFrame(rows, columns=["number", "reference", "second run"])
@@ -279,7 +279,7 @@ def claim_labels(studies) -> dict[str, str]:
     each study in ``studies``)."""
     out = {}
     for study in studies:
-        out.update(getattr(render._report(study), "CLAIMS", {}))
+        out.update(getattr(render.report_module(study), "CLAIMS", {}))
     return out
 
 
@@ -562,7 +562,7 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
         r"\ReproRowsNotTimed{} cases that neither run timed, with the same status in both, are left out.",
         r"Shares are given to one decimal, rounded down. Outcome: \ReproOutcome."])
     floats = [r"\begin{figure}[tbp]", r"\centering", r"\fitgraphics{reproduction.pdf}",
-              rf"\caption{{{render._caption(figure)}}}", r"\label{fig:reproduction}", r"\end{figure}"]
+              rf"\caption{{{render.caption(figure)}}}", r"\label{fig:reproduction}", r"\end{figure}"]
     floats += [r"\begin{table}[tbp]", r"\centering", r"\small",
                r"\caption{Rows timed in both runs by the reference's device time: how many agree within",
                r"the tolerance, how many either run flags host-bound (the spin before the call was too",
