@@ -240,7 +240,7 @@ TIMING = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["timing"]
 MISSING_ANCHOR = ("No module named", "is not installed")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.gpu
 @pytest.mark.parametrize("impl", study.IMPLS)
 def test_every_impl_runs_each_of_its_cases_on_gpu(impl):
     """Each case checked against float64 at 256 tokens, then timed at 256 and 1000 (not a multiple
