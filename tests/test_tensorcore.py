@@ -163,7 +163,9 @@ def test_smoke_rows_collect_and_render(tmp_path, monkeypatch):
     assert df.loc[df["impl"].eq("fp8"), "speedup_vs_bf16"].notna().all()
     assert len(report.table_gemm(df)) == len(df)
     assert report.fig_gemm(df).axes[0].has_data()
-    assert set(report.macros(df).values()) == {"n/a"}  # the macros are the sweep's sizes
+    m = report.macros(df)   # the macros are the sweep's sizes: none of them in the smoke rows
+    assert m.pop("TensorcoreMeasured") == "true" and m.pop("TensorcoreWarmupMs") == "1000"
+    assert set(m.values()) == {"n/a"}
 
 
 # ----------------------------------------------------------------------------
@@ -241,7 +243,8 @@ def test_the_report_renders_from_an_empty_table():
         matplotlib.pyplot.close(fig)
         assert report.table_gemm(empty).empty
         m = report.macros(empty)
-        assert set(m) == set(full) and set(m.values()) == {"n/a"}
+        assert set(m) == set(full) and m.pop("TensorcoreMeasured") == "false"
+        assert m.pop("TensorcoreWarmupMs") == "1000" and set(m.values()) == {"n/a"}
 
 
 def test_the_figure_and_table_draw_every_timed_row():

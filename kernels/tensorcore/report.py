@@ -206,8 +206,10 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     (``TensorcorePaddedSpeedup<name>``) and their range (``TensorcorePaddedSpeedupRange``); FP8 and
     bf16 TFLOP/s at every FP8 size (``TensorcoreFpEightTflops<size>``, ``TensorcoreBfSixteenTflops<size>``),
     FP8's over bf16's (``TensorcoreFpEightSpeedup<size>``) and their range; the verdicts on the
-    claimed 2-4x (``TensorcorePaddingVerdict``, ``TensorcoreFpEightVerdict``); the rows' warm-up
-    (``TensorcoreWarmupMs``, the section's ``warmup_ms``). 'n/a' where not measured."""
+    claimed 2-4x (``TensorcorePaddingVerdict``, ``TensorcoreFpEightVerdict``); the warm-up of the
+    sweep's cases (``TensorcoreWarmupMs``, its ``warmup_ms``); ``TensorcoreMeasured`` ("true" when a
+    row was timed, else "false": the paper's switch ``\\ifTensorcoreMeasured``). 'n/a' where not
+    measured."""
     sizes = paper_sizes(kit.study_config("tensorcore"))
     d = _ok(df)
     out = {}
@@ -228,5 +230,6 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         out[f"TensorcoreFpEightSpeedup{name}"] = kit.fmt(fp8[-1])
     out["TensorcoreFpEightSpeedupRange"] = _range(fp8)
     out["TensorcoreFpEightVerdict"] = kit.claim_verdict(fp8, *CLAIMED)
-    out["TensorcoreWarmupMs"] = kit.fmt(kit.median(d, "warmup_ms"), 0)
+    out["TensorcoreWarmupMs"] = kit.fmt(kit.study_config("tensorcore").get("warmup_ms"), 0)
+    out["TensorcoreMeasured"] = "true" if len(d) else "false"
     return out
