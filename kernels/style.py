@@ -62,7 +62,7 @@ def registry(study: str) -> dict[str, Impl]:
 
 
 #: Display names of the studies.
-STUDY_LABELS = {"swiglu": "SwiGLU", "flex": "FlexAttention", "gdn": "Gated DeltaNet", "longctx": "long context",
+STUDY_LABELS = {"swiglu": "SwiGLU", "flex": "FlexAttention", "gdn": "Gated DeltaNet", "longctx": "Long context",
                 "tensorcore": "Tensor cores"}
 #: Display names of passes.
 PASS_LABELS = {"fwd": "forward", "bwd": "backward", "fwdbwd": "forward + backward"}

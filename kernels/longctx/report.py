@@ -118,7 +118,6 @@ def _log_axes(ax, d: pd.DataFrame) -> None:
     if ticks:
         ax.set_xticks(ticks, [tokens(t) for t in ticks], fontsize=6)
     ax.xaxis.set_minor_formatter(ticker.NullFormatter())
-    ax.set_xlabel("sequence length (tokens)")
 
 
 def _lines(ax, d: pd.DataFrame, col: str, scale: float = 1.0, linestyle: str | None = None, label: bool = True):
@@ -152,6 +151,8 @@ def _panel(ax, d: pd.DataFrame, col: str, scale: float = 1.0, **lines) -> None:
 
 
 def _finish(fig, axes):
+    for ax in axes:
+        ax.set_xlabel("sequence length (tokens)")
     fig.tight_layout()
     style.legend_below(fig, axes, ncol=4)
     return fig
@@ -193,7 +194,8 @@ def fig_decode(df: pd.DataFrame):
     _panel(axes[1], _rows(df, "decode", launch="graph"), "latency_ms", 1e3, linestyle=":", label=False)
     axes[0].set_title("device time")
     axes[1].set_title("latency: launched (solid), CUDA graph (dotted)")
-    axes[0].set_ylabel("median (µs)")
+    axes[0].set_ylabel("median device time (µs)")
+    axes[1].set_ylabel("median latency (µs)")
     return _finish(fig, axes)
 
 
@@ -229,9 +231,9 @@ def slopes(df: pd.DataFrame) -> dict[tuple[str, str], object]:
 
 
 def table_slopes(df: pd.DataFrame) -> pd.DataFrame:
-    """Fitted log-log slopes p (a cost that grows as the p-th power of T) with their 95 % confidence
-    intervals, from the lengths at and above the config's fit_min_seqlen: 2 is quadratic, 1 linear,
-    0 constant."""
+    """Long context: fitted log-log slopes p (a cost that grows as the p-th power of the length T)
+    with their 95 % confidence intervals, over the lengths from the fit's shortest (the long-context
+    section states it) up: 2 is quadratic, 1 linear, 0 constant."""
     rows = [{"series": SERIES_LABELS[name], "implementation": _label(impl), "p": s.p, "low": s.low, "high": s.high,
              "lengths": s.n} for (name, impl), s in slopes(df).items() if s.n]
     if not rows:
@@ -245,9 +247,9 @@ def _at(df, impl, phase, pas, seqlen, col="device_ms", launch="stream"):
 
 
 def table_main(df: pd.DataFrame) -> pd.DataFrame:
-    """Each implementation at the table's lengths: prefill forward and forward + backward (median
-    device time, ms), one decode step (median device time, µs) and decode's memory per layer (the
-    KV cache or the GDN state, MiB)."""
+    """Long context, at the lengths of the column heads: prefill forward and forward + backward
+    (median device time, ms), one decode step after that many tokens (median device time, µs) and
+    what decode keeps per layer (the KV cache or the GDN state, MiB), per implementation."""
     d = derive(df) if "cache_mib" not in df else df
     d = d[d["device_ms"].notna()]
     if d.empty:
