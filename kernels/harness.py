@@ -92,6 +92,28 @@ class Prepared:
 # timing
 
 
+def synchronize(device) -> None:
+    """Wait for the GPU's queued work when ``device`` is CUDA (nothing to wait for on the CPU)."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def call_peak_bytes(fn: Callable[[], Any], device) -> int | None:
+    """Peak bytes allocated while ``fn`` runs once (what it is given, its outputs and every
+    temporary; not the timer's L2 flush buffer), CUDA only: None on the CPU."""
+    import torch
+
+    if device.type != "cuda":
+        return None
+    synchronize(device)
+    torch.cuda.reset_peak_memory_stats()
+    fn()
+    synchronize(device)
+    return int(torch.cuda.max_memory_allocated())
+
+
 def time_call(prepared: Prepared, device, timing: dict) -> "timing_mod.Timed":
     """Time ``prepared.fn``: every repetition's device time and latency (:mod:`kernels.timing`).
 

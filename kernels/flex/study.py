@@ -203,24 +203,17 @@ def min_bytes(case: dict, itemsize: int) -> int:
     return {"fwd": fwd, "bwd": bwd, "fwdbwd": fwd + bwd}[case["pass"]]
 
 
-def _sync(device) -> None:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
 def _timed_builds(build, device, reps: int = 3) -> tuple[object, float, float]:
     """Build once (compiling if needed), then ``reps`` more times; return (result, first s, median ms)."""
     t0 = time.perf_counter()
     result = build()
-    _sync(device)
+    harness.synchronize(device)
     first = time.perf_counter() - t0
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
         result = build()
-        _sync(device)
+        harness.synchronize(device)
         times.append((time.perf_counter() - t0) * 1e3)
     return result, first, statistics.median(times)
 
@@ -340,7 +333,7 @@ def prepare(impl: str, case: dict, device) -> harness.Prepared:
     try:
         out = attn(q, k, v)
         got = (out,) + (torch.autograd.grad(out, (q, k, v), dout, retain_graph=True) if grad else ())
-        _sync(device)
+        harness.synchronize(device)
     except Exception as exc:
         crashed = isinstance(exc, torch.OutOfMemoryError) or any(
             s in str(exc) for s in ("out of memory", "CUDA error"))  # oom rows, and errors, not refusals

@@ -277,26 +277,6 @@ def prepare(impl: str, case: dict, device) -> harness.Prepared:
     return _prepare_bwd(impl, case, device)
 
 
-def _sync(device):
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def _timed_peak(fn, device) -> int | None:
-    """Peak bytes allocated while ``fn`` runs once (inputs and saved tensors included), CUDA only."""
-    import torch
-
-    if device.type != "cuda":
-        return None
-    _sync(device)
-    torch.cuda.reset_peak_memory_stats()
-    fn()
-    _sync(device)
-    return int(torch.cuda.max_memory_allocated())
-
-
 def _prepare_fwd(impl: str, case: dict, device) -> harness.Prepared:
     """Inputs, one checked call (o and final state vs the float64 reference), the call to time.
 
@@ -315,7 +295,7 @@ def _prepare_fwd(impl: str, case: dict, device) -> harness.Prepared:
         kw["cu_seqlens"] = cu
     t0 = time.perf_counter()
     o, ht = fn(q, k, v, g, beta, scale=case["head_dim"] ** -0.5, **kw)
-    _sync(device)
+    harness.synchronize(device)
     extra["first_call_s"] = round(time.perf_counter() - t0, 3)
     if impl == "fla_chunk":
         extra["dispatch"] = "flash_qla" if "flash_qla" in sys.modules else "fla_triton"
@@ -330,7 +310,7 @@ def _prepare_fwd(impl: str, case: dict, device) -> harness.Prepared:
     nbytes = gdn_fwd_bytes(tokens, HV, d, d, case["num_seqs"], elem_bytes=q.element_size(),
                            gate_bytes=g.element_size(), final_state=True, qk_heads=case["heads"])
     call = lambda: fn(q, k, v, g, beta, scale=d ** -0.5, **kw)  # noqa: E731
-    extra["peak_mem_timed_bytes"] = _timed_peak(call, device)
+    extra["peak_mem_timed_bytes"] = harness.call_peak_bytes(call, device)
     return harness.Prepared(fn=call, bytes=nbytes, flops=flops, extra=extra, profile=_profiled(impl, case))
 
 
@@ -387,7 +367,7 @@ def _prepare_bwd(impl: str, case: dict, device) -> harness.Prepared:
     cots = [do, dht][:len(outs)]
     backward = passes.timed_pass("bwd", forward, leaves, cots, outputs=outs, allow_unused=True)
     got = backward()
-    _sync(device)
+    harness.synchronize(device)
     extra["first_call_s"] = round(time.perf_counter() - t0, 3)
     extra["final_state_grad"] = len(outs) == 2
     if impl == "fla_chunk":
@@ -417,5 +397,5 @@ def _prepare_bwd(impl: str, case: dict, device) -> harness.Prepared:
     nbytes = gdn_bwd_bytes(tokens, HV, d, d, case["num_seqs"], elem_bytes=q.element_size(),
                            gate_bytes=g.element_size(), with_forward=fwdbwd, final_state_grad=extra["final_state_grad"],
                            qk_heads=H)
-    extra["peak_mem_timed_bytes"] = _timed_peak(call, device)
+    extra["peak_mem_timed_bytes"] = harness.call_peak_bytes(call, device)
     return harness.Prepared(fn=call, bytes=nbytes, flops=flops, extra=extra, profile=_profiled(impl, case))

@@ -59,7 +59,6 @@ STUDY = "longctx"
 SHAPE_FIELDS = ("phase", "batch", "seqlen", "heads", "head_dim", "launch")
 IMPLS = tuple(REGISTRY)
 PHASES = ("prefill", "decode")
-LAUNCHES = ("stream", "graph")
 #: The attention prefill's FLOP factor of each pass (the FlexAttention study's counting).
 ATTENTION_PASS_FACTOR = {"fwd": 1.0, "fwdbwd": 3.5}
 #: FLOPs of one token of the gated delta rule's recurrence per value head, in units of K·V.
@@ -138,13 +137,6 @@ def check_config(section: dict) -> None:
 
 # ----------------------------------------------------------------------------
 # inputs and the checks at a short length
-
-
-def _sync(device) -> None:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 def _attention_inputs(case: dict, seqlen_q: int, device, grad: bool):
@@ -266,7 +258,7 @@ def check(impl: str, case: dict, seqlen: int, device) -> float:
         else:
             source, short = _source_case({**case, "impl": impl}, seqlen)
             prepared = source.prepare(impl, short, device)
-            _sync(device)
+            harness.synchronize(device)
             _CHECKED[key] = float(prepared.extra["rel_err"])
             del prepared
     return _CHECKED[key]
@@ -337,15 +329,14 @@ def _gdn_call(impl: str, case: dict, device, extra: dict):
     return call, flops, nbytes
 
 
-#: Bytes per element of each dtype name.
-ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
-
-
 def cache_bytes(case: dict) -> int:
     """Bytes decode keeps per layer after ``case["seqlen"]`` tokens: the KV cache
     2·B·H_kv·T·D·s in ``case["dtype"]`` (attention) or the float32 state B·HV·K·V·4 (GDN)."""
+    import torch
+
     if "kv_heads" in case:
-        return 2 * case["batch"] * case["kv_heads"] * case["seqlen"] * case["head_dim"] * ITEMSIZE[case["dtype"]]
+        itemsize = getattr(torch, case["dtype"]).itemsize
+        return 2 * case["batch"] * case["kv_heads"] * case["seqlen"] * case["head_dim"] * itemsize
     return case["batch"] * case["value_heads"] * case["head_dim"] ** 2 * 4
 
 
@@ -379,16 +370,12 @@ def prepare(impl: str, case: dict, device) -> harness.Prepared:
         fn, flops, nbytes = _attention_call(impl, case, device)
     else:
         fn, flops, nbytes = _gdn_call(impl, case, device, extra)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()  # peak memory from here: the inputs, then the timed calls
+    harness.synchronize(device)
     t0 = time.perf_counter()
     fn()
-    _sync(device)
+    harness.synchronize(device)
     extra["first_call_s"] = round(time.perf_counter() - t0, 3)
-    if device.type == "cuda":  # the call's own peak, inputs included (not the timer's flush buffer)
-        torch.cuda.reset_peak_memory_stats()
-        fn()
-        torch.cuda.synchronize()
-        extra["peak_mem_timed_bytes"] = int(torch.cuda.max_memory_allocated())
+    peak = harness.call_peak_bytes(fn, device)  # resets the peak counter: the harness's counts from here
+    if peak is not None:
+        extra["peak_mem_timed_bytes"] = peak
     return harness.Prepared(fn=fn, bytes=nbytes, flops=flops, extra=extra, cuda_graph=case["launch"] == "graph")
