@@ -6,7 +6,8 @@ tags), ``peak_mem_gib`` (the call's own peak, ``peak_mem_timed_bytes``, else the
 ``speedup_vs_attention``: the fastest attention's device time at the same phase, pass, length and
 launch over this row's. Slopes and crossovers: :mod:`kernels.longctx.scaling`, from the config's
 ``fit_min_seqlen`` up; the paper's table and macros are at the config's ``table_seqlens``
-(:func:`kernels.report_kit.study_config`). Built on :mod:`kernels.report_kit`.
+(:func:`kernels.report_kit.study_config`). The figures, tables and macros read the tidy table as
+the collect step derived it (:func:`derive`). Built on :mod:`kernels.report_kit`.
 
 Verdicts (the claims table's): the move from softmax to linear attention turns O(n²) into O(n)
 (``LongctxLinearVerdict``: "holds" when every Gated DeltaNet prefill slope is at most
@@ -250,7 +251,7 @@ def table_main(df: pd.DataFrame) -> pd.DataFrame:
     """Long context, at the lengths of the column heads: prefill forward and forward + backward
     (median device time, ms), one decode step after that many tokens (median device time, µs) and
     what decode keeps per layer (the KV cache or the GDN state, MiB), per implementation."""
-    d = derive(df) if "cache_mib" not in df else df
+    d = _tidy(df)
     d = d[d["device_ms"].notna()]
     if d.empty:
         return pd.DataFrame()
@@ -290,8 +291,7 @@ def verdicts(df: pd.DataFrame) -> dict[str, str]:
     within = [p <= 1 + SLOPE_TOLERANCE for p in mem]
     memory_verdict = (style.MISSING if not within else "holds" if all(within)
                       else "partly holds" if any(within) else "not reached")
-    d = derive(df) if "speedup_vs_attention" not in df else df
-    d = _rows(d, "prefill")
+    d = _rows(df, "prefill")
     over = d[(d["impl"] == "chunk") & (d["seqlen"] > OVERTAKE_SEQLEN)]["speedup_vs_attention"].dropna()
     return {"LongctxLinearVerdict": linear_verdict, "LongctxMemoryVerdict": memory_verdict,
             "LongctxOvertakeVerdict": kit.claim_verdict(list(over), 1.0)}
@@ -335,7 +335,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     ``LongctxMeasured`` ("true" when a row was timed, else "false": the paper's switch
     ``\\ifLongctxMeasured``) and the :func:`verdicts`."""
     cfg = _config()
-    d = derive(df)
+    d = _tidy(df)
     m = {}
     fitted = slopes(d)
     for (series, phase, pas, _), impl in [(x, i) for x in SERIES for i in ORDER
