@@ -5,6 +5,7 @@ prepared in parallel child processes before any of them is timed, to fill the on
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,27 @@ def _longest_first(case: dict) -> int:
     return {"bwd": 0, "fwdbwd": 1}.get(case.get("pass"), 2)
 
 
+def covered(cases: list[dict]) -> dict[int, tuple[int, int]]:
+    """The ``fwdbwd`` cases among ``cases`` (one implementation's) whose ``fwd`` and ``bwd`` cases
+    of the same shape are there too: index -> (index of that fwd, index of that bwd). Such a case
+    compiles nothing that those two do not (a training step is the forward and then the backward),
+    so :func:`compile_ahead` leaves it out of its queue. The shape is every field but ``pass`` and
+    ``roles``."""
+    def shape(case: dict) -> str:
+        return json.dumps({k: v for k, v in case.items() if k not in ("pass", "roles")}, sort_keys=True, default=str)
+
+    first: dict[tuple[str, str], int] = {}
+    for i, case in enumerate(cases):
+        first.setdefault((case.get("pass"), shape(case)), i)
+    out = {}
+    for i, case in enumerate(cases):
+        if case.get("pass") == "fwdbwd":
+            fwd, bwd = first.get(("fwd", shape(case))), first.get(("bwd", shape(case)))
+            if fwd is not None and bwd is not None:
+                out[i] = (fwd, bwd)
+    return out
+
+
 def compile_ahead(jobs: list[tuple[str, str, list[dict]]], workers: int) -> list[list[dict]]:
     """Prepare the cases of several implementations in child processes, ``workers`` at a time,
     before any is timed.
@@ -44,6 +66,9 @@ def compile_ahead(jobs: list[tuple[str, str, list[dict]]], workers: int) -> list
     (:data:`AHEAD_ENV`): the timed pass autotunes in its own process, alone on the GPU, as
     without this pass.
 
+    A ``fwdbwd`` case whose forward and backward are in the same job is not prepared
+    (:func:`covered`); its answer is theirs, with ``setup_s`` None and ``covered_by``.
+
     Args:
         jobs: ``(study, impl, cases)`` triples.
         workers: child processes at a time (>= 1).
@@ -56,15 +81,24 @@ def compile_ahead(jobs: list[tuple[str, str, list[dict]]], workers: int) -> list
                                   env=AHEAD_ENV, timeout=AHEAD_TIMEOUT_S)
         return {**(answer or {"status": "error", "error": crash[:500], "setup_s": None}), "workers": workers}
 
-    items = [(study, impl, case) for study, impl, cases in jobs for case in cases]
+    skipped = [covered(cases) for _, _, cases in jobs]
+    items = [(study, impl, case) for (study, impl, cases), skip in zip(jobs, skipped)
+             for i, case in enumerate(cases) if i not in skip]
     order = sorted(range(len(items)), key=lambda i: _longest_first(items[i][2]))
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         done = dict(zip(order, pool.map(one, [items[i] for i in order])))
-    log.info("compiled ahead: %d cases of %s in %.0f s, %d processes at a time", len(items),
-             ", ".join(f"{study}/{impl}" for study, impl, _ in jobs), time.perf_counter() - t0, workers)
+    log.info("compiled ahead: %d cases of %s in %.0f s, %d processes at a time (%d training steps left to "
+             "their forward and backward)", len(items), ", ".join(f"{study}/{impl}" for study, impl, _ in jobs),
+             time.perf_counter() - t0, workers, sum(map(len, skipped)))
     answers, start = [], 0
-    for _, _, cases in jobs:
-        answers.append([done[i] for i in range(start, start + len(cases))])
-        start += len(cases)
+    for (_, _, cases), skip in zip(jobs, skipped):
+        own = iter(done[i] for i in range(start, start + len(cases) - len(skip)))
+        got = [None if i in skip else next(own) for i in range(len(cases))]
+        for i, (fwd, bwd) in skip.items():
+            worst = next((a for a in (got[fwd], got[bwd]) if a["status"] != "ok"), got[bwd])
+            got[i] = {"status": worst["status"], "error": worst.get("error"), "setup_s": None, "workers": workers,
+                      "covered_by": ["fwd", "bwd"]}
+        answers.append(got)
+        start += len(cases) - len(skip)
     return answers

@@ -28,7 +28,8 @@ latency
     work together.
 
 Warm-up reaches a steady state before either is timed: windows of about
-``warmup_window_ms`` of repetitions (timed as device time) run until the
+``warmup_window_ms`` of repetitions (timed as device time; one repetition
+per window for a call longer than that) run until the
 medians of the last three windows agree within ``warmup_tolerance`` (or
 1 µs), after at least ``warmup_ms`` and at most ``warmup_max_ms`` of warm-up;
 the warm-up used and whether it settled go into the row (``timing``). The
@@ -60,6 +61,9 @@ SPIN_MARGIN_US = 5.0
 MAX_SHORT_SHARE = 0.05
 #: Windows of warm-up whose medians must agree.
 STABLE_WINDOWS = 3
+#: Host time spent sampling a call's enqueue, ms: at most 5 samples, fewer once this much has passed
+#: (a call that runs for hundreds of ms is sampled once, as it takes as long as the flush-and-spin).
+ENQUEUE_BUDGET_MS = 50.0
 
 
 def host_bound(spin_short: float | None, n_reps: float | None) -> bool:
@@ -124,9 +128,11 @@ class _CudaTimer:
         return 1_000_000 / max(a.elapsed_time(b) * 1e3, 1e-3)
 
     def enqueue_us(self, n: int = 5) -> list[float]:
-        """Host time (µs) to enqueue one call, each on an idle GPU."""
+        """Host time (µs) to enqueue one call, each on an idle GPU: ``n`` samples, or fewer (at
+        least one) once :data:`ENQUEUE_BUDGET_MS` of sampling have passed."""
         out = []
-        for _ in range(n):
+        start = time.perf_counter()
+        while len(out) < n and (not out or (time.perf_counter() - start) * 1e3 < ENQUEUE_BUDGET_MS):
             self.torch.cuda.synchronize()
             t0 = time.perf_counter()
             self.fn()
@@ -224,7 +230,7 @@ def time_cuda(fn: Callable[[], Any], timing: dict, cuda_graph: bool = False) -> 
         if per_rep_ms is None:  # a first repetition tells how long one takes
             n = 1
         else:
-            n = max(3, math.ceil(timing["warmup_window_ms"] / per_rep_ms))
+            n = math.ceil(timing["warmup_window_ms"] / per_rep_ms)
             n = max(1, min(n, math.ceil((timing["warmup_max_ms"] - elapsed) / per_rep_ms)))
         w0 = time.perf_counter()
         times, _, _ = timer.device(n, spin_us)

@@ -73,6 +73,25 @@ def test_references_agree(regime):
     assert relative_rmse(a[0], b[0]) < 1e-6 and relative_rmse(a[1], b[1]) < 1e-6
 
 
+def test_references_agree_on_packed_sequences_with_an_empty_one():
+    """The chunked reference splits the packed sequences and stacks its chunks (an empty sequence
+    keeps its initial state); its values and autograd gradients are the token loop's."""
+    from kernels.gdn.naive import reference_grads
+
+    q, k, v, g, beta, h0 = inputs(1, 70, 2, 16, "mild", torch.float32, h0=True, N=3, device="cpu")
+    cu = torch.tensor([0, 5, 5, 70])
+    a = naive_recurrent_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True, cu_seqlens=cu)
+    b = naive_chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True, cu_seqlens=cu,
+                                     chunk_size=16)
+    assert relative_rmse(a[0], b[0]) < 1e-6 and relative_rmse(a[1], b[1]) < 1e-6
+    assert torch.equal(b[1][1], h0[1])
+    do, dht = torch.randn_like(v), torch.randn_like(h0)
+    ga, gb = (reference_grads(q, k, v, g, beta, do, dht, initial_state=h0, cu_seqlens=cu, fn=fn)
+              for fn in (naive_recurrent_gated_delta_rule, naive_chunk_gated_delta_rule))
+    for name in ga:
+        assert relative_rmse(ga[name], gb[name]) < 1e-6, name
+
+
 @pytest.mark.parametrize("impl", sorted(KERNELS))
 @pytest.mark.parametrize("regime", ["zero", "mild", "init", "strong"])
 def test_gate_regimes(impl, regime):

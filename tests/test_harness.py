@@ -210,6 +210,28 @@ def test_compile_ahead_prepares_each_case_in_its_own_process(tmp_path):
     assert {p.read_text() for p in tmp_path.iterdir()} == {"0"}  # FLA keeps no autotuning picks there
 
 
+def test_compile_ahead_leaves_a_training_step_to_its_forward_and_backward(tmp_path):
+    """A fwdbwd case whose fwd and bwd cases of the same shape are queued too compiles nothing of
+    its own: it is not prepared, and its answer carries theirs (the worse status) with covered_by;
+    a fwdbwd case without both is prepared as any other."""
+    fwd, bwd, step = ({"pass": p, "dtype": "float32", "n": 6, "roles": [r]} for p, r in
+                      (("fwd", "main"), ("bwd", "backward"), ("fwdbwd", "backward")))
+    alone = {"pass": "fwdbwd", "dtype": "float32", "n": 7}
+    assert ahead.covered([fwd, alone, bwd, step, {**bwd, "n": 7}]) == {3: (0, 2)}
+    source = ("import os\nfrom kernels.harness import Prepared, Unsupported\nSTUDY = 'ahead'\nSHAPE_FIELDS = ('n',)\n"
+              "def prepare(impl, case, device):\n"
+              f"    open(os.path.join({str(tmp_path)!r}, case['pass'] + str(case['n'])), 'w').close()\n"
+              "    if case['pass'] == 'bwd':\n        raise Unsupported('no backward')\n"
+              "    return Prepared(fn=None, bytes=0, flops=0)\n")
+    with fixture_study("_covered_fixture", source) as study:
+        [answers] = ahead.compile_ahead([(study, "x", [fwd, bwd, step, alone])], workers=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bwd6", "fwd6", "fwdbwd7"]
+    assert [a["status"] for a in answers] == ["ok", "unsupported", "unsupported", "ok"]
+    assert answers[2] == {"status": "unsupported", "error": "Unsupported: no backward", "setup_s": None,
+                          "workers": 2, "covered_by": ["fwd", "bwd"]}
+    assert "covered_by" not in answers[3]
+
+
 def test_shared_compile_ahead_leaves_out_checkpointed_cases_and_the_jobs_read_its_answers(tmp_path, monkeypatch):
     """The run's compile-ahead job prepares what the measurement jobs still have to measure
     (not the cases their checkpoints hold), writes the answers by case key, and run_job puts
@@ -293,6 +315,20 @@ def test_graph_replay_is_timed_cold_and_matches_the_launch():
     assert replayed.info["method"] == "cuda-graph+spin"
     ratio = statistics.median(replayed.device_ms) / statistics.median(launched.device_ms)
     assert 0.9 < ratio < 1.1  # 64 MiB in, 64 MiB out: beyond the L2 either way
+
+
+def test_enqueue_sampling_stops_after_its_budget(monkeypatch):
+    """Five enqueue samples of a short call, fewer of a long one: sampling stops once
+    ENQUEUE_BUDGET_MS have passed, after one sample at least (no GPU: the timer's torch is a stub)."""
+    import types
+
+    timer = object.__new__(timing_mod._CudaTimer)
+    timer.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: None))
+    for call_ms, expected in ((1, 5), (0.6 * timing_mod.ENQUEUE_BUDGET_MS, 2), (3 * timing_mod.ENQUEUE_BUDGET_MS, 1)):
+        timer.fn = lambda: time.sleep(call_ms / 1e3)
+        samples = timer.enqueue_us()
+        assert len(samples) == expected, (call_ms, samples)
+        assert min(samples) >= call_ms * 1e3 * 0.9
 
 
 def test_warmup_settles_when_three_windows_agree():

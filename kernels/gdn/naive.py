@@ -126,13 +126,17 @@ def naive_chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=Non
     C = chunk_size
     qf, kf, vf = (x.to(acc_dtype).reshape(B * T, H, -1) for x in (q, k, v))
     gf, bf = (x.to(acc_dtype).reshape(B * T, H) for x in (g, beta))
-    o = torch.zeros(B * T, H, V, dtype=acc_dtype, device=dev)
-    finals = []
+    finals, outs = [], []
     eye = torch.eye(C, dtype=acc_dtype, device=dev)
     strict = torch.ones(C, C, dtype=torch.bool, device=dev).tril(-1)
     incl = torch.ones(C, C, dtype=torch.bool, device=dev).tril()
-    for n, (s, e) in enumerate(seq_bounds(B, T, cu_seqlens)):
-        L = e - s
+    bounds = seq_bounds(B, T, cu_seqlens)
+    lengths = [e - s for s, e in bounds]
+    # split/unbind and cat/stack rather than slicing and slice assignment: autograd's backward of
+    # each slice (or assignment into one) touches the whole tensor, which made the reference's
+    # gradients quadratic in the number of chunks and of sequences
+    pieces = zip(*(x.split(lengths) for x in (qf, kf, vf, gf, bf)))
+    for n, (L, (qs, ks, vs, gs, bs)) in enumerate(zip(lengths, pieces)):
         NT = -(-L // C)
         pad = NT * C - L
 
@@ -140,8 +144,8 @@ def naive_chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=Non
             x = torch.nn.functional.pad(x.movedim(0, -1), (0, pad)).movedim(-1, 0)
             return x.reshape(NT, C, *x.shape[1:]).movedim(2, 0)
 
-        qc, kc, vc = chunks(qf[s:e]), chunks(kf[s:e]), chunks(vf[s:e])
-        gc, bc = chunks(gf[s:e]), chunks(bf[s:e])               # [H, NT, C]
+        qc, kc, vc = chunks(qs), chunks(ks), chunks(vs)
+        gc, bc = chunks(gs), chunks(bs)                         # [H, NT, C]
         gam = gc.cumsum(-1)
         diff = gam[..., :, None] - gam[..., None, :]            # gamma_r - gamma_s
         decay_strict = torch.where(strict, diff, -torch.inf).exp()
@@ -154,15 +158,17 @@ def naive_chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=Non
         S = torch.zeros(H, K, V, dtype=acc_dtype, device=dev)
         if initial_state is not None:
             S = S + initial_state[n].to(acc_dtype)
-        oc = torch.empty(H, NT, C, V, dtype=acc_dtype, device=dev)
-        for i in range(NT):
-            vnew = U[:, i] - W[:, i] @ S
-            oc[:, i] = scale * (gam[:, i, :, None].exp() * (qc[:, i] @ S) + Aqk[:, i] @ vnew)
-            last = gam[:, i, -1]
-            S = last.exp()[:, None, None] * S + kc[:, i].transpose(-1, -2) @ (
-                (last[:, None] - gam[:, i]).exp()[..., None] * vnew)
-        o[s:e] = oc.reshape(H, NT * C, V)[:, :L].movedim(0, 1)
+        oc = []
+        for q_i, k_i, g_i, w_i, u_i, a_i in zip(*(x.unbind(1) for x in (qc, kc, gam, W, U, Aqk))):
+            vnew = u_i - w_i @ S
+            oc.append(scale * (g_i[:, :, None].exp() * (q_i @ S) + a_i @ vnew))
+            last = g_i[:, -1]
+            S = last.exp()[:, None, None] * S + k_i.transpose(-1, -2) @ (
+                (last[:, None] - g_i).exp()[..., None] * vnew)
+        oc = torch.stack(oc, 1) if oc else U.new_empty(H, 0, C, V)
+        outs.append(oc.reshape(H, NT * C, V)[:, :L].movedim(0, 1))
         finals.append(S)
+    o = torch.cat(outs) if outs else qf.new_zeros(B * T, H, V)
     final = torch.stack(finals).to(state_dtype(q)) if output_final_state and finals else None
     if output_final_state and final is None:
         final = torch.zeros(0, H, K, V, dtype=state_dtype(q), device=dev)

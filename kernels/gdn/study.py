@@ -213,11 +213,13 @@ def check_config(section: dict) -> None:
 
 
 def make_inputs(case: dict, device, seed: int = 0):
-    """Seeded inputs of a case: (q, k, v, g, beta, cu_seqlens or None).
+    """Seeded inputs of a case: (q, k, v, g, beta, cu_seqlens or None), drawn on ``device``.
 
     q, k ``[B, T, heads, D]``; v ``[B, T, HV, D]`` and g, beta ``[B, T, HV]`` with HV
     :func:`value_heads`. Variable-length cases pack ``num_seqs`` sequences of random
-    lengths (at least 1, seeded) summing to ``seqlen`` into B = 1.
+    lengths (at least 1, seeded on the CPU, so the same on every device) summing to
+    ``seqlen`` into B = 1. The values come from ``device``'s generator: every implementation
+    measured on one device sees the same inputs (drawing a long case's on the host took seconds).
     """
     import torch
     import torch.nn.functional as F
@@ -225,10 +227,10 @@ def make_inputs(case: dict, device, seed: int = 0):
     dtype = getattr(torch, case["dtype"])
     B, T, H, D = case["batch"], case["seqlen"], case["heads"], case["head_dim"]
     HV = value_heads(case)
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    gen = torch.Generator(device=device).manual_seed(seed)
 
     def randn(*shape):
-        return torch.randn(*shape, generator=gen).to(device)
+        return torch.randn(*shape, generator=gen, device=device)
 
     q = F.normalize(randn(B, T, H, D), dim=-1).to(dtype)
     k = F.normalize(randn(B, T, H, D), dim=-1).to(dtype)
@@ -238,7 +240,7 @@ def make_inputs(case: dict, device, seed: int = 0):
     cu = None
     if case.get("varlen"):
         n = case["num_seqs"]
-        cuts = torch.randperm(T - 1, generator=gen)[: n - 1] + 1
+        cuts = torch.randperm(T - 1, generator=torch.Generator().manual_seed(seed))[: n - 1] + 1
         cu = torch.cat([torch.tensor([0]), cuts.sort().values, torch.tensor([T])]).to(torch.int32).to(device)
     return q, k, v, g, beta, cu
 
@@ -348,11 +350,11 @@ def _prepare_bwd(impl: str, case: dict, device) -> harness.Prepared:
 
     fn, extra = load_op(impl)
     q, k, v, g, beta, cu = make_inputs(case, device)
-    gen = torch.Generator(device="cpu").manual_seed(1)
+    gen = torch.Generator(device=device).manual_seed(1)
     B, T, H, d = case["batch"], case["seqlen"], case["heads"], case["head_dim"]
     HV = value_heads(case)
-    do = torch.randn(B, T, HV, d, generator=gen).to(device=device, dtype=v.dtype)
-    dht = torch.randn(case["num_seqs"], HV, d, d, generator=gen).to(device)
+    do = torch.randn(B, T, HV, d, generator=gen, device=device).to(v.dtype)
+    dht = torch.randn(case["num_seqs"], HV, d, d, generator=gen, device=device)
     leaves = [x.requires_grad_() for x in (q, k, v, g, beta)]
     kw = dict(output_final_state=True)
     if cu is not None:

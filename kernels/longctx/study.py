@@ -154,25 +154,12 @@ def _attention_inputs(case: dict, seqlen_q: int, device, grad: bool):
 
 
 def _gdn_inputs(case: dict, seqlen: int, device):
-    """Seeded GDN inputs of ``seqlen`` tokens on ``device`` (the GDN study's distributions,
-    :func:`kernels.gdn.study.make_inputs`, drawn on the device): q, k [B, T, H, K]; v [B, T, HV, V];
-    g, beta [B, T, HV] float32."""
-    import torch
-    import torch.nn.functional as F
+    """Seeded GDN inputs of ``seqlen`` tokens on ``device``, the GDN study's
+    (:func:`kernels.gdn.study.make_inputs`): q, k [B, T, H, K]; v [B, T, HV, V]; g, beta [B, T, HV] float32."""
+    from kernels.gdn.study import make_inputs
 
-    dtype = getattr(torch, case["dtype"])
-    b, h, hv, d = case["batch"], case["heads"], case["value_heads"], case["head_dim"]
-    gen = torch.Generator(device=device).manual_seed(0)
-
-    def randn(*shape):
-        return torch.randn(*shape, generator=gen, device=device)
-
-    q = F.normalize(randn(b, seqlen, h, d), dim=-1).to(dtype)
-    k = F.normalize(randn(b, seqlen, h, d), dim=-1).to(dtype)
-    v = randn(b, seqlen, hv, d).to(dtype)
-    g = F.logsigmoid(randn(b, seqlen, hv)) / 16
-    beta = torch.sigmoid(randn(b, seqlen, hv))
-    return q, k, v, g, beta
+    shape = {n: case[n] for n in ("batch", "heads", "value_heads", "head_dim", "dtype")}
+    return make_inputs({**shape, "seqlen": seqlen, "varlen": False}, device)[:5]
 
 
 def _initial_state(case: dict, device):
