@@ -37,18 +37,16 @@ def covered(cases: list[dict]) -> dict[int, tuple[int, int]]:
     compiles nothing that those two do not (a training step is the forward and then the backward),
     so :func:`compile_ahead` leaves it out of its queue. The shape is every field but ``pass`` and
     ``roles``."""
-    def shape(case: dict) -> str:
-        return json.dumps({k: v for k, v in case.items() if k not in ("pass", "roles")}, sort_keys=True, default=str)
-
+    shapes = [json.dumps({k: v for k, v in case.items() if k not in ("pass", "roles")}, sort_keys=True, default=str)
+              for case in cases]
     first: dict[tuple[str, str], int] = {}
-    for i, case in enumerate(cases):
-        first.setdefault((case.get("pass"), shape(case)), i)
+    for i, (case, shape) in enumerate(zip(cases, shapes)):
+        first.setdefault((case.get("pass"), shape), i)
     out = {}
-    for i, case in enumerate(cases):
-        if case.get("pass") == "fwdbwd":
-            fwd, bwd = first.get(("fwd", shape(case))), first.get(("bwd", shape(case)))
-            if fwd is not None and bwd is not None:
-                out[i] = (fwd, bwd)
+    for i, (case, shape) in enumerate(zip(cases, shapes)):
+        fwd, bwd = first.get(("fwd", shape)), first.get(("bwd", shape))
+        if case.get("pass") == "fwdbwd" and fwd is not None and bwd is not None:
+            out[i] = (fwd, bwd)
     return out
 
 
@@ -82,23 +80,20 @@ def compile_ahead(jobs: list[tuple[str, str, list[dict]]], workers: int) -> list
         return {**(answer or {"status": "error", "error": crash[:500], "setup_s": None}), "workers": workers}
 
     skipped = [covered(cases) for _, _, cases in jobs]
-    items = [(study, impl, case) for (study, impl, cases), skip in zip(jobs, skipped)
-             for i, case in enumerate(cases) if i not in skip]
-    order = sorted(range(len(items)), key=lambda i: _longest_first(items[i][2]))
+    # (job, case index, (study, impl, case)) of every case to prepare, longest compiles first
+    items = sorted(((j, i, (study, impl, case)) for j, ((study, impl, cases), skip) in enumerate(zip(jobs, skipped))
+                    for i, case in enumerate(cases) if i not in skip), key=lambda item: _longest_first(item[2][2]))
+    answers: list[list[dict | None]] = [[None] * len(cases) for _, _, cases in jobs]
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        done = dict(zip(order, pool.map(one, [items[i] for i in order])))
+        for (j, i, _), answer in zip(items, pool.map(one, [item for _, _, item in items])):
+            answers[j][i] = answer
     log.info("compiled ahead: %d cases of %s in %.0f s, %d processes at a time (%d training steps left to "
              "their forward and backward)", len(items), ", ".join(f"{study}/{impl}" for study, impl, _ in jobs),
              time.perf_counter() - t0, workers, sum(map(len, skipped)))
-    answers, start = [], 0
-    for (_, _, cases), skip in zip(jobs, skipped):
-        own = iter(done[i] for i in range(start, start + len(cases) - len(skip)))
-        got = [None if i in skip else next(own) for i in range(len(cases))]
+    for got, skip in zip(answers, skipped):
         for i, (fwd, bwd) in skip.items():
             worst = next((a for a in (got[fwd], got[bwd]) if a["status"] != "ok"), got[bwd])
             got[i] = {"status": worst["status"], "error": worst.get("error"), "setup_s": None, "workers": workers,
                       "covered_by": ["fwd", "bwd"]}
-        answers.append(got)
-        start += len(cases) - len(skip)
     return answers

@@ -278,6 +278,24 @@ def backend_message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:500]
 
 
+def make_inputs(case: dict, device, grad: bool, seqlen_q: int | None = None):
+    """Seeded N(0, 1) attention inputs in the case's dtype on ``device`` (its generator, seeded
+    with the case's ``seed``, default 0): q ``[B, heads, seqlen_q, D]`` (``seqlen_q`` default: the
+    case's ``seqlen``), k and v ``[B, kv_heads, seqlen, D]``, and with ``grad`` the cotangent of the
+    output, shaped as q (else None)."""
+    import torch
+
+    dtype = getattr(torch, case["dtype"])
+    b, h, hkv, n, d = (case[f] for f in ("batch", "heads", "kv_heads", "seqlen", "head_dim"))
+    nq = n if seqlen_q is None else seqlen_q
+    gen = torch.Generator(device=device).manual_seed(int(case.get("seed", 0)))
+    q = torch.randn(b, h, nq, d, generator=gen, device=device, dtype=dtype)
+    k = torch.randn(b, hkv, n, d, generator=gen, device=device, dtype=dtype)
+    v = torch.randn(b, hkv, n, d, generator=gen, device=device, dtype=dtype)
+    dout = torch.randn(b, h, nq, d, generator=gen, device=device, dtype=dtype) if grad else None
+    return q, k, v, dout
+
+
 def prepare(impl: str, case: dict, device) -> harness.Prepared:
     """Build seeded inputs on ``device``, run ``impl`` once, check it against float64, return the timed call.
 
@@ -310,15 +328,10 @@ def prepare(impl: str, case: dict, device) -> harness.Prepared:
     if impl == "sdpa_masked" and case["score_mod"] != "none":
         raise harness.Unsupported("SDPA takes a boolean mask only here; score mods need flex or naive")
 
-    dtype = getattr(torch, case["dtype"])
     b, h, hkv, n, d = (case[f] for f in ("batch", "heads", "kv_heads", "seqlen", "head_dim"))
     if h % hkv:
         raise ValueError(f"heads={h} is not a multiple of kv_heads={hkv}")
-    gen = torch.Generator(device=device).manual_seed(int(case.get("seed", 0)))
-    q = torch.randn(b, h, n, d, generator=gen, device=device, dtype=dtype)
-    k = torch.randn(b, hkv, n, d, generator=gen, device=device, dtype=dtype)
-    v = torch.randn(b, hkv, n, d, generator=gen, device=device, dtype=dtype)
-    dout = torch.randn(b, h, n, d, generator=gen, device=device, dtype=dtype) if grad else None
+    q, k, v, dout = make_inputs(case, device, grad)
     lengths = _lengths(case, n, int(case.get("seed", 0)))
     inline = impl == "flex_flash"  # its CuTe lowering refuses captured 0-d tensors (kernels.flex.masks)
     mask_mod = masks.mask_mod_for(case["mask"], n, case["window"], lengths, case["prefix"], device, inline)
@@ -368,4 +381,4 @@ def prepare(impl: str, case: dict, device) -> harness.Prepared:
 
     fn = passes.timed_pass(pas, lambda: attn(q, k, v), (q, k, v), dout, outputs=out)
     del out   # kept by the bwd call alone
-    return harness.Prepared(fn=fn, bytes=min_bytes(case, dtype.itemsize), flops=flops(case), extra=extra)
+    return harness.Prepared(fn=fn, bytes=min_bytes(case, q.element_size()), flops=flops(case), extra=extra)

@@ -130,8 +130,7 @@ def naive_chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=Non
     eye = torch.eye(C, dtype=acc_dtype, device=dev)
     strict = torch.ones(C, C, dtype=torch.bool, device=dev).tril(-1)
     incl = torch.ones(C, C, dtype=torch.bool, device=dev).tril()
-    bounds = seq_bounds(B, T, cu_seqlens)
-    lengths = [e - s for s, e in bounds]
+    lengths = [e - s for s, e in seq_bounds(B, T, cu_seqlens)]
     # split/unbind and cat/stack rather than slicing and slice assignment: autograd's backward of
     # each slice (or assignment into one) touches the whole tensor, which made the reference's
     # gradients quadratic in the number of chunks and of sequences

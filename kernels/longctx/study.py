@@ -140,17 +140,11 @@ def check_config(section: dict) -> None:
 
 
 def _attention_inputs(case: dict, seqlen_q: int, device, grad: bool):
-    """Seeded q [B, H, seqlen_q, D], k, v [B, H_kv, T, D] and (grad) the cotangent of o, on ``device``."""
-    import torch
+    """Seeded q [B, H, seqlen_q, D], k, v [B, H_kv, T, D] and (grad) the cotangent of o, on ``device``:
+    the FlexAttention study's (:func:`kernels.flex.study.make_inputs`, seed 0)."""
+    from kernels.flex.study import make_inputs
 
-    dtype = getattr(torch, case["dtype"])
-    b, h, hkv, t, d = (case[f] for f in ("batch", "heads", "kv_heads", "seqlen", "head_dim"))
-    gen = torch.Generator(device=device).manual_seed(0)
-    q = torch.randn(b, h, seqlen_q, d, generator=gen, device=device, dtype=dtype)
-    k = torch.randn(b, hkv, t, d, generator=gen, device=device, dtype=dtype)
-    v = torch.randn(b, hkv, t, d, generator=gen, device=device, dtype=dtype)
-    dout = torch.randn(b, h, seqlen_q, d, generator=gen, device=device, dtype=dtype) if grad else None
-    return q, k, v, dout
+    return make_inputs(case, device, grad, seqlen_q)
 
 
 def _gdn_inputs(case: dict, seqlen: int, device):
