@@ -26,9 +26,26 @@ AHEAD_TIMEOUT_S = 900
 
 
 def _longest_first(case: dict) -> int:
-    """Order of a case in :func:`compile_ahead`'s queue: backward passes first, whose compiles
-    take longest (2-3 minutes for FLA's and FlashQLA's on the H200), so that no long one starts last."""
+    """Rank of a case in :func:`compile_ahead`'s queue: backward passes first, whose compiles
+    take longest (1.5-2.5 minutes for FLA's and FlashQLA's on the H200), so that no long one starts last."""
     return {"bwd": 0, "fwdbwd": 1}.get(case.get("pass"), 2)
+
+
+def _queue_order(jobs: list[list[dict]], skipped: list[dict]) -> list[tuple[int, int]]:
+    """(job, case index) of every case to prepare, in :func:`compile_ahead`'s order: by
+    :func:`_longest_first`, and within a rank the jobs in turn (each implementation's first
+    backward case, then each one's second, ...), so that every implementation's longest compile
+    starts at once, whatever the number of workers."""
+    keyed = []
+    for j, (cases, skip) in enumerate(zip(jobs, skipped)):
+        seen: dict[int, int] = {}
+        for i, case in enumerate(cases):
+            if i in skip:
+                continue
+            rank = _longest_first(case)
+            seen[rank] = seen.get(rank, -1) + 1
+            keyed.append(((rank, seen[rank], j), (j, i)))
+    return [item for _, item in sorted(keyed)]
 
 
 def covered(cases: list[dict]) -> dict[int, tuple[int, int]]:
@@ -59,7 +76,7 @@ def compile_ahead(jobs: list[tuple[str, str, list[dict]]], workers: int) -> list
     kernels of FlexAttention's FLASH backend) and runs on one CPU core each; preparing the cases
     side by side fills the on-disk caches, so that the timed pass's own first calls load the
     kernels instead of compiling them. One queue for every implementation keeps the cores busy
-    while the longest compiles run (:func:`_longest_first`). The children's autotuners compile
+    while the longest compiles run (:func:`_queue_order`). The children's autotuners compile
     every config without timing it (:func:`kernels.children._compile_only_autotuning`) and keep no picks
     (:data:`AHEAD_ENV`): the timed pass autotunes in its own process, alone on the GPU, as
     without this pass.
@@ -81,8 +98,8 @@ def compile_ahead(jobs: list[tuple[str, str, list[dict]]], workers: int) -> list
 
     skipped = [covered(cases) for _, _, cases in jobs]
     # (job, case index, (study, impl, case)) of every case to prepare, longest compiles first
-    items = sorted(((j, i, (study, impl, case)) for j, ((study, impl, cases), skip) in enumerate(zip(jobs, skipped))
-                    for i, case in enumerate(cases) if i not in skip), key=lambda item: _longest_first(item[2][2]))
+    items = [(j, i, (jobs[j][0], jobs[j][1], jobs[j][2][i]))
+             for j, i in _queue_order([cases for _, _, cases in jobs], skipped)]
     answers: list[list[dict | None]] = [[None] * len(cases) for _, _, cases in jobs]
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:

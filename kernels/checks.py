@@ -155,6 +155,17 @@ def committed_rows(folder: str | Path) -> list[str]:
     return sorted(p for p in proc.stdout.split("\0") if p.endswith(".jsonl"))
 
 
+def require_no_cuda_yet(module) -> None:
+    """Raise RuntimeError if CUDA is initialised in this process already (importing ``module``, a
+    study, did it): a measurement job imports its study before its GPU lease, which picks the
+    GPU by setting ``CUDA_VISIBLE_DEVICES``, and that only works before CUDA starts."""
+    import torch
+
+    if torch.cuda.is_initialized():
+        raise RuntimeError(f"importing {module.__name__} initialised CUDA before the job's GPU lease "
+                           "(kernels/gpulease.py) chose the GPU: move that CUDA call into a function")
+
+
 def require_gpu(folder: str | Path) -> None:
     """Raise RuntimeError unless this process sees the GPU that ``folder`` is named after.
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import logging
 import os
 import time
@@ -23,27 +24,40 @@ from pathlib import Path
 log = logging.getLogger("kernels.gpulease")
 
 
+def _record(record_file: str | os.PathLike | None, waited: float, held: float) -> None:
+    """Write ``{"lease_wait_s": waited, "lease_held_s": held}`` to ``record_file`` (atomically), when given."""
+    if record_file is not None:
+        from kernels.files import write_atomic
+
+        write_atomic(record_file, json.dumps({"lease_wait_s": round(waited, 3), "lease_held_s": round(held, 3)}) + "\n")
+
+
 @contextlib.contextmanager
-def lease(n_gpus: int, lock_dir: str | os.PathLike, poll_s: float = 0.5, timeout_s: float | None = None,
-          shared: bool = False):
+def lease(n_gpus: int, lock_dir: str | os.PathLike, poll_s: float = 0.1, timeout_s: float | None = None,
+          shared: bool = False, record_file: str | os.PathLike | None = None):
     """Hold one of ``n_gpus`` GPUs for the ``with`` block; yields its index.
 
     Sets ``CUDA_VISIBLE_DEVICES`` to that index (call before torch touches
     CUDA). Yields ``None`` without a lease when ``CUDA_VISIBLE_DEVICES`` was
     already set. ``shared``: any number of shared leases hold a GPU together
     (the first GPU that no exclusive lease holds), and an exclusive lease waits
-    until none is held, as shared ones wait for an exclusive one. Raises
-    ValueError when ``n_gpus`` < 1 and TimeoutError when no GPU frees up within
-    ``timeout_s`` seconds.
+    until none is held, as shared ones wait for an exclusive one. ``record_file``:
+    where to write, atomically, how long the lease took to get and was held, in seconds,
+    ``{"lease_wait_s": ..., "lease_held_s": ...}``, once the block has ended without an exception.
+    A job that Snakemake starts while the one before it still measures waits here, and its process
+    ends after it lets go: the wall time of its ``benchmark:`` file holds both, the held time is
+    its time on the GPU (:func:`kernels.render.benchmark_macros`). Raises ValueError when
+    ``n_gpus`` < 1 and TimeoutError when no GPU frees up within ``timeout_s`` seconds.
     """
     if n_gpus < 1:
         raise ValueError(f"n_gpus must be at least 1, got {n_gpus}")
+    start = time.monotonic()
     if os.environ.get("CUDA_VISIBLE_DEVICES"):
         yield None
+        _record(record_file, 0.0, time.monotonic() - start)
         return
     lock_dir = Path(lock_dir)
     lock_dir.mkdir(parents=True, exist_ok=True)
-    start = time.monotonic()
     while True:
         for i in range(n_gpus):
             f = open(lock_dir / f"gpu{i}.lock", "a+")
@@ -59,8 +73,11 @@ def lease(n_gpus: int, lock_dir: str | os.PathLike, poll_s: float = 0.5, timeout
                     f.write(f"{os.getpid()}\n")
                     f.flush()
                 os.environ["CUDA_VISIBLE_DEVICES"] = str(i)
-                log.info("leased GPU %d of %d (pid %d%s)", i, n_gpus, os.getpid(), ", shared" if shared else "")
+                waited = time.monotonic() - start
+                log.info("leased GPU %d of %d (pid %d%s) after %.1f s", i, n_gpus, os.getpid(),
+                         ", shared" if shared else "", waited)
                 yield i
+                _record(record_file, waited, time.monotonic() - start - waited)
             finally:
                 os.environ.pop("CUDA_VISIBLE_DEVICES", None)
                 fcntl.flock(f, fcntl.LOCK_UN)

@@ -184,7 +184,11 @@ def environment_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
 def benchmark_macros(bench_dir: str | os.PathLike) -> dict[str, str]:
     """Wall time of the measurement jobs, from Snakemake's ``benchmark:`` files.
 
-    ``MeasureMinutes<Study>`` (minutes, summed over ``measure_<study>_<impl>.tsv``),
+    A job's time is how long it held its GPU's lease, which the job wrote beside the file
+    (``<file stem>.lease.json``, :func:`kernels.gpulease.lease`), else the file's wall time:
+    Snakemake starts a job while the one before it still runs on that GPU, so its wall time also
+    holds its imports, its wait for the GPU and its process's exit, which overlap another job. ``MeasureMinutes<Study>`` (minutes, summed over
+    ``measure_<study>_<impl>.tsv``),
     ``MeasureJobs`` (how many of those files), ``MeasureMinutesTotal`` (their sum, plus the
     longest compile-ahead job ``compile_ahead_<study>.tsv``: those run side by side before any
     measurement, rule ``compile_ahead``) and ``MeasureAheadText`` (a clause naming the
@@ -195,7 +199,10 @@ def benchmark_macros(bench_dir: str | os.PathLike) -> dict[str, str]:
     files = sorted([*Path(bench_dir).glob("measure_*.tsv"), *Path(bench_dir).glob("compile_ahead_*.tsv")]) \
         if bench_dir else []
     for path in files:
-        mins = float(pd.read_csv(path, sep="\t")["s"].iloc[-1]) / 60
+        lease = path.with_name(path.stem + ".lease.json")
+        seconds = json.loads(lease.read_text())["lease_held_s"] if lease.exists() \
+            else float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
+        mins = seconds / 60
         if path.stem.startswith("compile_ahead_"):
             ahead.append(mins)
         else:

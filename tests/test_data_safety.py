@@ -530,3 +530,17 @@ def test_an_uncaught_exception_goes_to_the_log(tmp_path):
     log = (tmp_path / "rule.log").read_text()
     assert "Traceback (most recent call last)" in log and "ValueError: data/raw/x.jsonl:3: bad row" in log
     assert proc.stderr.count("Traceback") == 1  # on the console once, as before
+
+
+def test_a_study_that_starts_cuda_on_import_is_refused_before_the_lease(monkeypatch):
+    """A measurement job imports its study before its GPU lease sets CUDA_VISIBLE_DEVICES: a
+    study whose import started CUDA would measure on whatever GPU CUDA saw first."""
+    import importlib
+
+    import torch
+
+    study = importlib.import_module("kernels.gdn.study")
+    checks.require_no_cuda_yet(study)  # no study starts CUDA when imported
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    with pytest.raises(RuntimeError, match="kernels.gdn.study initialised CUDA before the job's GPU lease"):
+        checks.require_no_cuda_yet(study)

@@ -91,3 +91,33 @@ def test_shared_leases_hold_a_gpu_together_and_an_exclusive_one_waits(tmp_path, 
     for p in (*shared, waiting):
         p.join(30)
         assert p.exitcode == 0
+
+
+def test_the_wait_for_a_lease_is_written_down(tmp_path, monkeypatch):
+    """A job that Snakemake starts while another holds the GPU writes how long it waited and how
+    long it then held the GPU (what kernels.render.benchmark_macros counts); a scheduler's GPU: no
+    wait."""
+    import json
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    holder = ctx.Process(target=_hold, args=(tmp_path / "locks", 1, 0.8, queue))
+    holder.start()
+    assert queue.get(timeout=30)[0] == 0
+    record_file = tmp_path / "bench" / "measure_toy_scale.lease.json"
+    with gpulease.lease(1, tmp_path / "locks", poll_s=0.02, timeout_s=30, record_file=record_file):
+        pass
+    record = json.loads(record_file.read_text())
+    holder.join(30)
+    assert 0.3 < record["lease_wait_s"] < 10 and 0 <= record["lease_held_s"] < 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # a scheduler's choice: no lease, no wait
+    with gpulease.lease(1, tmp_path / "locks", record_file=record_file):
+        time.sleep(0.2)
+    record = json.loads(record_file.read_text())
+    assert record["lease_wait_s"] == 0.0 and 0.2 <= record["lease_held_s"] < 5
+    record_file.unlink()
+    with pytest.raises(RuntimeError):  # a job that failed writes nothing
+        with gpulease.lease(1, tmp_path / "locks", record_file=record_file):
+            raise RuntimeError("no such GPU")
+    assert not record_file.exists()

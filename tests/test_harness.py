@@ -232,6 +232,17 @@ def test_compile_ahead_leaves_a_training_step_to_its_forward_and_backward(tmp_pa
     assert "covered_by" not in answers[3]
 
 
+def test_compile_ahead_queues_backward_cases_first_and_the_implementations_in_turn():
+    """With fewer workers than backward cases, every implementation's first backward case is among
+    the first to start (one implementation's long compile never waits behind another's)."""
+    def case(p, n):
+        return {"pass": p, "dtype": "float32", "n": n}
+    chunk = [case("fwd", 1), case("bwd", 1), case("bwd", 2), case("bwd", 3), case("fwdbwd", 1)]
+    qla = [case("fwd", 1), case("bwd", 1), case("fwdbwd", 1)]
+    order = ahead._queue_order([chunk, qla], [{4: (0, 1)}, {}])
+    assert order == [(0, 1), (1, 1), (0, 2), (0, 3), (1, 2), (0, 0), (1, 0)]
+
+
 def test_shared_compile_ahead_leaves_out_checkpointed_cases_and_the_jobs_read_its_answers(tmp_path, monkeypatch):
     """The run's compile-ahead job prepares what the measurement jobs still have to measure
     (not the cases their checkpoints hold), writes the answers by case key, and run_job puts

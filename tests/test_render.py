@@ -99,10 +99,14 @@ def test_run_minutes_count_the_compile_ahead_jobs_once_side_by_side(tmp_path):
     assert (out["MeasureJobs"], out["MeasureMinutesTotal"], out["MeasureMinutesGdn"]) == ("2", "7.0", "2.0")
     assert out["MeasureMinutesFlex"] == "1.0"
     assert out["MeasureAheadText"] == "; before them, 2 jobs that compiled kernels ahead of the timed ones, side by side, 4.0"
+    # a job that held its GPU's lease 90 s of its 120 (it started while the one before it measured)
+    (tmp_path / "measure_gdn_chunk.lease.json").write_text('{"lease_wait_s": 25, "lease_held_s": 90}\n')
+    out = render.benchmark_macros(tmp_path)
+    assert (out["MeasureJobs"], out["MeasureMinutesTotal"], out["MeasureMinutesGdn"]) == ("2", "6.5", "1.5")
     (tmp_path / "compile_ahead_flex.tsv").unlink()
     assert render.benchmark_macros(tmp_path)["MeasureAheadText"].endswith("timed ones, 4.0")
     (tmp_path / "compile_ahead_gdn.tsv").unlink()
-    assert render.benchmark_macros(tmp_path)["MeasureMinutesTotal"] == "3.0"
+    assert render.benchmark_macros(tmp_path)["MeasureMinutesTotal"] == "2.5"
     assert render.benchmark_macros(tmp_path)["MeasureAheadText"] == ""
 
 

@@ -189,10 +189,11 @@ AHEAD = (
     ]
 )
 AHEAD_STUDIES = sorted({study for study, _ in AHEAD})
-# Snakemake resource gpu_slots: a measurement job takes all of a GPU's slots, a compile-ahead job
-# one, so the studies' compile-ahead jobs run together (their children mostly compile on the CPU)
-# and never beside a measurement on a one-GPU host; kernels/gpulease.py's shared lease
-# keeps them off a GPU that a measurement holds on a host of several.
+# Snakemake resource gpu_slots, twice this per GPU (measure.smk): a measurement job takes this many,
+# a compile-ahead job one, so the studies' compile-ahead jobs run together (their children mostly
+# compile on the CPU), and a job starts while the one before it still runs on its GPU. The GPU's
+# lease (kernels/gpulease.py) keeps them apart: a measurement holds it alone, the compile-ahead jobs
+# hold it shared, and a job that Snakemake started early waits there.
 GPU_SLOTS = max(len(AHEAD_STUDIES), 1)
 
 

@@ -1,15 +1,35 @@
 # Measurement: one job per (study, implementation), one GPU each.
 
+# GPUs the leases pick from (kernels/gpulease.py): those of the host, at most resource gpu of them
+LEASE_GPUS = (
+    min(N_GPUS, workflow.global_resources["gpu"].value)
+    if "gpu" in workflow.global_resources
+    else N_GPUS
+)
+
+# the studies' compile-ahead jobs share the host's CPUs side by side, here (kernels.ahead: one
+# process per core in all); on a cluster each job is its own allocation
+AHEAD_WORKERS = max(
+    1,
+    config["compile_ahead"]["workers"]
+    // (
+        max(len(AHEAD_STUDIES), 1)
+        if workflow.local_exec and not workflow.remote_exec
+        else 1
+    ),
+)
+
 if MEASURE:
     if workflow.is_main_process and "gpu" not in workflow.global_resources:
         raise WorkflowError(
             "measurement jobs need a GPU limit so that two never share a GPU: run with the "
             "default profile (profiles/default sets resources gpu=1) or pass --resources gpu=N"
         )
-    # GPU_SLOTS per GPU (common.smk) unless given
+    # twice GPU_SLOTS per GPU (common.smk) unless given: a measurement job takes GPU_SLOTS, so the
+    # next one starts (its imports) while one measures, and waits for the GPU's lease
     if workflow.is_main_process and "gpu_slots" not in workflow.global_resources:
         workflow.register_resource(
-            "gpu_slots", GPU_SLOTS * workflow.global_resources["gpu"].value
+            "gpu_slots", 2 * GPU_SLOTS * workflow.global_resources["gpu"].value
         )
 
     if not SMOKE:
@@ -48,9 +68,10 @@ if MEASURE:
                     if study == w.study
                 ],
                 timing=config["timing"],
-                workers=config["compile_ahead"]["workers"],
+                workers=AHEAD_WORKERS,
                 raw=f"{RAW}/{GPU}",
-                gpus=N_GPUS,
+                gpus=LEASE_GPUS,
+                lease_record=lambda w: f"{BENCH}/compile_ahead_{w.study}.lease.json",
             script:
                 "../scripts/compile_ahead.py"
 
@@ -69,7 +90,6 @@ if MEASURE:
         conda:
             "../envs/measure.yaml"
         resources:
-            gpu=1,
             gpu_slots=GPU_SLOTS,
         params:
             sweep=lambda w: config[w.study][SWEEP],
@@ -79,6 +99,7 @@ if MEASURE:
                 config["compile_ahead"]["workers"] if (w.study, w.impl) in AHEAD else 0
             ),
             interpret=SMOKE,
-            gpus=N_GPUS,
+            gpus=LEASE_GPUS,
+            lease_record=lambda w: f"{BENCH}/measure_{w.study}_{w.impl}.lease.json",
         script:
             "../scripts/measure.py"

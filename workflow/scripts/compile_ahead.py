@@ -5,23 +5,28 @@ names, their cases are prepared in one queue of parallel processes
 (kernels.jobs.compile_ahead_job), which fills the on-disk kernel caches; each of those jobs
 then reads the answers (kernels.jobs.run_job's `ahead`). The job holds a shared GPU lease,
 which the other studies' compile-ahead jobs share and a measurement job waits for, so nothing is
-timed while it runs; an implementation whose rows are already written is left out. If the
-pass itself fails, the file holds no answer and each job prepares its own cases: the failure
-costs time, not rows.
+timed while it runs; it asks for the lease before its imports and a measurement job after its
+own, so the compile-ahead jobs go first when Snakemake starts a measurement job with them. An
+implementation whose rows are already written is left out. If the pass itself fails, the file
+holds no answer and each job prepares its own cases: the failure costs time, not rows.
 """
 
 import logging
 from pathlib import Path
 
-from kernels.checks import require_gpu
-from kernels.files import write_atomic
 from kernels.gpulease import lease
-from kernels.jobs import compile_ahead_job
 from kernels.logs import setup_logging
 
 setup_logging(snakemake.log[0])  # noqa: F821 - provided by Snakemake
 jobs = [job for job in snakemake.params.jobs if not Path(job.pop("output")).exists()]  # noqa: F821
-with lease(snakemake.params.gpus, ".tmp/gpu-leases", shared=True):  # noqa: F821
+# the lease first, then the imports: a measurement job that Snakemake starts beside this one
+# imports its study before it asks, so the compile-ahead jobs get the GPU first
+with lease(snakemake.params.gpus, ".tmp/gpu-leases", shared=True,  # noqa: F821
+           record_file=snakemake.params.lease_record):  # noqa: F821
+    from kernels.checks import require_gpu
+    from kernels.files import write_atomic
+    from kernels.jobs import compile_ahead_job
+
     require_gpu(Path(snakemake.params.raw))  # noqa: F821 - data/raw/<gpu>/
     try:
         compile_ahead_job(jobs, dict(snakemake.params.timing), snakemake.output[0],  # noqa: F821
