@@ -24,6 +24,13 @@ from pathlib import Path
 log = logging.getLogger("kernels.gpulease")
 
 
+def record_path(benchmark: str | os.PathLike) -> Path:
+    """Where a job's :func:`lease` record goes: beside its Snakemake ``benchmark:`` file
+    (``benchmarks/measure_gdn_chunk.tsv`` -> ``benchmarks/measure_gdn_chunk.lease.json``)."""
+    benchmark = Path(benchmark)
+    return benchmark.with_name(benchmark.stem + ".lease.json")
+
+
 def _record(record_file: str | os.PathLike | None, waited: float, held: float) -> None:
     """Write ``{"lease_wait_s": waited, "lease_held_s": held}`` to ``record_file`` (atomically), when given."""
     if record_file is not None:

@@ -27,6 +27,7 @@ from kernels import report_kit, style, timing
 from kernels.timing import MIN_SPIN_US, SPIN_ENQUEUE_FACTOR
 from kernels.report_kit import escape_latex
 from kernels.files import write_atomic
+from kernels.gpulease import record_path
 
 log = logging.getLogger("kernels.render")
 
@@ -185,10 +186,10 @@ def benchmark_macros(bench_dir: str | os.PathLike) -> dict[str, str]:
     """Wall time of the measurement jobs, from Snakemake's ``benchmark:`` files.
 
     A job's time is how long it held its GPU's lease, which the job wrote beside the file
-    (``<file stem>.lease.json``, :func:`kernels.gpulease.lease`), else the file's wall time:
-    Snakemake starts a job while the one before it still runs on that GPU, so its wall time also
-    holds its imports, its wait for the GPU and its process's exit, which overlap another job. ``MeasureMinutes<Study>`` (minutes, summed over
-    ``measure_<study>_<impl>.tsv``),
+    (:func:`kernels.gpulease.record_path`), else the file's wall time: Snakemake starts a job
+    while the one before it still runs on that GPU, so its wall time also holds its imports, its
+    wait for the GPU and its process's exit, which overlap another job.
+    ``MeasureMinutes<Study>`` (minutes, summed over ``measure_<study>_<impl>.tsv``),
     ``MeasureJobs`` (how many of those files), ``MeasureMinutesTotal`` (their sum, plus the
     longest compile-ahead job ``compile_ahead_<study>.tsv``: those run side by side before any
     measurement, rule ``compile_ahead``) and ``MeasureAheadText`` (a clause naming the
@@ -199,7 +200,7 @@ def benchmark_macros(bench_dir: str | os.PathLike) -> dict[str, str]:
     files = sorted([*Path(bench_dir).glob("measure_*.tsv"), *Path(bench_dir).glob("compile_ahead_*.tsv")]) \
         if bench_dir else []
     for path in files:
-        lease = path.with_name(path.stem + ".lease.json")
+        lease = record_path(path)
         seconds = json.loads(lease.read_text())["lease_held_s"] if lease.exists() \
             else float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
         mins = seconds / 60

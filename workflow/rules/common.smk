@@ -7,6 +7,7 @@ import subprocess
 
 from kernels.checks import committed_rows, schema_error
 from kernels.env import gpu_slug
+from kernels.gpulease import record_path
 
 _KNOWN_STUDIES = {
     p.stem for p in Path(workflow.basedir, "config", "studies").glob("*.yaml")

@@ -71,7 +71,9 @@ if MEASURE:
                 workers=AHEAD_WORKERS,
                 raw=f"{RAW}/{GPU}",
                 gpus=LEASE_GPUS,
-                lease_record=lambda w: f"{BENCH}/compile_ahead_{w.study}.lease.json",
+                lease_record=lambda w: record_path(
+                    f"{BENCH}/compile_ahead_{w.study}.tsv"
+                ),
             script:
                 "../scripts/compile_ahead.py"
 
@@ -100,6 +102,8 @@ if MEASURE:
             ),
             interpret=SMOKE,
             gpus=LEASE_GPUS,
-            lease_record=lambda w: f"{BENCH}/measure_{w.study}_{w.impl}.lease.json",
+            lease_record=lambda w: record_path(
+                f"{BENCH}/measure_{w.study}_{w.impl}.tsv"
+            ),
         script:
             "../scripts/measure.py"

@@ -4,8 +4,9 @@ The job holds a lease on one GPU of the host (kernels/gpulease.py) for its
 whole sweep, so that concurrent jobs under --resources gpu=N never share one.
 Snakemake starts the next job of a GPU while one measures there (rule measure's
 gpu_slots): it imports torch and its study before asking for the lease, so its
-start-up overlaps the measurement before it; the lease's wait goes to
-params.lease_record (kernels.render.benchmark_macros takes it out of the job's time).
+start-up overlaps the measurement before it; how long it waited for the lease and
+held it goes to params.lease_record (the held time is what
+kernels.render.benchmark_macros counts).
 Finished rows also go to a checkpoint under .tmp/checkpoints/ (never data/),
 so a job killed part-way resumes where it stopped when run again. The
 implementations of config key compile_ahead had their cases prepared by the
