@@ -110,17 +110,27 @@ def _shapes(block: dict) -> list[tuple[dict, list[str]]]:
 
 def _impl_shapes(block: dict, impl: str, key: str) -> list[tuple[dict, list[str]]]:
     """The (shape, roles) of the block's own shapes that ``impl`` runs: all of them, or those its
-    ``impl_shapes`` entry lists (each one of the block's shapes, whose roles it takes).
+    ``impl_shapes`` entry lists, in its order: a shape (one of the block's, whose roles it takes)
+    or a role's name (``main``, ``profile``, ``sweep``, ``varlen``: every block shape of that role,
+    in the block's order).
 
     Raises:
-        ValueError: ``'<key>impl_shapes.<impl>[<i>]: ...'`` for a listed shape the block does not have.
+        ValueError: ``'<key>impl_shapes.<impl>[<i>]: ...'`` for a listed shape the block does not
+            have, or a role none of its shapes has.
     """
     listed = _shapes(block)
     only = block.get("impl_shapes", {}).get(impl)
     if only is None:
         return listed
     out = []
-    for i, shape in enumerate(_fixed(only)):
+    for i, entry in enumerate(only):
+        if isinstance(entry, str):
+            found = [(s, r) for s, r in listed if entry in r]
+            if not found:
+                raise ValueError(f"{key}impl_shapes.{impl}[{i}]: no shape of the block has role {entry!r}")
+            out += found
+            continue
+        shape = _fixed([entry])[0]
         roles = [r for s, r in listed if s == shape]
         if not roles:
             raise ValueError(f"{key}impl_shapes.{impl}[{i}]: {shape['batch']}x{shape['seqlen']}x{shape['heads']} "
@@ -200,6 +210,8 @@ def check_config(section: dict) -> None:
             lists += [(f"impl_shapes.{impl}", shapes) for impl, shapes in block.get("impl_shapes", {}).items()]
             for name, shapes in lists:
                 for i, shape in enumerate(shapes):
+                    if isinstance(shape, str):  # an impl_shapes role, checked by cases()
+                        continue
                     if value_heads(shape) % shape["heads"]:
                         raise ValueError(f"{key}.{name}[{i}].value_heads: {shape['value_heads']} is not a multiple "
                                          f"of heads {shape['heads']}")
