@@ -54,9 +54,6 @@ from kernels.profiling import kernel_breakdown
 
 log = logging.getLogger("kernels.harness")
 
-STATUSES = ("ok", "oom", "unsupported", "error", "wrong")
-PASSES = ("fwd", "bwd", "fwdbwd")
-
 
 class Unsupported(Exception):
     """The implementation cannot run this case here (missing package, no GPU, ...)."""

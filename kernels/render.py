@@ -289,7 +289,7 @@ def warmup_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
              for df in frames if "timing_spin_short" in df]
     short = pd.concat(short) if short else pd.DataFrame(columns=["study", "impl"])
     counts = short.groupby(["study", "impl"]).size().sort_values(ascending=False, kind="stable")
-    impls = ", ".join(f"{n} {style.STUDY_LABELS.get(study, study)} {style.label(study, impl)}"
+    impls = ", ".join(f"{n} {style.study_label(study)} {style.label(study, impl)}"
                       for (study, impl), n in counts.items())
     enqueue = pd.to_numeric(short.get("timing_enqueue_us"), errors="coerce") if len(short) else pd.Series(dtype=float)
     within = enqueue[enqueue < pd.to_numeric(short.get("timing_spin_us"), errors="coerce")] if len(short) else enqueue
@@ -409,7 +409,7 @@ def coverage_table(configured: dict[str, list[str]], frames: dict[str, pd.DataFr
             present = [p for p in style.PASS_LABELS if not rows.empty and p in set(rows["pass"])]
             passes = "all three" if len(present) == len(style.PASS_LABELS) else \
                 ", ".join(style.pass_label(p) for p in present)
-            records.append({"study": style.STUDY_LABELS.get(study, study), "implementation": style.label(study, impl),
+            records.append({"study": style.study_label(study), "implementation": style.label(study, impl),
                             "passes": passes or "not measured",
                             **{status: int(counts.get(status, 0)) for status in
                                ("ok", "wrong", "error", "oom", "unsupported")}})

@@ -3,10 +3,10 @@
 The reports (``kernels/<study>/report.py``) take a tidy table (:mod:`kernels.collect`)
 and return figures, DataFrames and macro texts; :mod:`kernels.render` writes them. This
 module holds what they share, so that each is written once: the number format of a macro
-(:func:`fmt`), a row's value by selection (:func:`first`, :func:`median`), a baseline's
+(:func:`fmt`) and of a range (:func:`span`), a row's value by selection (:func:`first`, :func:`median`), a baseline's
 value at each row's case (:func:`baseline`), the rows of a config role (:func:`with_role`), a
 tidy table with the columns a report reads, rows or none (:func:`tidy_frame`),
-a shape's macro name (:func:`shape_name`), plain text in LaTeX (:func:`escape_latex`), the
+a shape's and a name's part of a macro name (:func:`shape_name`, :func:`camel`), plain text in LaTeX (:func:`escape_latex`), the
 implementations in a study's order (:func:`ordered`), grouped bars (:func:`grouped_bars`),
 the "not measured" marker of an empty panel (:data:`NOT_MEASURED`, :func:`mark_empty`), the
 per-kernel table (:func:`kernel_table`) and the verdict on a claimed range
@@ -46,6 +46,23 @@ def fmt(value, digits: int = 2) -> str:
     except (TypeError, ValueError):
         return style.MISSING
     return f"{v:.{digits}f}" if np.isfinite(v) else style.MISSING
+
+
+def span(values: Iterable, digits: int = 2) -> str:
+    """``lo--hi`` of the finite ``values`` with ``digits`` decimals (:func:`fmt`), the one value
+    where the two read the same, :data:`kernels.style.MISSING` when none is finite (a macro of a
+    range of measurements)."""
+    finite = [float(v) for v in values if v is not None and np.isfinite(float(v))]
+    if not finite:
+        return style.MISSING
+    lo, hi = fmt(min(finite), digits), fmt(max(finite), digits)
+    return lo if lo == hi else f"{lo}--{hi}"
+
+
+def camel(name: str) -> str:
+    """A name in a macro name (letters only): each run of letters capitalised, the rest dropped,
+    ``fla_chunk`` -> ``FlaChunk``."""
+    return "".join(part.capitalize() for part in re.split(r"[^A-Za-z]+", name))
 
 
 def escape_latex(text: str) -> str:

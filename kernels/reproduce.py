@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from kernels import render, rows, style, timing
+from kernels import report_kit as kit
 from kernels.collect import load_rows, tidy, with_roles
 from kernels.files import write_atomic
 
@@ -261,7 +262,7 @@ def impl_table(table: pd.DataFrame) -> pd.DataFrame:
     for (study, impl), g in timed.groupby(["study", "impl"]):
         outside = g[g["verdict"] != "reproduced"]
         if len(outside):
-            out.append({"study": style.STUDY_LABELS.get(study, study), "implementation": style.label(study, impl),
+            out.append({"study": style.study_label(study), "implementation": style.label(study, impl),
                         "rows": len(g),
                         "slower": int((outside["verdict"] == "slower").sum()),
                         "faster": int((outside["verdict"] == "faster").sum()),
@@ -353,10 +354,6 @@ def summary_line(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, mi
     return ("reproduced: " if ok else "NOT reproduced: ") + "; ".join(parts)
 
 
-def _camel(study: str) -> str:
-    return "".join(part.capitalize() for part in re.split(r"[^A-Za-z]+", study))
-
-
 def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_within: float,
            candidate: str, labels: dict[str, str] | None = None, env: list[dict] | None = None) -> dict[str, str]:
     """The ``Repro*`` macros of the paper: ``ReproRowsWithin``, ``ReproRowsCompared`` (rows
@@ -404,7 +401,7 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
     free = table[~table["host_bound"].fillna(False).astype(bool)]
     out["ReproRowsWithinHostFree"], out["ReproRowsComparedHostFree"], out["ReproPercentWithinHostFree"] = within(free)
     for study, g in table.groupby("study"):
-        name = _camel(study)
+        name = kit.camel(study)
         out[f"ReproRowsWithin{name}"], out[f"ReproRowsCompared{name}"], out[f"ReproPercentWithin{name}"] = within(g)
     n = _counts(table)
     different = [(labels or {}).get(c, c) for c in claims.loc[~claims["same"], "claim"]]
@@ -436,7 +433,7 @@ def outside_table(table: pd.DataFrame, limit: int = TABLE_ROWS) -> pd.DataFrame:
         return "" if pd.isna(lo) else f"{lo:.2f}-{hi:.2f}"
 
     out = pd.DataFrame({
-        "study": [style.STUDY_LABELS.get(x, x) for x in shown["study"]],
+        "study": [style.study_label(x) for x in shown["study"]],
         "implementation": [style.label(a, b) for a, b in zip(shown["study"], shown["impl"])],
         "case": [" ".join(p for p in r.case.split(" ") if p not in common[r.study]) for r in shown.itertuples()],
         "ref. ms": shown["ms_reference"].map(_ms), "2nd ms": shown["ms_candidate"].map(_ms),
@@ -491,7 +488,7 @@ def figure(table: pd.DataFrame, tolerance: float):
         within = int((d["verdict"] == "reproduced").sum())
         ax.scatter(d["ms_reference"].astype(float), d["ratio"].astype(float), s=9, marker=marker, color=color,
                    zorder=2, linewidths=0, alpha=0.8,
-                   label=f"{style.STUDY_LABELS.get(study, study)} ({within} of {len(d)})")
+                   label=f"{style.study_label(study)} ({within} of {len(d)})")
     n = _counts(table)
     for v in ("missing", "status changed"):
         if n[v]:
@@ -534,8 +531,8 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
     :func:`macros`, defined in :func:`numbers`; only their names are used here; ``studies``: those compared; ``has_outside``: whether any row is
     outside the tolerance; ``sizes``: :func:`size_table`; ``impls``: :func:`impl_table`;
     ``claims``: :func:`compare_claims`; ``headlines``: :func:`headline_table`)."""
-    per_study = ", ".join(rf"{style.STUDY_LABELS.get(study, study)} \ReproRowsWithin{_camel(study)}{{}} of"
-                          rf" \ReproRowsCompared{_camel(study)}{{}} (\ReproPercentWithin{_camel(study)}\,\%)"
+    per_study = ", ".join(rf"{style.study_label(study)} \ReproRowsWithin{kit.camel(study)}{{}} of"
+                          rf" \ReproRowsCompared{kit.camel(study)}{{}} (\ReproPercentWithin{kit.camel(study)}\,\%)"
                           for study in studies)
     table_ref = (r"Table~\ref{tab:reproduction_impls} counts the rows outside it per implementation and"
                  r" Table~\ref{tab:reproduction} lists them, worst first" if has_outside else "no row is outside it")

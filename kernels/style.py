@@ -53,17 +53,23 @@ class Impl(NamedTuple):
         return target
 
 
+def _registry_module(study: str):
+    """``kernels.<study>.impls``, or None for a study without one."""
+    try:
+        return importlib.import_module(f"kernels.{study}.impls")
+    except ModuleNotFoundError:
+        return None
+
+
 def registry(study: str) -> dict[str, Impl]:
     """The implementations of ``study`` (``kernels.<study>.impls.IMPLS``; empty for a study without one)."""
-    try:
-        return importlib.import_module(f"kernels.{study}.impls").IMPLS
-    except ModuleNotFoundError:
-        return {}
+    module = _registry_module(study)
+    return module.IMPLS if module else {}
 
 
-#: Display names of the studies.
-STUDY_LABELS = {"swiglu": "SwiGLU", "flex": "FlexAttention", "gdn": "Gated DeltaNet", "longctx": "Long context",
-                "tensorcore": "Tensor cores"}
+def study_label(study: str) -> str:
+    """The display name of ``study`` (``STUDY_LABEL`` of its registry module; else ``study``)."""
+    return getattr(_registry_module(study), "STUDY_LABEL", study)
 #: Display names of passes.
 PASS_LABELS = {"fwd": "forward", "bwd": "backward", "fwdbwd": "forward + backward"}
 #: The one marker of a value that was not measured (tables and macros alike).

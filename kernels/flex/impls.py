@@ -4,6 +4,9 @@ from here (the config and row schemas take the names from here too: kernels.chec
 
 from kernels.style import Impl
 
+#: The study's display name (tables and captions that name studies: kernels.style.study_label).
+STUDY_LABEL = "FlexAttention"
+
 #: The tags of an entry: how the study calls an implementation that names no op.
 TAGS = {"block_mask": "FlexAttention called with the case's block mask (kernels.flex.ops: MODES, BACKENDS)",
         "materialised": "a baseline on the mask materialised as a dense boolean tensor"}

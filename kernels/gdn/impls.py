@@ -4,6 +4,9 @@ colours come from here (the config and row schemas take the names from here too:
 
 from kernels.style import Impl
 
+#: The study's display name (tables and captions that name studies: kernels.style.study_label).
+STUDY_LABEL = "Gated DeltaNet"
+
 FWD = ("fwd",)
 
 #: The implementations, in the order of the paper's legends and tables; each ``op`` takes FLA's

@@ -322,12 +322,6 @@ def published_verdicts(df: pd.DataFrame) -> dict[str, str]:
     the same configurations), ``GdnPublished<Pass>Configs`` (how many)."""
     from kernels.gdn import published
 
-    def span(s: pd.Series) -> str:
-        """``min--max`` of ``s``, its one value, or n/a."""
-        if len(s) > 1:
-            return f"{kit.fmt(s.min(), 2)}--{kit.fmt(s.max(), 2)}"
-        return kit.fmt(s.iloc[0] if len(s) else None, 2)
-
     t = table_published(df)
     out = {}
     for pas, name in (("fwd", "Fwd"), ("bwd", "Bwd")):
@@ -336,8 +330,8 @@ def published_verdicts(df: pd.DataFrame) -> dict[str, str]:
         theirs = p.loc[measured.index, "FLA/FlashQLA, published"]
         low, high = published.CLAIMED[pas]
         out[f"GdnPublished{name}Verdict"] = kit.claim_verdict(list(measured), low, high)
-        out[f"GdnPublished{name}Speedups"] = span(measured)
-        out[f"GdnPublished{name}SpeedupsTheirs"] = span(theirs)
+        out[f"GdnPublished{name}Speedups"] = kit.span(measured)
+        out[f"GdnPublished{name}SpeedupsTheirs"] = kit.span(theirs)
         out[f"GdnPublished{name}Configs"] = str(len(measured))
     return out
 
@@ -366,13 +360,6 @@ def flash_qla_verdicts(df: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-#: The numbers of the abstract that :func:`macros` gives, by macro, in the abstract's words (the
-#: reproduction appendix sets them beside the second run's).
-HEADLINES = {"GdnChunkSpeedupVsFlaBFourTEightK": "Gated DeltaNet chunked forward over FLA, B4 T8192 H16, ×",
-             "GdnChunkBwdSpeedupVsFlaBFourTEightK": "the same, backward, ×",
-             "GdnFlashQlaSpeedupVsFlaBFourTEightK": "FlashQLA's forward over FLA, ×"}
-
-
 #: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
 CLAIMS = {"GdnFlashQlaFwdVerdict": "FlashQLA 2–3× FLA's forward on Hopper",
           "GdnFlashQlaBwdVerdict": "FlashQLA 2× FLA's backward on Hopper",
@@ -397,6 +384,24 @@ def paper_shapes(sweep: dict) -> dict[str, dict[tuple, str]]:
             "backward": names(bwd["main_shapes"], "sweep.backward.main_shapes"),
             "step": names(bwd["main_shapes"] + sweep_shapes, "sweep.backward"),
             "profile": names([e for e in sweep["main_shapes"] if e.get("profile")], "sweep.main_shapes")}
+
+
+def _headlines() -> dict[str, str]:
+    """The abstract's numbers at the sweep's first main shape (B4 T8192 H16), by macro, in the
+    abstract's words. ValueError when the backward's main shapes leave that shape out."""
+    shapes = paper_shapes(kit.study_config("gdn"))
+    (b, t, h), tag = next(iter(shapes["main"].items()))
+    if (b, t, h) not in shapes["backward"]:
+        raise ValueError(f"config gdn.sweep.backward.main_shapes: the abstract quotes the backward at the first "
+                         f"main shape, B{b} T{t} H{h}, which it does not list")
+    return {f"GdnChunkSpeedupVsFla{tag}": f"Gated DeltaNet chunked forward over FLA, B{b} T{t} H{h}, ×",
+            f"GdnChunkBwdSpeedupVsFla{tag}": "the same, backward, ×",
+            f"GdnFlashQlaSpeedupVsFla{tag}": "FlashQLA's forward over FLA, ×"}
+
+
+#: The numbers of the abstract that :func:`macros` gives, by macro, in the abstract's words (the
+#: reproduction appendix sets them beside the second run's).
+HEADLINES = _headlines()
 
 
 def macros(df: pd.DataFrame) -> dict[str, str]:

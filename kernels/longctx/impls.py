@@ -11,6 +11,9 @@ arguments). Their correctness checks are those studies' own.
 
 from kernels.style import Impl
 
+#: The study's display name (tables and captions that name studies: kernels.style.study_label).
+STUDY_LABEL = "Long context"
+
 #: The tags of an entry: the family it belongs to and the phases it runs.
 TAGS = {"attention": "causal softmax attention, kernels.longctx.attention (the FlexAttention study's implementation)",
         "gdn": "Gated DeltaNet, the GDN study's op (kernels.gdn.impls) with FLA's arguments",

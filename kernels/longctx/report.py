@@ -95,10 +95,6 @@ def _label(impl: str) -> str:
     return style.label(STUDY, impl)
 
 
-def _camel(impl: str) -> str:
-    return "".join(w.capitalize() for w in impl.split("_"))
-
-
 def tokens(n) -> str:
     """A length for a reader: in K (1024 tokens) with at most one decimal from 1K, ``131072`` ->
     ``128K``, ``3277`` -> ``3.2K``, below it in tokens (``64``); :data:`kernels.style.MISSING` for NaN."""
@@ -342,21 +338,21 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
                                           if x[1] in IMPLS[i].tags and x[2] in IMPLS[i].passes]:
         s = fitted.get((series, impl), NO_SLOPE)
         for end, value in (("", s.p), ("Low", s.low), ("High", s.high)):  # + 0.0: no "-0.00"
-            m[f"LongctxSlope{_camel(impl)}{series}{end}"] = kit.fmt(round(value, 2) + 0.0 if s.n else None, 2)
+            m[f"LongctxSlope{kit.camel(impl)}{series}{end}"] = kit.fmt(round(value, 2) + 0.0 if s.n else None, 2)
     for impl in GDN:
         if "prefill" not in IMPLS[impl].tags:
             continue
         for pas, pname in (("fwd", "Fwd"), ("fwdbwd", "Fwdbwd")):
             rows = _rows(d, "prefill", pas)
             cross = crossover_of(d, impl, pas)
-            name = f"LongctxCrossover{_camel(impl)}{pname}"
+            name = f"LongctxCrossover{kit.camel(impl)}{pname}"
             m[name] = _cross_text(cross, cross.seqlen, rows) if cross.where != "none" else style.MISSING
             m[name + "Low"] = _cross_text(cross, cross.low, rows) if cross.where != "none" else style.MISSING
             m[name + "High"] = _cross_text(cross, cross.high, rows) if cross.where != "none" else style.MISSING
     for t in cfg["table_seqlens"]:
         tag = f"T{kit.size_name(t)}"
         for impl in ORDER:
-            c = _camel(impl)
+            c = kit.camel(impl)
             for pas, pname in (("fwd", "Fwd"), ("fwdbwd", "Fwdbwd")):
                 m[f"LongctxMs{c}{pname}{tag}"] = kit.fmt(_at(d, impl, "prefill", pas, t), 3)
                 if impl in GDN:

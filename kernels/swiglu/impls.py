@@ -4,6 +4,9 @@ colours come from here (the config and row schemas take the names from here too:
 
 from kernels.style import Impl
 
+#: The study's display name (tables and captions that name studies: kernels.style.study_label).
+STUDY_LABEL = "SwiGLU"
+
 FWD = ("fwd",)
 #: The tags of an entry: the rows the study also (or only) runs it on.
 TAGS = {"graph": "also replayed from a CUDA graph (launch: graph)",

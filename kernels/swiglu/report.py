@@ -340,14 +340,6 @@ TABLES = {"swiglu_model_shapes": table_model_shapes, "swiglu_gemm": table_gemm, 
 # macros
 
 
-def _range(values: pd.Series, digits=1) -> str:
-    values = values.dropna()
-    if values.empty:
-        return "n/a"
-    lo, hi = kit.fmt(values.min(), digits), kit.fmt(values.max(), digits)
-    return lo if lo == hi else f"{lo}--{hi}"
-
-
 #: The numbers of the abstract that :func:`macros` gives, by macro, in the abstract's words (the
 #: reproduction appendix sets them beside the second run's).
 HEADLINES = {"SwigluTritonFwdPctCopyRange": "SwiGLU fused forward, % of the copy bandwidth (64 Mi elements and more)",
@@ -373,15 +365,15 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
 
     out["SwigluCopyTBps"] = kit.fmt(col(large, "copy", "gbps").max() / 1e3, 2)
     out["SwigluTritonFwdPctCopyMin"] = kit.fmt(col(large, "triton", "pct_copy").min(), 1)
-    out["SwigluTritonFwdPctCopyRange"] = _range(col(large, "triton", "pct_copy"))
-    out["SwigluTritonFwdPctPeakRange"] = _range(col(large, "triton", "pct_peak"))
-    out["SwigluSeedFwdPctPeakRange"] = _range(col(large, "seed", "pct_peak"))
-    out["SwigluSeedFwdPctCopyRange"] = _range(col(large, "seed", "pct_copy"))
-    out["SwigluCompileFwdPctCopyRange"] = _range(col(large, "compile", "pct_copy"))
-    out["SwigluSeedSpeedupLargeRange"] = _range(col(large, "seed", "speedup_eager"), 2)
-    out["SwigluTritonSpeedupLargeRange"] = _range(col(large, "triton", "speedup_eager"), 2)
-    out["SwigluTritonSpeedupAllRange"] = _range(col(fwd, "triton", "speedup_eager"), 2)
-    out["SwigluSeedSpeedupAllRange"] = _range(col(fwd, "seed", "speedup_eager"), 2)
+    out["SwigluTritonFwdPctCopyRange"] = kit.span(col(large, "triton", "pct_copy"), 1)
+    out["SwigluTritonFwdPctPeakRange"] = kit.span(col(large, "triton", "pct_peak"), 1)
+    out["SwigluSeedFwdPctPeakRange"] = kit.span(col(large, "seed", "pct_peak"), 1)
+    out["SwigluSeedFwdPctCopyRange"] = kit.span(col(large, "seed", "pct_copy"), 1)
+    out["SwigluCompileFwdPctCopyRange"] = kit.span(col(large, "compile", "pct_copy"), 1)
+    out["SwigluSeedSpeedupLargeRange"] = kit.span(col(large, "seed", "speedup_eager"))
+    out["SwigluTritonSpeedupLargeRange"] = kit.span(col(large, "triton", "speedup_eager"))
+    out["SwigluTritonSpeedupAllRange"] = kit.span(col(fwd, "triton", "speedup_eager"))
+    out["SwigluSeedSpeedupAllRange"] = kit.span(col(fwd, "seed", "speedup_eager"))
     # Source claims: 2.5-3.5x latency over eager and 85-92 % of peak bandwidth.
     out["SwigluClaimLatencyVerdict"] = kit.claim_verdict(col(large, "seed", "speedup_eager"), 2.5, 3.5)
     out["SwigluClaimBandwidthVerdict"] = kit.claim_verdict(col(large, "seed", "pct_peak"), 85.0, 92.0)
@@ -392,7 +384,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         if impl != "seed":  # the source kernel has no backward
             out[f"Swiglu{name}FwdbwdUsEightB"] = kit.fmt(kit.median(model, "us", impl=impl, **{"pass": "fwdbwd"}), 1)
     step = bf[bf["pass"].eq("fwdbwd") & bf["impl"].eq("triton")]
-    out["SwigluTritonFwdbwdSpeedupAllRange"] = _range(step["speedup_eager"], 2)
+    out["SwigluTritonFwdbwdSpeedupAllRange"] = kit.span(step["speedup_eager"])
     out["SwigluTritonFwdbwdSpeedupEightB"] = kit.fmt(kit.median(model, "speedup_eager", impl="triton",
                                                        **{"pass": "fwdbwd"}), 2)
     out["SwigluTritonFwdbwdLatencySpeedupEightB"] = kit.fmt(

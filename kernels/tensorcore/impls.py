@@ -6,6 +6,9 @@ FP8 needs quantised operands and their scales), so no entry names an op."""
 
 from kernels.style import Impl
 
+#: The study's display name (tables and captions that name studies: kernels.style.study_label).
+STUDY_LABEL = "Tensor cores"
+
 FWD = ("fwd",)
 
 #: The implementations, in the order of the paper's legends and tables.

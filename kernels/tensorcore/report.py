@@ -184,15 +184,6 @@ def _at(d: pd.DataFrame, impl: str, size: int, col: str) -> float:
     return kit.median(d, col, impl=impl, m=size, n=size, k=size)
 
 
-def _range(values: list[float]) -> str:
-    """``lo--hi`` of ``values`` with two decimals (one value where they agree); n/a when none is finite."""
-    values = [v for v in values if np.isfinite(v)]
-    if not values:
-        return style.MISSING
-    lo, hi = kit.fmt(min(values)), kit.fmt(max(values))
-    return lo if lo == hi else f"{lo}--{hi}"
-
-
 #: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
 CLAIMS = {"TensorcorePaddingVerdict": "Padding matrix dimensions to multiples of 64/128: 2–4× tensor-core FLOP "
                                       "throughput",
@@ -220,7 +211,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             if size != aligned:
                 padded.append(_at(pad, "bf16", size, "speedup_padded"))
                 out[f"TensorcorePaddedSpeedup{name}"] = kit.fmt(padded[-1])
-    out["TensorcorePaddedSpeedupRange"] = _range(padded)
+    out["TensorcorePaddedSpeedupRange"] = kit.span(padded)
     out["TensorcorePaddingVerdict"] = kit.claim_verdict(padded, *CLAIMED)
     f8, fp8 = kit.with_role(d, "fp8"), []
     for size, name in sizes["fp8"]:
@@ -228,7 +219,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         out[f"TensorcoreFpEightTflops{name}"] = kit.fmt(_at(f8, "fp8", size, "tflops"), 0)
         fp8.append(_at(f8, "fp8", size, "speedup_vs_bf16"))
         out[f"TensorcoreFpEightSpeedup{name}"] = kit.fmt(fp8[-1])
-    out["TensorcoreFpEightSpeedupRange"] = _range(fp8)
+    out["TensorcoreFpEightSpeedupRange"] = kit.span(fp8)
     out["TensorcoreFpEightVerdict"] = kit.claim_verdict(fp8, *CLAIMED)
     out["TensorcoreWarmupMs"] = kit.fmt(kit.study_config("tensorcore").get("warmup_ms"), 0)
     out["TensorcoreMeasured"] = "true" if len(d) else "false"
