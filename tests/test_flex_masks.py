@@ -69,6 +69,29 @@ def _run_all(knobs):
     return errs
 
 
+def test_mask_and_score_mod_names_agree_everywhere():
+    """The names of the mask families, document distributions and score mods are the ones of
+    kernels.flex.masks and score_mods in the study's schema, the study's knob masks and the
+    report's labels (each list written in its own module, this test ties them)."""
+    from pathlib import Path
+
+    import yaml
+
+    from kernels.flex import report, study
+    defs = yaml.safe_load((Path(__file__).resolve().parent.parent / "workflow" / "schemas"
+                           / "flex.schema.yaml").read_text())["$defs"]
+    point = defs["mask_point"]
+    assert set(point["properties"]["mask"]["enum"]) == set(masks.MASKS) == set(report.MASK_LABEL)
+    assert defs["doc_dist"]["enum"] == list(masks.DOC_DISTS)
+    assert defs["score_mod"]["enum"] == list(score_mods.SCORE_MODS)
+    assert set(report.SCORE_MOD_LABEL) == set(score_mods.SCORE_MODS) - {"none"}
+    conditions = {rule["then"]["required"][0]: rule["if"]["properties"]["mask"] for rule in point["allOf"]}
+    assert conditions["window"]["enum"] == list(study._WINDOW_MASKS)
+    assert conditions["documents"]["enum"] == list(study._DOCUMENT_MASKS)
+    assert conditions["prefix"] == {"const": "prefix"}
+    assert set(study._WINDOW_MASKS + study._DOCUMENT_MASKS + ("prefix",)) < set(masks.MASKS)
+
+
 @pytest.fixture(scope="module")
 def compiled_runs():
     first = _run_all(KNOBS[0])
