@@ -1,9 +1,9 @@
 """Kernels, their references and the measurement code of the paper artifact.
 
-One sub-package per study (``swiglu``, ``flex``, ``gdn``, ``longctx``, ``tensorcore``), each holding its
-kernels, the plain-PyTorch reference beside them, its implementations
-(``impls.py``), the sweep (``study.py``) and its figures, tables and quoted
-numbers (``report.py``). Shared pieces:
+One sub-package per study (those that config/config.yaml lists under
+studies), each holding its kernels, the plain-PyTorch reference beside them,
+its display name and implementations (``impls.py``), the sweep (``study.py``)
+and its figures, tables and quoted numbers (``report.py``). Shared modules:
 ``harness`` (the plug-in contract; prepare, check and time one case), ``jobs``
 (the job runner: every case of one implementation, checkpoints, the compile-ahead
 job), ``children`` (a case in a fresh process), ``ahead`` (cases prepared in

@@ -2,10 +2,11 @@
 verdicts, the claims re-derived, the committed data against itself and against a perturbed copy,
 and the quick sections of the config against the committed rows."""
 
-import importlib.util
+import importlib
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -14,6 +15,7 @@ import pytest
 import torch
 import yaml
 
+import kernels
 from kernels import harness, reproduce, rows
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,16 +24,27 @@ STUDIES = ("swiglu", "flex", "gdn")
 
 
 @pytest.fixture(autouse=True)
-def toy_row_schema(monkeypatch, tmp_path):
-    """The toy study's row schema for the toy rows here, laid out as in a workflow copy
-    (``$defs.row`` of workflow/schemas/toy.schema.yaml beside the common row schema)."""
+def toy_study(monkeypatch, tmp_path):
+    """The toy study as in a workflow copy: its package importable as ``kernels.toy`` (whose
+    registry fills in its schema's names) and its row schema (``$defs.row`` of
+    workflow/schemas/toy.schema.yaml beside the common row schema)."""
+    toy = ROOT / "tests" / "toy_study"
+    package = tmp_path / "packages" / "toy"
+    package.mkdir(parents=True)
+    (package / "__init__.py").touch()
+    for name in ("impls.py", "study.py", "report.py"):
+        shutil.copy(toy / name, package / name)
+    monkeypatch.setattr(kernels, "__path__", [*kernels.__path__, str(package.parent)])
     schemas = tmp_path / "schemas"
     schemas.mkdir()
     shutil.copy(rows.SCHEMAS / "row.schema.yaml", schemas / "row.schema.yaml")
-    shutil.copy(ROOT / "tests" / "toy_study" / "toy.schema.yaml", schemas / "toy.schema.yaml")
+    shutil.copy(toy / "toy.schema.yaml", schemas / "toy.schema.yaml")
     real = rows.row_schema
     monkeypatch.setattr(rows, "row_schema", lambda study: f"{schemas / 'toy.schema.yaml'}#{rows.ROW_POINTER}"
                         if study == "toy" else real(study))
+    yield
+    for name in [m for m in sys.modules if m == "kernels.toy" or m.startswith("kernels.toy.")]:
+        del sys.modules[name]
 
 
 def config_section(study, name):
@@ -67,9 +80,7 @@ def test_case_id_ignores_what_the_measurement_wrote():
 def test_a_measured_row_is_the_case_of_its_config():
     """Every field the harness and a study's prepare add to a row is a measured one: a row keeps
     the case id of the config case it was measured from (the toy study, on this host's device)."""
-    spec = importlib.util.spec_from_file_location("toy_study", ROOT / "tests" / "toy_study" / "study.py")
-    toy = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(toy)
+    toy = importlib.import_module("kernels.toy.study")
     timing = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["timing"] | {"warmup_ms": 1, "rep_ms": 2}
     case = toy.cases({"numel": [256]}, "scale")[0]
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -175,14 +186,14 @@ def test_host_bound_rows_are_flagged_and_split_by_size():
     assert (m["ReproRowsWithinHostFree"], m["ReproRowsComparedHostFree"]) == ("1", "2")
     assert (m["ReproRowsWithinLatency"], m["ReproPercentWithinLatency"]) == ("2", "50.0")  # latency = device here
     assert (m["ReproRowsOutside"], m["ReproRowsOutsideBelowTenUs"], m["ReproRowsOutsideFromOneMs"]) == ("2", "1", "1")
-    assert m["ReproOutsideFromOneMsList"] == "scale at 20.000 ms: 1.50 (host-bound)"  # 30 ms in the second run
+    assert m["ReproOutsideFromOneMsList"] == "scale (torch.mul) at 20.000 ms: 1.50 (host-bound)"  # 30 ms in the second run
     assert (m["ReproRowsNeeded"], m["ReproRowsNotTimed"], m["ReproPercentWithin"]) == ("4", "0", "50.0")
     m = reproduce.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, "x",
                          env=[{"git_commit": "85bec7eca74", "gpu_uuid": "GPU-640a6f14-1889"}])
     assert (m["ReproCommit"], m["ReproGpu"]) == ("85bec7e", "GPU-640a6f14")
     assert reproduce.outside_table(table)["verdict"].tolist() == ["slower, host-bound", "slower"]
     impls = reproduce.impl_table(table)
-    assert impls.to_dict("list") == {"study": ["toy"], "implementation": ["scale"], "rows": [4], "slower": [2], "faster": [0],
+    assert impls.to_dict("list") == {"study": ["toy"], "implementation": ["scale (torch.mul)"], "rows": [4], "slower": [2], "faster": [0],
                                      "host-bound": [1], "median ratio": ["1.135"]}
 
 

@@ -1,8 +1,9 @@
 """The Snakemake DAG: config validation, modes, and adding an experiment.
 
 These tests copy the workflow into a temporary folder with only the toy study
-of tests/toy_study/ (the way a researcher adds an experiment: a study module,
-a report module, a config file and its schema with its rows') and run Snakemake there.
+of tests/toy_study/ (the way a researcher adds an experiment: a package with its
+registry, study and report modules, a config file and its schema with its rows')
+and run Snakemake there.
 """
 
 import json
@@ -16,9 +17,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 TOY = ROOT / "tests" / "toy_study"
+#: The studies of the workflow, left out of the toy copy.
+STUDIES = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["studies"]
 
 
 def snakemake(cwd, *args, check=True):
@@ -44,11 +48,11 @@ def toy_workflow(tmp_path):
         else:
             shutil.copy(src, wf / name)
     shutil.copytree(ROOT / "kernels", wf / "kernels",
-                    ignore=shutil.ignore_patterns("__pycache__", "swiglu", "flex", "gdn"))
+                    ignore=shutil.ignore_patterns("__pycache__", *STUDIES))
     (wf / "kernels" / "toy").mkdir()
     (wf / "kernels" / "toy" / "__init__.py").touch()
-    shutil.copy(TOY / "study.py", wf / "kernels" / "toy" / "study.py")
-    shutil.copy(TOY / "report.py", wf / "kernels" / "toy" / "report.py")
+    for name in ("impls.py", "study.py", "report.py"):
+        shutil.copy(TOY / name, wf / "kernels" / "toy" / name)
     (wf / "config" / "studies").mkdir(parents=True)
     for name in ("smoke.yaml", "quick.yaml"):
         shutil.copy(ROOT / "config" / name, wf / "config" / name)
@@ -220,6 +224,7 @@ def _add_toy_study(wf, name):
     shutil.copytree(wf / "kernels" / "toy", pkg, ignore=shutil.ignore_patterns("__pycache__"))
     for path in (pkg / "study.py", pkg / "report.py"):
         path.write_text(path.read_text().replace('"toy"', f'"{name}"').replace("toy_", f"{name}_")
+                        .replace("kernels.toy.", f"kernels.{name}.")
                         .replace('"ToyRows"', f'"{name.capitalize()}Rows"'))
     for src, dst in ((wf / "config" / "studies" / "toy.yaml", wf / "config" / "studies" / f"{name}.yaml"),
                      (wf / "workflow" / "schemas" / "toy.schema.yaml", wf / "workflow" / "schemas" / f"{name}.schema.yaml")):
