@@ -111,3 +111,18 @@ def test_macros(tidy):
                                                         dtype=["bfloat16", "float32"])
     assert {k: report.macros(seed)[k] for k in ("SwigluSeedOutDtype", "SwigluSeedWrongDtypes")} == {
         "SwigluSeedOutDtype": "float16", "SwigluSeedWrongDtypes": "float32"}
+
+
+def test_macros_are_named_after_the_configs_models(tidy, monkeypatch):
+    """The model-shape macros take their names from config key models (a model's size in words),
+    and a shape the text quotes without a model there is an error naming that key."""
+    assert [report.model_macro_name(n) for n in ("Llama-3-8B", "Llama-3-70B", "Qwen2-7B")] == [
+        "EightB", "SeventyB", "SevenB"]
+    monkeypatch.setitem(report.MODELS, 14336, "Mistral-7B")
+    monkeypatch.setitem(report.GEMM_MODELS, (8192, 28672), "Qwen2-72B")
+    m = report.macros(report.derive(tidy))
+    assert m["SwigluTritonFwdbwdSpeedupSevenB"] == f"{286 / 168:.2f}" and "SwigluTritonFwdbwdSpeedupEightB" not in m
+    assert m["SwigluGemmFusedSpeedupSeventyTwoB"] == f"{11.6 / 11.0:.2f}"
+    monkeypatch.delitem(report.GEMM_MODELS, (8192, 28672))
+    with pytest.raises(ValueError, match=r"swiglu\.sweep\.models: .* \(8192, 28672\)"):
+        report.macros(report.derive(tidy))

@@ -18,6 +18,7 @@ lower figure than its real traffic.
 
 from __future__ import annotations
 
+import re
 
 import numpy as np
 import pandas as pd
@@ -25,12 +26,14 @@ import pandas as pd
 from kernels import report_kit as kit
 from kernels import style
 from kernels.swiglu.impls import IMPLS
+from kernels.swiglu.study import PROFILE_CASE
 
 #: Datasheet HBM bandwidth in GB/s (NVIDIA H200 SXM: 4.8 TB/s HBM3e).
 PEAK_GBPS = {"h200": 4800.0}
-#: FFN hidden sizes of the sweep and a model that uses each.
-MODELS = {11008: "Llama-2-7B", 14336: "Llama-3-8B", 18944: "Qwen2-7B", 28672: "Llama-3-70B"}
-GEMM_MODELS = {(4096, 14336): "Llama-3-8B", (8192, 28672): "Llama-3-70B"}
+#: The models of the sweep's config (``models``): FFN hidden size -> model name, and (model
+#: width, hidden size), a GEMM's shape, -> model name.
+MODELS = {m["hidden"]: m["name"] for m in kit.study_config("swiglu").get("models", [])}
+GEMM_MODELS = {(m["gemm_in"], m["hidden"]): m["name"] for m in kit.study_config("swiglu").get("models", [])}
 #: Order of the tiers in legends and tables.
 ORDER = tuple(IMPLS)
 LARGE = 2**26  # "large" elementwise sizes for the bandwidth verdict
@@ -351,6 +354,27 @@ CLAIMS = {"SwigluClaimLatencyVerdict": "SwiGLU fusion cuts activation latency 2.
           "SwigluClaimBandwidthVerdict": "SwiGLU kernel reaches 85–92 % of peak HBM bandwidth"}
 
 
+def model_macro_name(model: str) -> str:
+    """A model's name in a macro name: its size in words, ``Llama-3-8B`` -> ``EightB``,
+    ``Llama-3-70B`` -> ``SeventyB`` (:func:`kernels.report_kit.words`)."""
+    return kit.words(int(re.search(r"([0-9]+)B$", model).group(1))) + "B"
+
+
+def _model(models: dict, key, what: str) -> str:
+    """The model name of ``key`` in ``models`` (:data:`MODELS` or :data:`GEMM_MODELS`).
+    ValueError naming the config key when the sweep's ``models`` has none."""
+    if key not in models:
+        raise ValueError(f"config swiglu.sweep.models: no model with {what} {key}")
+    return models[key]
+
+
+def _gemm_shapes() -> list[tuple[int, int]]:
+    """The (gemm_in, hidden) of the sweep's GEMM groups (config series ``gemm``), in order."""
+    shapes = [(s["gemm_in"], s["hidden"]) for g in kit.study_config("swiglu")["groups"] if g["series"] == "gemm"
+              for s in g.get("shapes", [])]
+    return list(dict.fromkeys(shapes))
+
+
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text (plain strings; 'n/a' when not measured)."""
     d = _ok(df)
@@ -377,24 +401,26 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     # Source claims: 2.5-3.5x latency over eager and 85-92 % of peak bandwidth.
     out["SwigluClaimLatencyVerdict"] = kit.claim_verdict(col(large, "seed", "speedup_eager"), 2.5, 3.5)
     out["SwigluClaimBandwidthVerdict"] = kit.claim_verdict(col(large, "seed", "pct_peak"), 85.0, 92.0)
-    model = bf[bf["tokens"].eq(8192) & bf["hidden"].eq(14336)]
+    tokens, hidden = PROFILE_CASE[:2]  # the profiled prefill shape, which the text quotes
+    tag = model_macro_name(_model(MODELS, hidden, "the profiled case's hidden size"))
+    model = bf[bf["tokens"].eq(tokens) & bf["hidden"].eq(hidden)]
     for impl, name in (("eager", "Eager"), ("compile", "Compile"), ("compile_no_cudagraphs", "CompileNoGraphs"),
                        ("triton", "Triton"), ("liger", "Liger"), ("seed", "Seed")):
-        out[f"Swiglu{name}FwdUsEightB"] = kit.fmt(kit.median(model, "us", impl=impl, **{"pass": "fwd"}), 1)
+        out[f"Swiglu{name}FwdUs{tag}"] = kit.fmt(kit.median(model, "us", impl=impl, **{"pass": "fwd"}), 1)
         if impl != "seed":  # the source kernel has no backward
-            out[f"Swiglu{name}FwdbwdUsEightB"] = kit.fmt(kit.median(model, "us", impl=impl, **{"pass": "fwdbwd"}), 1)
+            out[f"Swiglu{name}FwdbwdUs{tag}"] = kit.fmt(kit.median(model, "us", impl=impl, **{"pass": "fwdbwd"}), 1)
     step = bf[bf["pass"].eq("fwdbwd") & bf["impl"].eq("triton")]
     out["SwigluTritonFwdbwdSpeedupAllRange"] = kit.span(step["speedup_eager"])
-    out["SwigluTritonFwdbwdSpeedupEightB"] = kit.fmt(kit.median(model, "speedup_eager", impl="triton",
+    out[f"SwigluTritonFwdbwdSpeedup{tag}"] = kit.fmt(kit.median(model, "speedup_eager", impl="triton",
                                                        **{"pass": "fwdbwd"}), 2)
-    out["SwigluTritonFwdbwdLatencySpeedupEightB"] = kit.fmt(
+    out[f"SwigluTritonFwdbwdLatencySpeedup{tag}"] = kit.fmt(
         kit.median(model, "latency_us", impl="eager", **{"pass": "fwdbwd"})
         / kit.median(model, "latency_us", impl="triton", **{"pass": "fwdbwd"}), 2)
     for impl, name in (("eager", "Eager"), ("triton", "Triton"), ("liger", "Liger")):
         for p, pname in (("fwd", "Fwd"), ("fwdbwd", "Fwdbwd")):
             host = kit.median(model, "host_overhead_ms", impl=impl, **{"pass": p})
-            out[f"Swiglu{name}{pname}HostUsEightB"] = kit.fmt(host * 1e3, 1)
-    out["SwigluCompileSecondsEightB"] = kit.fmt(kit.median(model, "compile_s", impl="compile", **{"pass": "fwd"}), 1)
+            out[f"Swiglu{name}{pname}HostUs{tag}"] = kit.fmt(host * 1e3, 1)
+    out[f"SwigluCompileSeconds{tag}"] = kit.fmt(kit.median(model, "compile_s", impl="compile", **{"pass": "fwd"}), 1)
     dec = d[d["dtype"].eq("bfloat16") & d["pass"].eq("fwd") & d["tokens"].eq(16) & d["hidden"].eq(14336)
             & d["gemm_in"].astype(float).eq(0)]
     out["SwigluDecodeGraphUs"] = kit.fmt(kit.median(dec, "us", impl="decode", launch="graph"), 2)
@@ -411,7 +437,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         # latencies to 0.1 us: they differ by more between runs (host-bound)
         out[f"SwigluDecode{name}LatencyUs"] = kit.fmt(kit.median(dec, "latency_us", impl=impl, launch=launch), 1)
     gemm = d[d["gemm_in"].astype(float) > 0]
-    for (k, n), name in (((4096, 14336), "EightB"), ((8192, 28672), "SeventyB")):
+    for k, n in _gemm_shapes():
+        name = model_macro_name(_model(GEMM_MODELS, (k, n), "a GEMM group's (gemm_in, hidden)"))
         g = gemm[gemm["gemm_in"].eq(k) & gemm["hidden"].eq(n)]
         fused, unfused = kit.median(g, "device_ms", impl="gemm_fused"), kit.median(g, "device_ms", impl="matmul")
         out[f"SwigluGemmFusedSpeedup{name}"] = kit.fmt(unfused / fused, 2)
