@@ -193,7 +193,7 @@ def test_host_bound_rows_are_flagged_and_split_by_size():
     assert (m["ReproCommit"], m["ReproGpu"]) == ("85bec7e", "GPU-640a6f14")
     assert reproduce.outside_table(table)["verdict"].tolist() == ["slower, host-bound", "slower"]
     impls = reproduce.impl_table(table)
-    assert impls.to_dict("list") == {"study": ["toy"], "implementation": ["scale (torch.mul)"], "rows": [4], "slower": [2], "faster": [0],
+    assert impls.to_dict("list") == {"study": ["Toy"], "implementation": ["scale (torch.mul)"], "rows": [4], "slower": [2], "faster": [0],
                                      "host-bound": [1], "median ratio": ["1.135"]}
 
 
