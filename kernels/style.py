@@ -70,6 +70,8 @@ def registry(study: str) -> dict[str, Impl]:
 def study_label(study: str) -> str:
     """The display name of ``study`` (``STUDY_LABEL`` of its registry module; else ``study``)."""
     return getattr(_registry_module(study), "STUDY_LABEL", study)
+
+
 #: Display names of passes.
 PASS_LABELS = {"fwd": "forward", "bwd": "backward", "fwdbwd": "forward + backward"}
 #: The one marker of a value that was not measured (tables and macros alike).
