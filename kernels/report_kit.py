@@ -3,10 +3,11 @@
 The reports (``kernels/<study>/report.py``) take a tidy table (:mod:`kernels.collect`)
 and return figures, DataFrames and macro texts; :mod:`kernels.render` writes them. This
 module holds what they share, so that each is written once: the number format of a macro
-(:func:`fmt`) and of a range (:func:`span`), a row's value by selection (:func:`first`, :func:`median`), a baseline's
-value at each row's case (:func:`baseline`), the rows of a config role (:func:`with_role`), a
-tidy table with the columns a report reads, rows or none (:func:`tidy_frame`),
-a shape's and a name's part of a macro name (:func:`shape_name`, :func:`camel`), plain text in LaTeX (:func:`escape_latex`), the
+(:func:`fmt`) and of a range (:func:`span`), a row's value by selection (:func:`first`,
+:func:`median`), a baseline's value at each row's case (:func:`baseline`), the rows of a config
+role (:func:`with_role`), a tidy table with the columns a report reads, rows or none
+(:func:`tidy_frame`), a shape's and a name's part of a macro name (:func:`shape_name`,
+:func:`camel`), plain text in LaTeX (:func:`escape_latex`), the
 implementations in a study's order (:func:`ordered`), grouped bars (:func:`grouped_bars`),
 the "not measured" marker of an empty panel (:data:`NOT_MEASURED`, :func:`mark_empty`), the
 per-kernel table (:func:`kernel_table`) and the verdict on a claimed range

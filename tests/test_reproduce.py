@@ -32,8 +32,8 @@ def toy_study(monkeypatch, tmp_path):
     package = tmp_path / "packages" / "toy"
     package.mkdir(parents=True)
     (package / "__init__.py").touch()
-    for name in ("impls.py", "study.py", "report.py"):
-        shutil.copy(toy / name, package / name)
+    for module in toy.glob("*.py"):
+        shutil.copy(module, package / module.name)
     monkeypatch.setattr(kernels, "__path__", [*kernels.__path__, str(package.parent)])
     schemas = tmp_path / "schemas"
     schemas.mkdir()

@@ -51,8 +51,8 @@ def toy_workflow(tmp_path):
                     ignore=shutil.ignore_patterns("__pycache__", *STUDIES))
     (wf / "kernels" / "toy").mkdir()
     (wf / "kernels" / "toy" / "__init__.py").touch()
-    for name in ("impls.py", "study.py", "report.py"):
-        shutil.copy(TOY / name, wf / "kernels" / "toy" / name)
+    for module in TOY.glob("*.py"):
+        shutil.copy(module, wf / "kernels" / "toy" / module.name)
     (wf / "config" / "studies").mkdir(parents=True)
     for name in ("smoke.yaml", "quick.yaml"):
         shutil.copy(ROOT / "config" / name, wf / "config" / name)

@@ -30,10 +30,12 @@ from kernels.swiglu.study import PROFILE_CASE
 
 #: Datasheet HBM bandwidth in GB/s (NVIDIA H200 SXM: 4.8 TB/s HBM3e).
 PEAK_GBPS = {"h200": 4800.0}
+#: The sweep's config section, whose models and GEMM groups the text names.
+SWEEP = kit.study_config("swiglu")
 #: The models of the sweep's config (``models``): FFN hidden size -> model name, and (model
 #: width, hidden size), a GEMM's shape, -> model name.
-MODELS = {m["hidden"]: m["name"] for m in kit.study_config("swiglu").get("models", [])}
-GEMM_MODELS = {(m["gemm_in"], m["hidden"]): m["name"] for m in kit.study_config("swiglu").get("models", [])}
+MODELS = {m["hidden"]: m["name"] for m in SWEEP.get("models", [])}
+GEMM_MODELS = {(m["gemm_in"], m["hidden"]): m["name"] for m in SWEEP.get("models", [])}
 #: Order of the tiers in legends and tables.
 ORDER = tuple(IMPLS)
 LARGE = 2**26  # "large" elementwise sizes for the bandwidth verdict
@@ -370,7 +372,7 @@ def _model(models: dict, key, what: str) -> str:
 
 def _gemm_shapes() -> list[tuple[int, int]]:
     """The (gemm_in, hidden) of the sweep's GEMM groups (config series ``gemm``), in order."""
-    shapes = [(s["gemm_in"], s["hidden"]) for g in kit.study_config("swiglu")["groups"] if g["series"] == "gemm"
+    shapes = [(s["gemm_in"], s["hidden"]) for g in SWEEP["groups"] if g["series"] == "gemm"
               for s in g.get("shapes", [])]
     return list(dict.fromkeys(shapes))
 
