@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernels import checks, collect, render, rows
-from kernels.harness import _row
+from kernels.core import checks
+from kernels.paper import collect, render, rows
+from kernels.core.harness import _row
 
 ROOT = Path(__file__).resolve().parent.parent
 GDN_CHUNK = "data/raw/h200/gdn/chunk.jsonl"
@@ -324,7 +325,7 @@ def test_each_committed_second_run_is_of_the_committed_rows_commit():
 
 def test_committed_rows_carry_the_roles_the_config_gives_them():
     """Each committed row carries the roles of its case in the sweep section (those that
-    :func:`kernels.collect.with_roles` gives a row measured without them), and the kernel
+    :func:`kernels.paper.collect.with_roles` gives a row measured without them), and the kernel
     breakdowns sit on the rows of role profile."""
     for study in ("swiglu", "flex", "gdn"):
         section = yaml.safe_load((ROOT / "config" / "studies" / f"{study}.yaml").read_text())[study]["sweep"]
@@ -522,7 +523,7 @@ def test_a_failed_paper_build_leaves_the_pdf_as_it_was(paper, tmp_path):
 
 
 def test_an_uncaught_exception_goes_to_the_log(tmp_path):
-    script = ("from kernels.logs import setup_logging\n"
+    script = ("from kernels.core.logs import setup_logging\n"
               f"setup_logging({str(tmp_path / 'rule.log')!r})\n"
               "raise ValueError('data/raw/x.jsonl:3: bad row')\n")
     proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from kernels import correctness
+from kernels.core import correctness
 from kernels.flex import masks, ops, reference, score_mods
 
 H, HKV, D, N = 2, 1, 16, 200  # N = 200: not a multiple of the 128 tile

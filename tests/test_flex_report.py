@@ -104,7 +104,7 @@ def test_row_cost_fit_recovers_a_fixed_row_cost():
 @pytest.mark.parametrize("name", sorted(report.FIGURES))
 @pytest.mark.parametrize("subset", ["all", "cpu_smoke", "empty", "no_columns"])
 def test_figures_draw_partial_data(derived, name, subset):
-    """Also from the tidy table of a study without rows, read back without columns (kernels.render.read_tidy)."""
+    """Also from the tidy table of a study without rows, read back without columns (kernels.paper.render.read_tidy)."""
     df = {"all": derived, "cpu_smoke": derived[derived["impl"].isin(["naive"])].assign(gpu="cpu", seqlen=200),
           "empty": derived.iloc[0:0], "no_columns": pd.DataFrame()}[subset]
     fig = report.FIGURES[name](df)

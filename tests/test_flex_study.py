@@ -8,7 +8,7 @@ import torch
 import yaml
 from conftest import configured_timing
 
-from kernels import checks, harness
+from kernels.core import checks, harness
 from kernels.flex import density, ops, study
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -160,7 +160,7 @@ def math_causal(q, k, v):
 def test_a_new_dense_baseline_is_its_module_a_registry_entry_and_the_config(monkeypatch):
     """docs/extending.md: an entry with an ``op(q, k, v) -> o`` is a dense causal baseline, run once
     per shape with the causal mask and checked against float64 like every other, with no study edit."""
-    from kernels.style import Impl
+    from kernels.core.registry import Impl
 
     monkeypatch.setitem(study.REGISTRY, "mine", Impl("mine", "#000000", op="test_flex_study:math_causal"))
     dense = study.cases({**SWEEP, "impls": [*SWEEP["impls"], "mine"]}, "mine")
@@ -179,7 +179,7 @@ def test_a_new_flex_variant_is_its_ops_entry_a_registry_entry_and_the_config(mon
     registry entry tagged ``block_mask``: it runs every mask of its groups, with its block mask,
     checked against float64, with no study edit."""
     from kernels.flex import ops
-    from kernels.style import Impl
+    from kernels.core.registry import Impl
 
     monkeypatch.setitem(study.REGISTRY, "mine", Impl("mine", "#000000", tags=frozenset({"block_mask"})))
     monkeypatch.setitem(ops.MODES, "mine", None)

@@ -16,7 +16,7 @@ if not torch.cuda.is_available():
 from test_gdn_kernels import DEV, inputs  # noqa: E402
 
 from kernels.gdn.chunk import chunk_gated_delta_rule  # noqa: E402
-from kernels.correctness import relative_rmse  # noqa: E402
+from kernels.core.correctness import relative_rmse  # noqa: E402
 from kernels.gdn.naive import naive_chunk_gated_delta_rule, naive_recurrent_gated_delta_rule, reference_grads  # noqa: E402
 from kernels.gdn.study import GRAD_FLOOR, TOLERANCE  # noqa: E402
 

@@ -18,7 +18,7 @@ from kernels.gdn.chunk import chunk_gated_delta_rule, chunk_gated_delta_rule_fwd
 from kernels.gdn.naive import naive_chunk_gated_delta_rule, naive_recurrent_gated_delta_rule  # noqa: E402
 from kernels.gdn.recurrent import fused_recurrent_gated_delta_rule  # noqa: E402
 from kernels.gdn.validate import cached_per_tensor  # noqa: E402
-from kernels.correctness import relative_rmse  # noqa: E402
+from kernels.core.correctness import relative_rmse  # noqa: E402
 
 TOL = 0.005
 KERNELS = {"chunk": chunk_gated_delta_rule, "recurrent": fused_recurrent_gated_delta_rule}
@@ -253,7 +253,7 @@ def test_l2norm_in_kernel():
 
 
 def test_value_block_fills_sms_and_respects_floor(monkeypatch):
-    from kernels import launch
+    from kernels.core import launch
 
     monkeypatch.setattr(launch, "interpreting", lambda: False)
     cpu = torch.device("cpu")  # 132 SMs assumed, as on an H200

@@ -149,7 +149,7 @@ def test_macro_names_follow_the_config_shapes():
 def test_kernel_table_shares_and_other():
     import json
 
-    from kernels import render
+    from kernels.paper import render
 
     df = tidy()
     main = (df.batch == 4) & (df.seqlen == 8192)

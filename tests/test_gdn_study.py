@@ -112,7 +112,7 @@ def test_prepare_checks_and_times_each_pass_of_the_chunked_kernels(pas, device, 
     """``prepare`` of ``chunk`` (Triton; the interpreter on the CPU): the checked errors are
     in the row's fields, and the timed call runs the pass (bwd and fwdbwd return the five
     gradients); an error above its tolerance is a Mismatch naming the output."""
-    from kernels import correctness
+    from kernels.core import correctness
     from kernels.gdn import study
 
     case = {"pass": pas, "dtype": "float32", "head_dim": 16, "batch": 1, "seqlen": 40, "heads": 1, "num_seqs": 1,
@@ -137,7 +137,7 @@ def test_a_new_implementation_is_its_module_a_registry_entry_and_the_config(monk
     (FLA's arguments), so a new one with that signature edits no study code; an implementation
     the registry gives no op is refused by name."""
     from kernels.gdn import study
-    from kernels.style import Impl
+    from kernels.core.registry import Impl
 
     monkeypatch.setitem(study.REGISTRY, "mine", Impl("mine", "#000000", ("fwd",),
                                                      op="kernels.gdn.chunk:chunk_gated_delta_rule"))
@@ -158,7 +158,7 @@ def test_every_registered_op_resolves_or_is_an_anchor_refused_without_cuda():
 
     import torch
 
-    from kernels import harness
+    from kernels.core import harness
     from kernels.gdn import study
 
     for name, impl in study.REGISTRY.items():

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from kernels import gpulease
+from kernels.core import gpulease
 
 
 def _hold(lock_dir, n, hold_s, queue, shared=False):
@@ -95,7 +95,7 @@ def test_shared_leases_hold_a_gpu_together_and_an_exclusive_one_waits(tmp_path, 
 
 def test_the_wait_for_a_lease_is_written_down(tmp_path, monkeypatch):
     """A job that Snakemake starts while another holds the GPU writes how long it waited and how
-    long it then held the GPU (what kernels.render.benchmark_macros counts); a scheduler's GPU: no
+    long it then held the GPU (what kernels.paper.render.benchmark_macros counts); a scheduler's GPU: no
     wait."""
     import json
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 from conftest import configured_timing
 
-from kernels import ahead, children, correctness, files, harness, jobs, profiling
-from kernels import env as env_mod
-from kernels import timing as timing_mod
+from kernels.core import ahead, children, correctness, files, harness, jobs, profiling
+from kernels.core import env as env_mod
+from kernels.core import timing as timing_mod
 
 
 class FakeStudy:
@@ -186,7 +186,7 @@ def test_compile_ahead_prepares_each_case_in_its_own_process(tmp_path):
     crashing case is an answer, not the end of the pass (also when it printed a line that looks like
     one before it died); the answers come back per job in
     case order, with the cold one-off seconds that the child's prepare reported."""
-    source = ("import os\nimport time\nfrom kernels.harness import Prepared, Unsupported\n"
+    source = ("import os\nimport time\nfrom kernels.core.harness import Prepared, Unsupported\n"
               "STUDY = 'ahead'\nSHAPE_FIELDS = ('n',)\n"
               "def prepare(impl, case, device):\n"
               f"    open(os.path.join({str(tmp_path)!r}, f\"{{impl}}{{case['n']}}-{{time.time_ns()}}-{{os.getpid()}}\"),"
@@ -218,7 +218,7 @@ def test_compile_ahead_leaves_a_training_step_to_its_forward_and_backward(tmp_pa
                       (("fwd", "main"), ("bwd", "backward"), ("fwdbwd", "backward")))
     alone = {"pass": "fwdbwd", "dtype": "float32", "n": 7}
     assert ahead.covered([fwd, alone, bwd, step, {**bwd, "n": 7}]) == {3: (0, 2)}
-    source = ("import os\nfrom kernels.harness import Prepared, Unsupported\nSTUDY = 'ahead'\nSHAPE_FIELDS = ('n',)\n"
+    source = ("import os\nfrom kernels.core.harness import Prepared, Unsupported\nSTUDY = 'ahead'\nSHAPE_FIELDS = ('n',)\n"
               "def prepare(impl, case, device):\n"
               f"    open(os.path.join({str(tmp_path)!r}, case['pass'] + str(case['n'])), 'w').close()\n"
               "    if case['pass'] == 'bwd':\n        raise Unsupported('no backward')\n"

@@ -1,6 +1,6 @@
 """Every module of ``kernels`` imports, none is part of an import cycle, the package's
-docstring names each of its shared modules (no study package), and the modules whose
-docstrings say they import no torch do not."""
+layers' docstrings name each of their modules, the measurement core imports neither a study nor the
+paper layer, and the modules whose docstrings say they import no torch do not."""
 
 import ast
 import importlib
@@ -81,15 +81,27 @@ def test_every_module_imports(module):
     importlib.import_module(module)
 
 
-def test_the_package_docstring_names_each_shared_module_and_no_other():
-    """The package docstring names every shared module of kernels and nothing else (no study
-    package: a new study needs no edit here)."""
+@pytest.mark.parametrize("layer", ["core", "paper"])
+def test_each_layer_docstring_names_each_of_its_modules_and_no_other(layer):
+    """The docstring of kernels.core and of kernels.paper names every module of that layer and
+    nothing else, and kernels' own docstring names the layers, no study package (a new study needs
+    no edit there)."""
     import kernels
 
-    named = set(re.findall(r"``(\w+)``", kernels.__doc__))
-    shared = {p.stem for p in (ROOT / "kernels").glob("*.py")} - {"__init__"}
-    assert named == shared, (f"named but absent: {sorted(named - shared)}; "
-                             f"absent from the docstring: {sorted(shared - named)}")
+    package = importlib.import_module(f"kernels.{layer}")
+    named = set(re.findall(r"``(\w+)``", package.__doc__))
+    modules = {p.stem for p in (ROOT / "kernels" / layer).glob("*.py")} - {"__init__"}
+    assert named == modules, (f"named but absent: {sorted(named - modules)}; "
+                              f"absent from the docstring: {sorted(modules - named)}")
+    assert set(re.findall(r"``(\w+)``", kernels.__doc__)) == {"core", "paper"}
+
+
+def test_the_core_never_imports_the_paper_layer_or_a_study():
+    """The measurement core is below the studies and the paper layer: none of its modules imports
+    either (so a study's fingerprint, kernels.core.fingerprint, holds no rendering code)."""
+    for module in (m for m in MODULES if m.startswith("kernels.core.")):
+        above = sorted(m for m in _imports(module) if not m.startswith("kernels.core"))
+        assert not above, f"{module} imports {above}"
 
 
 @pytest.mark.parametrize("module", ["kernels", "kernels.flex", "kernels.flex.density", "kernels.gdn",

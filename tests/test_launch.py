@@ -1,4 +1,4 @@
-"""The launch helpers: the autotune pick cache (:class:`kernels.launch.TunedPicks`) and the direct launch (:class:`kernels.launch.DirectLaunch`)."""
+"""The launch helpers: the autotune pick cache (:class:`kernels.core.launch.TunedPicks`) and the direct launch (:class:`kernels.core.launch.DirectLaunch`)."""
 
 import pytest
 import torch
@@ -6,7 +6,7 @@ import triton
 import triton.language as tl
 from hypothesis import given, strategies as st
 
-from kernels.launch import DirectLaunch, TunedPicks, _specialization
+from kernels.core.launch import DirectLaunch, TunedPicks, _specialization
 
 
 def test_tuned_picks_name_only_the_launches_since_clear():

@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from kernels import correctness, harness
+from kernels.core import correctness, harness
 from kernels.longctx import attention, report, scaling, study
 
 ROOT = Path(__file__).resolve().parent.parent

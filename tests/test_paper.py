@@ -71,7 +71,7 @@ needs_tex = pytest.mark.skipif(not shutil.which("latexmk") or not shutil.which("
 @pytest.mark.slow
 @needs_tex
 def test_the_built_paper_has_no_undefined_reference_or_wide_box(built):
-    from kernels.render import paper_problems
+    from kernels.paper.render import paper_problems
 
     numbers = (built / "paper" / "generated" / "numbers.tex").read_text()
     assert "\\GdnChunkMsBFourTEightK}{n/a}" not in numbers and "\\SwigluCopyTBps}{n/a}" not in numbers

@@ -1,4 +1,4 @@
-"""The timed call of each pass (:func:`kernels.passes.timed_pass`)."""
+"""The timed call of each pass (:func:`kernels.core.passes.timed_pass`)."""
 
 import gc
 import weakref
@@ -6,7 +6,7 @@ import weakref
 import pytest
 import torch
 
-from kernels.passes import timed_pass
+from kernels.core.passes import timed_pass
 
 
 def _setup():

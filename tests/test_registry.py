@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernels import checks, style
+from kernels.core import checks
+from kernels.paper import style
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDIES = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["studies"]
@@ -29,7 +30,7 @@ def _impl_lists(node, path=""):
 @pytest.mark.parametrize("study", STUDIES)
 def test_the_schemas_take_the_implementations_from_the_registry(study):
     """No schema writes an implementation's name: each list of them refers to the one definition
-    that :func:`kernels.checks.validator` fills from the registry."""
+    that :func:`kernels.core.checks.validator` fills from the registry."""
     names = list(importlib.import_module(f"kernels.{study}.impls").IMPLS)
     schemas = ROOT / "workflow" / "schemas"
     schema = yaml.safe_load((schemas / f"{study}.schema.yaml").read_text())

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from kernels import render, report_kit
+from kernels.paper import render, report_kit
 
 
 def test_table_headers_and_index_are_escaped():
@@ -70,7 +70,7 @@ def test_coverage_lists_configured_impls_without_rows():
 
 
 def test_environment_macros_short_commits_and_missing_columns():
-    from kernels.render import environment_macros
+    from kernels.paper.render import environment_macros
 
     a = pd.DataFrame({"env_git_commit": ["bc51902497262cd9237e95f8ca06c276a4b4af7c", "025919f"],
                       "env_gpu_name": ["NVIDIA H200"] * 2})
@@ -111,7 +111,7 @@ def test_run_minutes_count_the_compile_ahead_jobs_once_side_by_side(tmp_path):
 
 
 def test_tidy_rows_spread_the_compile_ahead_answer_into_columns():
-    from kernels.collect import tidy
+    from kernels.paper.collect import tidy
 
     row = {"study": "gdn", "impl": "chunk", "pass": "fwd", "dtype": "bfloat16", "status": "ok", "error": None,
            "times_ms": [2.0], "device_times_ms": [1.0], "median_ms": 2.0, "device_ms": 1.0, "bytes": 8,
@@ -154,7 +154,7 @@ def test_timing_drift_and_warmup_macros():
 
 
 def test_tidy_drift_compares_the_last_five_repetitions_with_the_first_five():
-    from kernels.collect import tidy
+    from kernels.paper.collect import tidy
 
     base = {"study": "toy", "impl": "a", "pass": "fwd", "dtype": "float32", "bytes": 1, "flops": 0,
             "error": None, "env": {"gpu_name": "x"}}

@@ -1,4 +1,4 @@
-"""The report toolkit (kernels/report_kit.py) and the rule that the reports build on it alone."""
+"""The report toolkit (kernels/paper/report_kit.py) and the rule that the reports build on it alone."""
 
 import ast
 import json
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kernels import report_kit as kit
+from kernels.paper import report_kit as kit
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDIES = ("swiglu", "flex", "gdn")
@@ -23,7 +23,7 @@ def test_reports_never_import_render_and_keep_no_helper_of_the_toolkit(study):
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert not {"render", "kernels.render"} & imported
+    assert not {"render", "kernels.paper.render"} & imported
     defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     assert not defined & {"_fmt", "_one", "_empty", "_empty_note", "_lookup", "_baseline"}
 

@@ -1,4 +1,4 @@
-"""The reproduction check (kernels/reproduce.py) and the case identity of a row (kernels/rows.py):
+"""The reproduction check (kernels/paper/reproduce.py) and the case identity of a row (kernels/paper/rows.py):
 verdicts, the claims re-derived, the committed data against itself and against a perturbed copy,
 and the quick sections of the config against the committed rows."""
 
@@ -16,7 +16,8 @@ import torch
 import yaml
 
 import kernels
-from kernels import harness, reproduce, rows
+from kernels.core import harness
+from kernels.paper import reproduce, rows
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "raw" / "h200"
@@ -168,7 +169,7 @@ def test_the_device_time_is_compared_and_the_latency_reported_beside_it():
 def test_host_bound_rows_are_flagged_and_split_by_size():
     """A row whose spin was short in more than 5 % of its repetitions (in either run) is host-bound;
     the size table splits the rows timed in both by the reference's device time."""
-    from kernels import timing
+    from kernels.core import timing
 
     assert timing.host_bound(11, 200) and not timing.host_bound(10, 200) and not timing.host_bound(None, 5)
     short = {"method": "cuda-events+spin", "spin_short": 3}

@@ -9,7 +9,7 @@ import torch
 import yaml
 from conftest import configured_timing
 
-from kernels import checks, correctness, files, harness, jobs
+from kernels.core import checks, correctness, files, harness, jobs
 from kernels.swiglu import study
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,7 +86,7 @@ def test_a_new_implementation_is_its_module_a_registry_entry_and_the_config(monk
     """docs/extending.md: prepare calls an elementwise implementation through its registry entry's
     ``op`` (``op(gate, up) -> out``, autograd's backward), so a new one edits no study code; its
     passes come from the entry; an entry without an op is refused by name."""
-    from kernels.style import Impl
+    from kernels.core.registry import Impl
 
     monkeypatch.setitem(study.REGISTRY, "mine", Impl("mine", "#000000", op="kernels.swiglu.reference:swiglu_eager"))
     group = {"series": "grid", "impls": ["mine"], "dtypes": ["bfloat16"], "passes": ["fwd", "fwdbwd"],

@@ -15,7 +15,8 @@ import torch
 import yaml
 from conftest import configured_timing
 
-from kernels import checks, collect, correctness, harness, jobs, render, report_kit
+from kernels.core import checks, correctness, harness, jobs
+from kernels.paper import collect, render, report_kit
 from kernels.tensorcore import report, study
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,7 +17,7 @@ Its kernels are JIT-compiled per mask_mod and score_mod (5-8 s each on the H200 
 and kept on disk (FlashAttention-4's ``FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED``, set
 here unless the caller chose; ``flash_attn/cute/cache_utils.py``), as Triton keeps its
 kernels, so that a compile-ahead child's compile is read back by the timed job
-(:func:`kernels.ahead.compile_ahead`).
+(:func:`kernels.core.ahead.compile_ahead`).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def compiled_flex(mode: str | None = None):
 
     Also turns off AOTAutograd's donated buffers for the process: the study times the
     backward of one forward graph again and again (``retain_graph=True``,
-    :mod:`kernels.passes`), which a backward compiled with donated buffers refuses. The
+    :mod:`kernels.core.passes`), which a backward compiled with donated buffers refuses. The
     backward is compiled at its first call, and only a first call without ``retain_graph``
     donates, so a process whose first flex backward was of that kind (the mask tests
     before the study's in one pytest run on the H200) failed every later timed backward.

@@ -1,4 +1,4 @@
-"""Figures, tables and quoted numbers of the FlexAttention study, built on kernels.report_kit.
+"""Figures, tables and quoted numbers of the FlexAttention study, built on kernels.paper.report_kit.
 
 Derived metrics (:func:`derive`), per row of the tidy table:
 
@@ -41,11 +41,11 @@ import numpy as np
 import pandas as pd
 from matplotlib import ticker
 
-from kernels import report_kit as kit
-from kernels import style
+from kernels.paper import report_kit as kit
+from kernels.paper import style
 from kernels.flex.impls import IMPLS
 from kernels.flex.density import BLOCK_SIZE
-from kernels.rows import ROLES
+from kernels.paper.rows import ROLES
 
 SHAPE = ["gpu", "dtype", "pass", "batch", "heads", "kv_heads", "seqlen", "head_dim"]
 MASK_KNOBS = ["mask", "window", "documents", "doc_dist", "prefix"]
@@ -75,7 +75,7 @@ REFERENCE_FIELDS = ["batch", "heads", "kv_heads", "seqlen", "head_dim", "dtype"]
 DERIVED = ["tflops_elements", "tflops_blocks", "speedup_vs_flash", "speedup_vs_cudnn", "speedup_vs_causal",
            "ideal_ratio", "pct_of_ideal", "tiles_per_row", "tile_fill", "tile_cost", "slowdown_vs_plain"]
 #: The tidy table's columns that the figures, tables and macros select on: every selection starts at
-#: :func:`_main_gpu`, which gives a table without rows these columns (:func:`kernels.report_kit.tidy_frame`).
+#: :func:`_main_gpu`, which gives a table without rows these columns (:func:`kernels.paper.report_kit.tidy_frame`).
 COLUMNS = [*SHAPE, *MASK_KNOBS, "impl", "status", "error", "score_mod", "device_ms", "flops", "flops_blocks",
            "density_blocks", "density_elements", ROLES, *DERIVED]
 

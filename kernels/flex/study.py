@@ -22,7 +22,7 @@ Implementations (``impl``):
 ``naive``           ``softmax(scale·QKᵀ (fp32) + mask) V`` in plain PyTorch with the
                     score_mod applied to the materialised scores: O(N²) memory.
 
-Passes (:mod:`kernels.passes`): ``fwd`` (inputs without grad), ``bwd``
+Passes (:mod:`kernels.core.passes`): ``fwd`` (inputs without grad), ``bwd``
 (``torch.autograd.grad`` of a retained forward graph with a fixed output
 gradient), ``fwdbwd`` (both).
 FlexAttention's backward is not implemented on the CPU and the FA2/cuDNN
@@ -52,7 +52,7 @@ import itertools
 import statistics
 import time
 
-from kernels import correctness, harness, passes
+from kernels.core import correctness, harness, passes
 from kernels.flex import density
 from kernels.flex.impls import IMPLS as REGISTRY
 

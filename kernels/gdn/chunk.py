@@ -83,7 +83,7 @@ from kernels.gdn.chunk_bwd import (chunk_dh_bwd, chunk_dqk_bwd, chunk_gate_bwd, 
 from kernels.gdn.chunk_fwd import chunk_output_fwd, chunk_prepare_fwd, chunk_state_fwd
 from kernels.gdn.constants import CHUNK_SIZE
 from kernels.gdn.validate import cached_per_tensor, check_inputs, checked_offsets, l2norm
-from kernels.launch import interpreting
+from kernels.core.launch import interpreting
 
 
 def product_dtype(dtype: torch.dtype, head_dim: int, initial_state: bool = False):

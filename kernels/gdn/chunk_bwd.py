@@ -74,7 +74,7 @@ import triton
 import triton.language as tl
 
 from kernels.gdn._triton import _chunk_bounds, _load_rows, _load_t, _mm, _seq_bounds, _store_rows
-from kernels.launch import maybe_autotune, value_block
+from kernels.core.launch import maybe_autotune, value_block
 
 _WU_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (4, 8)]
 _DH_CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (2, 3)]

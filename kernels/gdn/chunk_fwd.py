@@ -20,7 +20,7 @@ order (:func:`kernels.gdn.chunk.chunk_gated_delta_rule_fwd`). Three kernels:
    transposed rather than transposed in registers (flash-linear-attention's
    form of the pass). It stores the state entering each chunk and V_new. The
    value axis is split across programs (BV = 64/32/16, about one program per
-   SM: :func:`kernels.launch.value_block`) so that small B*H still fills the GPU.
+   SM: :func:`kernels.core.launch.value_block`) so that small B*H still fills the GPU.
 3. ``_chunk_output_kernel``, one program per (chunk, value head), in parallel over
    the chunks: O from Q, K, gamma and the stored state and V_new.
 
@@ -39,7 +39,7 @@ import triton.language as tl
 
 from kernels.gdn._triton import (_chunk_bounds, _inv_unit_lower16, _kkt_block, _load_rows, _load_t, _mm,
                                  _seq_bounds, _solve_mm, _store_rows)
-from kernels.launch import maybe_autotune, value_block
+from kernels.core.launch import maybe_autotune, value_block
 
 _PREP_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (2, 4, 8)]
 

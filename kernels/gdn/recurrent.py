@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.launch import maybe_autotune, value_block
+from kernels.core.launch import maybe_autotune, value_block
 from kernels.gdn.validate import check_inputs, l2norm
 
 _CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (1, 2, 4)]

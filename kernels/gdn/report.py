@@ -9,9 +9,9 @@ median; only where naive was measured), ``speedup_vs_fla`` (fla_chunk / this),
 ``peak_mem_timed_bytes``, else the harness's ``peak_mem_bytes``).
 
 The main-shape figures and tables take the rows of role ``main`` (the config's
-``main_shapes``, forward and backward; :func:`kernels.report_kit.with_role`); the
+``main_shapes``, forward and backward; :func:`kernels.paper.report_kit.with_role`); the
 macros are named after the config's shapes (:func:`paper_shapes`). Built on
-:mod:`kernels.report_kit`.
+:mod:`kernels.paper.report_kit`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import json
 import numpy as np
 import pandas as pd
 
-from kernels import report_kit as kit
-from kernels import style
+from kernels.paper import report_kit as kit
+from kernels.paper import style
 from kernels.gdn.impls import IMPLS
-from kernels.rows import ROLES
+from kernels.paper.rows import ROLES
 
 SHAPE = ["gpu", "pass", "dtype", "batch", "seqlen", "heads", "value_heads", "head_dim", "num_seqs", "varlen"]
 #: The implementations in the order of legends and tables (their registry's).
@@ -34,7 +34,7 @@ GRAD_ERRORS = ["rel_err_dq", "rel_err_dk", "rel_err_dv", "rel_err_dg", "rel_err_
 #: The metrics :func:`derive` adds.
 DERIVED = ["speedup_vs_naive", "speedup_vs_fla", "ratio_to_flash_qla", "peak_mem_gib"]
 #: The tidy table's columns that the report reads: a table without them (the tidy CSV of a study
-#: without rows, read back) gets them all NaN (:func:`kernels.report_kit.tidy_frame`).
+#: without rows, read back) gets them all NaN (:func:`kernels.paper.report_kit.tidy_frame`).
 COLUMNS = [*SHAPE, "impl", "status", "device_ms", "q10_ms", "q90_ms", "flops", "tflops", "peak_mem_timed_bytes",
            "peak_mem_bytes", "host_overhead_ms", "kernels", "rel_err", *GRAD_ERRORS, ROLES, *DERIVED]
 
@@ -316,7 +316,7 @@ def table_published(df: pd.DataFrame) -> pd.DataFrame:
 def published_verdicts(df: pd.DataFrame) -> dict[str, str]:
     """FlashQLA's claimed speedups over FLA (:data:`kernels.gdn.published.CLAIMED`) at its own
     configurations, per pass, from this run's rows and from its published times:
-    ``GdnPublishedFwdVerdict`` / ``GdnPublishedBwdVerdict`` (:func:`kernels.report_kit.claim_verdict`
+    ``GdnPublishedFwdVerdict`` / ``GdnPublishedBwdVerdict`` (:func:`kernels.paper.report_kit.claim_verdict`
     on the measured speedups of the configurations measured here), ``GdnPublished<Pass>Speedups``
     (those speedups, ``1.9--2.8``) and ``GdnPublished<Pass>SpeedupsTheirs`` (the published ones at
     the same configurations), ``GdnPublished<Pass>Configs`` (how many)."""
@@ -349,7 +349,7 @@ def _at(df, impl, b, t, h, col="device_ms", pas="fwd"):
 
 def flash_qla_verdicts(df: pd.DataFrame) -> dict[str, str]:
     """Verdicts on FlashQLA's claim (2--3x FLA's forward, 2x its backward, on Hopper) from the
-    rows that pair flash_qla with fla_chunk, per pass (:func:`kernels.report_kit.claim_verdict` on the
+    rows that pair flash_qla with fla_chunk, per pass (:func:`kernels.paper.report_kit.claim_verdict` on the
     speedups over ``[2, 3]`` forward, ``[2, inf)`` backward): ``GdnFlashQlaFwdVerdict``,
     ``GdnFlashQlaBwdVerdict``."""
     out = {}
@@ -369,7 +369,7 @@ CLAIMS = {"GdnFlashQlaFwdVerdict": "FlashQLA 2–3× FLA's forward on Hopper",
 
 def paper_shapes(sweep: dict) -> dict[str, dict[tuple, str]]:
     """The (batch, seqlen, heads) the text quotes numbers at, each with its name in the macros
-    (:func:`kernels.report_kit.shape_name` of batch and seqlen, ``BFourTEightK``), from the config
+    (:func:`kernels.paper.report_kit.shape_name` of batch and seqlen, ``BFourTEightK``), from the config
     section ``sweep``: ``main`` its main shapes, ``backward`` those of its backward, ``step`` those
     and the backward's seqlen sweep, ``profile`` the main shapes marked ``profile``; shapes with
     ``value_heads`` are left out (the published configurations)."""

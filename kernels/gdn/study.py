@@ -36,13 +36,13 @@ dht) with seeded N(0, 1) do and dht. Before timing, every gradient (dq, dk,
 dv, dg, dbeta) is compared with float64 autograd of the chunked reference
 (:func:`kernels.gdn.naive.reference_grads`; RMSE/RMS, the RMS in the
 denominator at least ``GRAD_FLOOR``, <= ``TOLERANCE``: 0.008 for dq, dk, dv,
-0.02 for dg, dbeta). Timed (:mod:`kernels.passes`): ``bwd`` =
+0.02 for dg, dbeta). Timed (:mod:`kernels.core.passes`): ``bwd`` =
 ``torch.autograd.grad`` of (o, final state) with the fixed do, dht on a
 graph kept from one forward (``retain_graph=True``), i.e. the backward
 kernels alone; ``fwdbwd`` = forward + that backward.
 
 Rows of the main shapes marked ``profile: true`` in the config (role ``profile``) also carry ``kernels``, the device
-time of each kernel of one call (:func:`kernels.profiling.kernel_breakdown`),
+time of each kernel of one call (:func:`kernels.core.profiling.kernel_breakdown`),
 so the paper can say which kernel a gap comes from; not for ``naive``, whose
 token loop launches tens of thousands of tiny kernels per call: its breakdown
 would say nothing and only lengthen the job.
@@ -54,7 +54,7 @@ import os
 import sys
 import time
 
-from kernels import correctness, harness, passes
+from kernels.core import correctness, harness, passes
 from kernels.gdn.impls import IMPLS as REGISTRY
 from kernels.gdn.flops import gdn_bwd_bytes, gdn_bwd_flops, gdn_fwd_bytes, gdn_fwd_flops
 
@@ -155,7 +155,7 @@ def cases(sweep: dict, impl: str) -> list[dict]:
 
     Each case carries ``roles``, the parts of the config it comes from, in that order: ``main``,
     ``profile``, ``sweep``, ``varlen``, ``published`` (a shape listed twice has both); the reports
-    select rows by them (:func:`kernels.report_kit.with_role`).
+    select rows by them (:func:`kernels.paper.report_kit.with_role`).
 
     Raises:
         ValueError: unknown impl, or an ``impl_shapes`` shape that is not one of its block's.

@@ -1,7 +1,7 @@
-"""The registry of the long-context study's implementations (:class:`kernels.style.Impl`): what
+"""The registry of the long-context study's implementations (:class:`kernels.core.registry.Impl`): what
 each is called and drawn as, its passes, and its tags; the study's names, the report's order and
 the figures' colours come from here (the config and row schemas take the names from here too:
-kernels.checks.validator).
+kernels.core.checks.validator).
 
 Every implementation is one of another study's, under the same name: the attention ones are the
 FlexAttention study's (:mod:`kernels.flex.impls`; called through :mod:`kernels.longctx.attention`),
@@ -9,9 +9,9 @@ the Gated DeltaNet ones the GDN study's (:mod:`kernels.gdn.impls`, their ``op`` 
 arguments). Their correctness checks are those studies' own.
 """
 
-from kernels.style import Impl
+from kernels.core.registry import Impl
 
-#: The study's display name (tables and captions that name studies: kernels.style.study_label).
+#: The study's display name (tables and captions that name studies: kernels.paper.style.study_label).
 STUDY_LABEL = "Long context"
 
 #: The tags of an entry: the family it belongs to and the phases it runs.

@@ -6,8 +6,8 @@ tags), ``peak_mem_gib`` (the call's own peak, ``peak_mem_timed_bytes``, else the
 ``speedup_vs_attention``: the fastest attention's device time at the same phase, pass, length and
 launch over this row's. Slopes and crossovers: :mod:`kernels.longctx.scaling`, from the config's
 ``fit_min_seqlen`` up; the paper's table and macros are at the config's ``table_seqlens``
-(:func:`kernels.report_kit.study_config`). The figures, tables and macros read the tidy table as
-the collect step derived it (:func:`derive`). Built on :mod:`kernels.report_kit`.
+(:func:`kernels.paper.report_kit.study_config`). The figures, tables and macros read the tidy table as
+the collect step derived it (:func:`derive`). Built on :mod:`kernels.paper.report_kit`.
 
 Verdicts (the claims table's): the move from softmax to linear attention turns O(n²) into O(n)
 (``LongctxLinearVerdict``: "holds" when every Gated DeltaNet prefill slope is at most
@@ -15,7 +15,7 @@ Verdicts (the claims table's): the move from softmax to linear attention turns O
 holds" when one of the two is so); FlashAttention-style kernels keep attention's memory O(N)
 (``LongctxMemoryVerdict``: every attention's prefill peak-memory slope at most 1 +
 :data:`SLOPE_TOLERANCE`; "partly holds" when some are); linear attention is the faster above
-:data:`OVERTAKE_SEQLEN` tokens (``LongctxOvertakeVerdict``: :func:`kernels.report_kit.claim_verdict`
+:data:`OVERTAKE_SEQLEN` tokens (``LongctxOvertakeVerdict``: :func:`kernels.paper.report_kit.claim_verdict`
 of our chunked kernel's ``speedup_vs_attention`` in prefill at those lengths against 1).
 """
 
@@ -24,11 +24,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kernels import report_kit as kit
-from kernels import style
+from kernels.paper import report_kit as kit
+from kernels.paper import style
 from kernels.longctx.impls import IMPLS
 from kernels.longctx.scaling import NO_SLOPE, crossover, fit_slope
-from kernels.rows import ROLES
+from kernels.paper.rows import ROLES
 
 STUDY = "longctx"
 #: The implementations in the order of legends and tables (their registry's).
@@ -36,7 +36,7 @@ ORDER = tuple(IMPLS)
 ATTENTION = tuple(i for i, e in IMPLS.items() if "attention" in e.tags)
 GDN = tuple(i for i, e in IMPLS.items() if "gdn" in e.tags)
 KEYS = ["gpu", "phase", "pass", "dtype", "seqlen", "launch"]
-#: The tidy table's columns that the report reads (:func:`kernels.report_kit.tidy_frame`).
+#: The tidy table's columns that the report reads (:func:`kernels.paper.report_kit.tidy_frame`).
 COLUMNS = [*KEYS, "impl", "status", "batch", "heads", "kv_heads", "value_heads", "head_dim", "device_ms", "q10_ms",
            "q90_ms", "latency_ms", "peak_mem_bytes", "peak_mem_timed_bytes", "cache_bytes", "rel_err", "check_seqlen",
            ROLES, "family", "peak_mem_gib", "cache_mib", "speedup_vs_attention"]
@@ -97,7 +97,7 @@ def _label(impl: str) -> str:
 
 def tokens(n) -> str:
     """A length for a reader: in K (1024 tokens) with at most one decimal from 1K, ``131072`` ->
-    ``128K``, ``3277`` -> ``3.2K``, below it in tokens (``64``); :data:`kernels.style.MISSING` for NaN."""
+    ``128K``, ``3277`` -> ``3.2K``, below it in tokens (``64``); :data:`kernels.paper.style.MISSING` for NaN."""
     if n is None or not np.isfinite(float(n)):
         return style.MISSING
     if float(n) < 1024:
@@ -322,7 +322,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text: each implementation's slope of each series with its interval
     (``LongctxSlope<Impl><Series>``, ``...Low``, ``...High``); where our and the other GDN kernels
     overtake the fastest attention in prefill (``LongctxCrossover<Impl><Pass>``, ``...Low``,
-    ``...High``, in K tokens); at each table length (``T<size>``, :func:`kernels.report_kit.size_name`)
+    ``...High``, in K tokens); at each table length (``T<size>``, :func:`kernels.paper.report_kit.size_name`)
     the prefill times (``LongctxMs<Impl><Pass>T...``, ms), the decode step (``LongctxDecodeUs<Impl>T...``,
     and ``LongctxDecodeGraphLatencyUs<Impl>T...``, µs), decode's memory (``LongctxCacheMib<Impl>T...``)
     and the GDN speedups over the fastest attention (``LongctxSpeedup<Impl><Pass>T...``); the layer's

@@ -4,7 +4,7 @@ One layer's shape, set in the config (``attention``: query heads, KV heads, head
 query/key heads, value heads, head dim), batch ``batch``, in ``dtype``. Two phases (``phase``):
 
 ``prefill``
-    The prompt of T tokens at once, ``fwd`` and ``fwdbwd`` (:mod:`kernels.passes`): causal
+    The prompt of T tokens at once, ``fwd`` and ``fwdbwd`` (:mod:`kernels.core.passes`): causal
     attention (:func:`kernels.longctx.attention.causal_attention`, O(T²) work) against the chunked
     gated delta rule (the GDN study's ops, FLA's arguments, O(T) work), T over
     ``prefill.seqlens``; ``prefill.max_seqlen`` caps an implementation's lengths per pass (the
@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import time
 
-from kernels import correctness, harness, passes
+from kernels.core import correctness, harness, passes
 from kernels.longctx.impls import IMPLS as REGISTRY
 from kernels.longctx.impls import family
 

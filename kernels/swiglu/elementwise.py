@@ -22,7 +22,7 @@ On a GPU the block size and warp count are autotuned (the source's
 1024/4, 2048/8, 4096/8 plus larger blocks) per power-of-two size class, among
 the blocks that keep at least half the SMs busy (:func:`busy_configs`), and
 the pick is kept per class so that later launches skip the autotuner and call
-the kept binary's launcher directly (:class:`kernels.launch.DirectLaunch`:
+the kept binary's launcher directly (:class:`kernels.core.launch.DirectLaunch`:
 the host's cost of a launch, not Triton's argument binding); under
 ``TRITON_INTERPRET=1`` (the CPU interpreter, where autotuning has no driver)
 a fixed configuration is used.
@@ -35,7 +35,7 @@ import triton
 import triton.language as tl
 import triton.testing
 
-from kernels.launch import DirectLaunch, TunedPicks, interpreting, sm_count
+from kernels.core.launch import DirectLaunch, TunedPicks, interpreting, sm_count
 
 #: dtypes the kernels accept; math is fp32 whatever the storage dtype.
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)

@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.launch import interpreting, sm_count
+from kernels.core.launch import interpreting, sm_count
 from kernels.swiglu.elementwise import as_rows, check_operands, swiglu_forward
 
 #: Gate (and up) columns per block of the packed weight; the kernel's BLOCK_N.

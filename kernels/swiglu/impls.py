@@ -1,10 +1,10 @@
-"""The registry of the SwiGLU study's implementations (:class:`kernels.style.Impl`): what each is
+"""The registry of the SwiGLU study's implementations (:class:`kernels.core.registry.Impl`): what each is
 called and drawn as, and its passes; the study's names, the report's order and the figures'
-colours come from here (the config and row schemas take the names from here too: kernels.checks.validator)."""
+colours come from here (the config and row schemas take the names from here too: kernels.core.checks.validator)."""
 
-from kernels.style import Impl
+from kernels.core.registry import Impl
 
-#: The study's display name (tables and captions that name studies: kernels.style.study_label).
+#: The study's display name (tables and captions that name studies: kernels.paper.style.study_label).
 STUDY_LABEL = "SwiGLU"
 
 FWD = ("fwd",)

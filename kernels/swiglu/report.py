@@ -1,4 +1,4 @@
-"""Figures, tables and quoted numbers of the SwiGLU study, built on kernels.report_kit.
+"""Figures, tables and quoted numbers of the SwiGLU study, built on kernels.paper.report_kit.
 
 Derived metrics (:func:`derive`), per row:
 
@@ -23,8 +23,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from kernels import report_kit as kit
-from kernels import style
+from kernels.paper import report_kit as kit
+from kernels.paper import style
 from kernels.swiglu.impls import IMPLS
 from kernels.swiglu.study import PROFILE_CASE
 
@@ -42,7 +42,7 @@ LARGE = 2**26  # "large" elementwise sizes for the bandwidth verdict
 DEFAULTS = {"series": "grid", "launch": "stream", "gemm_in": 0}
 SHAPE = ["tokens", "hidden", "gemm_in"]
 #: The tidy table's columns that the report reads: :func:`_prepared` gives a table without them
-#: (a study without rows) these columns, all NaN (:func:`kernels.report_kit.tidy_frame`).
+#: (a study without rows) these columns, all NaN (:func:`kernels.paper.report_kit.tidy_frame`).
 COLUMNS = ["gpu", "impl", "status", "dtype", "pass", "numel", *SHAPE, "series", "launch", "device_ms", "q10_ms",
            "q90_ms", "latency_ms", "host_overhead_ms", "gbps", "tflops", "compile_s", "warmup_ms", "out_dtype"]
 
@@ -358,7 +358,7 @@ CLAIMS = {"SwigluClaimLatencyVerdict": "SwiGLU fusion cuts activation latency 2.
 
 def model_macro_name(model: str) -> str:
     """A model's name in a macro name: its size in words, ``Llama-3-8B`` -> ``EightB``,
-    ``Llama-3-70B`` -> ``SeventyB`` (:func:`kernels.report_kit.words`)."""
+    ``Llama-3-70B`` -> ``SeventyB`` (:func:`kernels.paper.report_kit.words`)."""
     return kit.words(int(re.search(r"([0-9]+)B$", model).group(1))) + "B"
 
 

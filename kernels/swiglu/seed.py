@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.launch import interpreting
+from kernels.core.launch import interpreting
 from kernels.swiglu.elementwise import check_operands
 
 #: The source's autotuning candidates (BLOCK_SIZE, num_warps).

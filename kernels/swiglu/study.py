@@ -25,7 +25,7 @@ Implementations (``impl``):
 Row fields: ``series`` (grid|flat|decode|spot|gemm, the config group),
 ``launch`` (``stream``: launched from Python each repetition; ``graph``:
 replayed from a CUDA graph captured once; both timed by
-:mod:`kernels.timing` with the L2 flushed before each repetition, so their
+:mod:`kernels.core.timing` with the L2 flushed before each repetition, so their
 device times agree and their latencies show what the graph saves), and the
 shape fields:
 
@@ -56,7 +56,7 @@ from contextlib import nullcontext
 
 import torch
 
-from kernels import correctness, harness, passes
+from kernels.core import correctness, harness, passes
 from kernels.swiglu.impls import IMPLS as REGISTRY
 from kernels.swiglu.reference import swiglu_backward_reference, swiglu_eager, swiglu_reference
 
@@ -104,7 +104,7 @@ def cases(sweep: dict, impl: str) -> list[dict]:
 
     Each group (``sweep["groups"]``) crosses its ``dtypes``, ``passes``,
     shapes and ``launch`` modes (a group's ``warmup_ms`` goes into each of its
-    cases: :func:`kernels.harness.measure_case` warms up that long); passes other than fwd are skipped for
+    cases: :func:`kernels.core.harness.measure_case` warms up that long); passes other than fwd are skipped for
     impls whose registry entry has the forward alone, and graph launches for impls outside
     :data:`GRAPH_IMPLS`. A case repeated by two groups is kept once, with the first group's
     ``series``. Each case carries ``roles``, the series of the groups it comes from (in config
@@ -245,7 +245,7 @@ def _prepare_gemm(impl: str, case: dict, dtype, device) -> harness.Prepared:
 def _first_call(impl: str, p: str, forward, gate, up, d_out):
     """Run one pass of an elementwise impl; return (call to time, {output name: tensor}).
 
-    The call is :func:`kernels.passes.timed_pass` of ``forward(gate, up)``
+    The call is :func:`kernels.core.passes.timed_pass` of ``forward(gate, up)``
     (``triton``: of its autograd Function for fwdbwd, of our Triton backward
     kernel itself for bwd); other impls' backward is autograd of ``forward``.
     """

@@ -1,12 +1,12 @@
-"""The registry of the tensor-core study's implementations (:class:`kernels.style.Impl`): what each
+"""The registry of the tensor-core study's implementations (:class:`kernels.core.registry.Impl`): what each
 is called and drawn as; the study's names, the report's order and the figures' colours come from
-here (the config and row schemas take the names from here too: kernels.checks.validator). Both are
+here (the config and row schemas take the names from here too: kernels.core.checks.validator). Both are
 forward-only GEMMs that kernels.tensorcore.study's ``prepare`` builds (they take different inputs:
 FP8 needs quantised operands and their scales), so no entry names an op."""
 
-from kernels.style import Impl
+from kernels.core.registry import Impl
 
-#: The study's display name (tables and captions that name studies: kernels.style.study_label).
+#: The study's display name (tables and captions that name studies: kernels.paper.style.study_label).
 STUDY_LABEL = "Tensor cores"
 
 FWD = ("fwd",)

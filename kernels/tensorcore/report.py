@@ -1,4 +1,4 @@
-"""Figure, table and quoted numbers of the tensor-core study, built on kernels.report_kit.
+"""Figure, table and quoted numbers of the tensor-core study, built on kernels.paper.report_kit.
 
 Derived metrics (:func:`derive`), per row, from ``tflops`` (2 M N K FLOPs over the device time,
 the collect step's):
@@ -10,7 +10,7 @@ the collect step's):
 
 The figure and the table draw every row they are given (the smoke run's too); the macros are
 named after the config's sweep (:func:`paper_sizes`), the section the paper's rows are measured
-with. The claims' verdicts (:func:`kernels.report_kit.claim_verdict`) compare ``speedup_padded`` of
+with. The claims' verdicts (:func:`kernels.paper.report_kit.claim_verdict`) compare ``speedup_padded`` of
 every unaligned neighbour, and ``speedup_vs_bf16`` of every FP8 size, with the claimed 2-4x.
 """
 
@@ -20,15 +20,15 @@ import matplotlib.colors as mcolors
 import numpy as np
 import pandas as pd
 
-from kernels import report_kit as kit
-from kernels import style
-from kernels.rows import ROLES
+from kernels.paper import report_kit as kit
+from kernels.paper import style
+from kernels.paper.rows import ROLES
 from kernels.tensorcore.impls import IMPLS
 
 #: The implementations in the order of legends and tables (their registry's).
 ORDER = tuple(IMPLS)
 #: The tidy table's columns that the report reads: a table without them (the tidy CSV of a study
-#: without rows, read back) gets them all NaN (:func:`kernels.report_kit.tidy_frame`).
+#: without rows, read back) gets them all NaN (:func:`kernels.paper.report_kit.tidy_frame`).
 COLUMNS = ["gpu", "impl", "status", "dtype", "m", "n", "k", "aligned", "device_ms", "tflops", "warmup_ms", ROLES]
 #: The range both claims give, as a factor (lower, upper).
 CLAIMED = (2.0, 4.0)
@@ -160,7 +160,7 @@ TABLES = {"tensorcore_table": table_gemm}
 
 
 def neighbour_name(aligned: int, size: int) -> str:
-    """A padding set's size in a macro name, after its aligned size (:func:`kernels.report_kit.size_name`)
+    """A padding set's size in a macro name, after its aligned size (:func:`kernels.paper.report_kit.size_name`)
     and its offset in words: ``(8192, 8191)`` -> ``EightKMinusOne``, ``(8192, 8256)`` ->
     ``EightKPlusSixtyFour``, ``(8192, 8192)`` -> ``EightK``. ValueError where a size has no macro
     name (an aligned size above 999 that is not a whole number of K, an offset above 999)."""
@@ -173,7 +173,7 @@ def neighbour_name(aligned: int, size: int) -> str:
 def paper_sizes(sweep: dict) -> dict:
     """The sizes the macros are named after, from a config section (the ``sweep``): ``padding``,
     ``{aligned: [(size, name), ...]}`` (the aligned size first, then its neighbours, named by
-    :func:`neighbour_name`), and ``fp8``, ``[(size, name), ...]`` (:func:`kernels.report_kit.size_name`)."""
+    :func:`neighbour_name`), and ``fp8``, ``[(size, name), ...]`` (:func:`kernels.paper.report_kit.size_name`)."""
     return {"padding": {g["aligned"]: [(s, neighbour_name(g["aligned"], s)) for s in (g["aligned"], *g["unaligned"])]
                         for g in sweep["padding"]},
             "fp8": [(s, kit.size_name(s)) for s in sweep["fp8"]]}

@@ -28,7 +28,7 @@ quantised (fp8).
 
 Cases: ``pass`` fwd, ``dtype`` (the operands': bfloat16, float8_e4m3fn), the shape fields
 ``m``, ``n``, ``k``, ``aligned`` (padding cases: the aligned size of their set), ``warmup_ms``
-(the section's, where it gives one: :func:`kernels.harness.measure_case` warms up that long) and
+(the section's, where it gives one: :func:`kernels.core.harness.measure_case` warms up that long) and
 ``roles`` (``padding``, ``fp8``: the parts of the config a case comes from; a bf16 case at an FP8
 size is FP8's baseline, and a padding case too where the size is in a set).
 
@@ -37,14 +37,14 @@ FLOPs: ``2 M N K``. Bytes: each operand read once and the output written once,
 
 Checks: the output against the float64 product of the same operands (fp8: of the dequantised
 quantised operands, so the check sees the GEMM's error and not the quantisation's), RMSE/RMS
-below :data:`TOLERANCE` (:func:`kernels.correctness.check_close`).
+below :data:`TOLERANCE` (:func:`kernels.core.correctness.check_close`).
 """
 
 from __future__ import annotations
 
 import torch
 
-from kernels import correctness, harness
+from kernels.core import correctness, harness
 from kernels.tensorcore.impls import IMPLS as REGISTRY
 
 STUDY = "tensorcore"
@@ -135,7 +135,7 @@ def quantise_fp8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _require_fp8(device: torch.device) -> None:
-    """Raise :class:`kernels.harness.Unsupported` on a CUDA GPU without FP8 tensor cores (compute
+    """Raise :class:`kernels.core.harness.Unsupported` on a CUDA GPU without FP8 tensor cores (compute
     capability below 8.9: Ada and Hopper have them)."""
     if device.type != "cuda":
         return
@@ -147,7 +147,7 @@ def _require_fp8(device: torch.device) -> None:
 
 def _first_call(fn):
     """``fn()`` (the first fp8 GEMM), a RuntimeError of ``torch._scaled_mm`` as
-    :class:`kernels.harness.Unsupported` (a size or device it does not take); out of memory stays
+    :class:`kernels.core.harness.Unsupported` (a size or device it does not take); out of memory stays
     out of memory."""
     try:
         return fn()

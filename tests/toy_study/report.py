@@ -1,9 +1,9 @@
-"""Figures, tables and numbers of the toy study, built on kernels.report_kit."""
+"""Figures, tables and numbers of the toy study, built on kernels.paper.report_kit."""
 
 import pandas as pd
 
-from kernels import report_kit as kit
-from kernels import style
+from kernels.paper import report_kit as kit
+from kernels.paper import style
 from kernels.toy.impls import IMPLS
 
 #: The tidy table's columns this report reads (a study without rows has none).

@@ -4,7 +4,7 @@ file and a schema."""
 
 import torch
 
-from kernels import correctness, harness
+from kernels.core import correctness, harness
 from kernels.toy.impls import IMPLS
 
 STUDY = "toy"

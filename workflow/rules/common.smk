@@ -2,12 +2,15 @@
 
 import hashlib
 import importlib
+import json
 import shutil
 import subprocess
 
-from kernels.checks import committed_rows, schema_error
-from kernels.env import gpu_slug
-from kernels.gpulease import record_path
+from kernels.core.checks import committed_rows, schema_error
+from kernels.core.env import gpu_slug
+from kernels.core.fingerprint import fingerprint
+from kernels.core.gpulease import record_path
+from kernels.paper import provenance
 
 _KNOWN_STUDIES = {
     p.stem for p in Path(workflow.basedir, "config", "studies").glob("*.yaml")
@@ -98,7 +101,27 @@ if SMOKE and QUICK:
     raise WorkflowError(
         "config keys smoke and quick are both true: choose one (profiles/smoke or profiles/quick)"
     )
-OVERWRITE = _flag(config["overwrite"])
+
+
+def _study_list(key):
+    """The studies a list-valued config key names (measure, overwrite), checked against STUDIES."""
+    unknown = [s for s in config[key] if s not in STUDIES]
+    if unknown:
+        raise WorkflowError(
+            f"config {key}={config[key]}: {unknown} not among the studies of this run "
+            f"(config key 'studies': {STUDIES})"
+        )
+    return list(config[key])
+
+
+# measure: a list names the studies to measure (whatever their state); overwrite: a list names the
+# studies whose committed rows a measuring run may replace (true: every study it measures)
+MEASURE_NAMED = _study_list("measure") if isinstance(config["measure"], list) else None
+OVERWRITE = (
+    _study_list("overwrite")
+    if isinstance(config["overwrite"], list)
+    else (STUDIES if _flag(config["overwrite"]) else [])
+)
 SWEEP = "smoke" if SMOKE else "quick" if QUICK else "sweep"
 for _study in STUDIES:
     if SWEEP not in config[_study]:
@@ -127,7 +150,9 @@ def detected_gpus():
 
 if SMOKE:
     # Tiny CPU sizes; Triton kernels run in the interpreter.
-    MEASURE = config["measure"] == "auto" or _flag(config["measure"])
+    MEASURE = (
+        config["measure"] == "auto" or _flag(config["measure"]) or bool(MEASURE_NAMED)
+    )
     GPU = "cpu" if config["gpu"] == "auto" else config["gpu"]
     N_GPUS = 1
     RAW = "results/smoke/raw"
@@ -135,7 +160,11 @@ if SMOKE:
 else:
     _gpus = detected_gpus()
     N_GPUS = max(len(_gpus), 1)
-    MEASURE = bool(_gpus) if config["measure"] == "auto" else _flag(config["measure"])
+    MEASURE = (
+        bool(_gpus)
+        if config["measure"] == "auto"
+        else bool(MEASURE_NAMED) or _flag(config["measure"])
+    )
     RAW = "results/quick/raw" if QUICK else "data/raw"
     OUT = "results/quick" if QUICK else "."
     if QUICK and not MEASURE:
@@ -176,8 +205,56 @@ def study_impls(study):
     return config[study][SWEEP]["impls"]
 
 
+# Each study's fingerprint (kernels/core/fingerprint.py) for the active section, which its measurement
+# jobs record in their rows; and the state of its committed rows in data/raw/<gpu>/ against the
+# code and the sweep section (kernels/paper/provenance.py: current, stale or not measured).
+FINGERPRINTS = {
+    s: fingerprint(s, config[s][SWEEP], config["timing"], workflow.basedir)
+    for s in STUDIES
+}
+COMMITTED = f"data/raw/{GPU}"
+STATES = (
+    {}
+    if SMOKE
+    else {
+        s: provenance.study_state(
+            s, COMMITTED, config[s]["sweep"], config["timing"], workflow.basedir
+        )
+        for s in STUDIES
+    }
+)
+# The studies this run measures: every study in the smoke and quick runs; else, on a measuring
+# run, those config measure names, or those whose committed rows are not current.
+if not MEASURE:
+    MEASURED = []
+elif SMOKE or QUICK:
+    MEASURED = list(STUDIES)
+elif MEASURE_NAMED is not None:
+    MEASURED = MEASURE_NAMED
+else:
+    MEASURED = [s for s in STUDIES if STATES[s].state != provenance.CURRENT]
+if MEASURE and not SMOKE:
+    print(provenance.summary(COMMITTED, [STATES[s] for s in STUDIES]), file=sys.stderr)
+if MEASURE and not SMOKE and not QUICK:
+    print(
+        f"Measuring into {RAW}/{GPU}/: {', '.join(MEASURED) or 'nothing (every study is current)'}"
+        + (
+            " (named by config measure)."
+            if MEASURE_NAMED is not None
+            else " (the studies whose committed rows are not current)."
+        ),
+        file=sys.stderr,
+    )
+
+
+def stale_file(study):
+    """The record of a study's state that its measurement jobs take as input in a measuring run into
+    data/raw/<gpu>/ (rule stale), so that Snakemake measures it again though its rows exist."""
+    return f".tmp/stale/{RAW}/{GPU}/{study}.json"
+
+
 # implementations whose cases their study's compile-ahead job prepares first (config key
-# compile_ahead; kernels.jobs.compile_ahead_job); not in the smoke run, on the CPU
+# compile_ahead; kernels.core.jobs.compile_ahead_job); not in the smoke run, on the CPU
 AHEAD = (
     []
     if SMOKE
@@ -193,7 +270,7 @@ AHEAD_STUDIES = sorted({study for study, _ in AHEAD})
 # Snakemake resource gpu_slots, twice this per GPU (measure.smk): a measurement job takes this many,
 # a compile-ahead job one, so the studies' compile-ahead jobs run together (their children mostly
 # compile on the CPU), and a job starts while the one before it still runs on its GPU. The GPU's
-# lease (kernels/gpulease.py) keeps them apart: a measurement holds it alone, the compile-ahead jobs
+# lease (kernels/core/gpulease.py) keeps them apart: a measurement holds it alone, the compile-ahead jobs
 # hold it shared, and a job that Snakemake started early waits there.
 GPU_SLOTS = max(len(AHEAD_STUDIES), 1)
 
@@ -204,15 +281,15 @@ def ahead_file(study):
 
 
 def checkpoint_file(study, impl):
-    """A measurement job's checkpoint (kernels.jobs.run_job), outside data/."""
+    """A measurement job's checkpoint (kernels.core.jobs.run_job), outside data/."""
     return f".tmp/checkpoints/{RAW}/{GPU}/{study}/{impl}.jsonl"
 
 
 def raw_files(study):
     """JSONL files of one study: those this run measures, or those committed."""
-    if MEASURE:
+    if study in MEASURED:
         return [f"{RAW}/{GPU}/{study}/{impl}.jsonl" for impl in study_impls(study)]
-    return sorted(str(p) for p in Path(RAW, GPU, study).glob("*.jsonl"))
+    return sorted(str(p) for p in Path(COMMITTED, study).glob("*.jsonl"))
 
 
 def run_measured(folder, study):
@@ -245,19 +322,15 @@ if not MEASURE:
         f"committed data in {RAW}/{GPU}/.",
         file=sys.stderr,
     )
-    if _missing:
-        print(
-            f"Not in the run of {RAW}/{GPU}/ (no rows, no measurement job): "
-            f"{', '.join(_missing)}; their figures, tables and numbers say not measured.",
-            file=sys.stderr,
-        )
+    print(provenance.summary(COMMITTED, [STATES[s] for s in STUDIES]), file=sys.stderr)
 
 
 def check_measuring_run():
     """Stop a real run that measures into data/raw/<gpu>/ before its first job (onstart of
-    measure.smk): when its jobs run on this host and this host lacks that GPU, and when
-    the folder holds committed rows (kernels.checks.committed_rows) unless config overwrite
-    is true. A dry run is not stopped; nor is the smoke run, whose rows are never committed.
+    measure.smk): when its jobs run on this host and this host lacks that GPU, and when a
+    study it measures holds committed rows there (kernels.core.checks.committed_rows) that config
+    overwrite does not name. A dry run is not stopped; nor is the smoke run, whose rows are
+    never committed.
     """
     if not workflow.is_main_process or not any(
         j.rule.name == "measure" for j in workflow.dag.needrun_jobs()
@@ -272,12 +345,19 @@ def check_measuring_run():
             f"lists {', '.join(_gpus) or 'no GPU'}: measure on a host with that GPU, "
             f"or render the committed rows with --config measure=false"
         )
-    committed = committed_rows(folder)
-    if committed and not OVERWRITE:
-        raise WorkflowError(
-            f"measuring into {folder}/ would replace its committed rows ({len(committed)} "
-            f"files, e.g. {committed[0]}): add --config overwrite=true to re-measure"
-        )
+    measured = sorted(
+        {j.wildcards.study for j in workflow.dag.needrun_jobs() if j.rule.name == "measure"}
+    )
+    for study in measured:
+        committed = committed_rows(f"{folder}/{study}")
+        if committed and study not in OVERWRITE:
+            state = STATES[study]
+            raise WorkflowError(
+                f"measuring {study} into {folder}/{study}/ would replace its committed rows "
+                f"({len(committed)} files, e.g. {committed[0]}; {state.state}"
+                f"{': ' + state.why if state.why else ''}): add --config overwrite='[{study}]' "
+                f"to re-measure it (overwrite=true: every study this run measures)"
+            )
 
 
 def code_version(*paths):
@@ -290,13 +370,13 @@ def code_version(*paths):
 
 
 RENDER_CODE = [
-    "kernels/collect.py",
-    "kernels/checks.py",
-    "kernels/files.py",
-    "kernels/render.py",
-    "kernels/report_kit.py",
-    "kernels/style.py",
-    "kernels/timing.py",
+    "kernels/paper/collect.py",
+    "kernels/core/checks.py",
+    "kernels/core/files.py",
+    "kernels/paper/render.py",
+    "kernels/paper/report_kit.py",
+    "kernels/paper/style.py",
+    "kernels/core/timing.py",
     "workflow/schemas/row.schema.yaml",
 ]
 
@@ -337,12 +417,12 @@ ALL_OUTPUTS = [
     *ALL_FLOATS,
     f"{PAPER_DIR}/generated/numbers.tex",
     f"{PAPER_DIR}/generated/coverage.tex",
+    f"{PAPER_DIR}/generated/provenance.tex",
     f"{PAPER_DIR}/main.pdf",
 ]
 if QUICK:  # the quick run measures and checks; it renders no paper
     ALL_OUTPUTS = []
-if MEASURE:
-    ALL_OUTPUTS += [f for s in STUDIES for f in raw_files(s)]
+ALL_OUTPUTS += [f for s in MEASURED for f in raw_files(s)]
 
 # The reproduction check (workflow/rules/reproduce.smk) compares a second run, CANDIDATE (a folder
 # <candidate>/<study>/<impl>.jsonl), with this run's rows: the quick run's rows with the committed
@@ -373,6 +453,40 @@ if (
         f"{CANDIDATE}/<study>/<impl>.jsonl for a study of {STUDIES}, e.g. "
         f"data/reproductions/<name>/gdn/chunk.jsonl)"
     )
+# The studies the check compares: those whose second run is of the code that measured the reference
+# rows (kernels.paper.provenance.same_code); in the quick run, those whose committed rows are current.
+if CANDIDATE is None:
+    REPRO_STUDIES = []
+elif QUICK:
+    REPRO_STUDIES = [s for s in STUDIES if STATES[s].state == provenance.CURRENT]
+else:
+    REPRO_STUDIES = [
+        s
+        for s in STUDIES
+        if provenance.same_code(
+            (
+                {FINGERPRINTS[s]["digest"]}
+                if s in MEASURED
+                else provenance.code_identity(provenance.row_envs(COMMITTED, s))
+            ),
+            provenance.code_identity(provenance.row_envs(CANDIDATE, s)),
+        )
+    ]
+# studies without a second run of their code: the paper says so
+NO_REPRO = [s for s in STUDIES if s not in REPRO_STUDIES]
+if QUICK and not REPRO_STUDIES:
+    raise WorkflowError(
+        f"the quick run compares its rows with the committed rows of today's code, and no study "
+        f"of {COMMITTED}/ is current (python -m kernels.paper.provenance): measure them first"
+    )
+OTHER_CODE_CANDIDATE = None  # a second run configured, of none of the studies' code
+if CANDIDATE is not None and not REPRO_STUDIES:
+    print(
+        f"No study of {CANDIDATE}/ is a second run of the code that measured {COMMITTED}/: "
+        "nothing to compare.",
+        file=sys.stderr,
+    )
+    OTHER_CODE_CANDIDATE, CANDIDATE = CANDIDATE, None
 if QUICK and not Path(REFERENCE).is_dir():
     _committed = sorted(p.name for p in Path("data/raw").glob("*") if p.is_dir())
     raise WorkflowError(
@@ -392,23 +506,21 @@ if CANDIDATE is not None:
 
 
 def repro_candidate_files():
-    """The second run's JSONL files: those the quick run measures, or those in the candidate folder."""
+    """The second run's JSONL files of REPRO_STUDIES: those the quick run measures, or those in the
+    candidate folder."""
     if QUICK:
-        return [f for s in STUDIES for f in raw_files(s)]
-    return sorted(str(p) for s in STUDIES for p in Path(CANDIDATE, s).glob("*.jsonl"))
+        return [f for s in REPRO_STUDIES for f in raw_files(s)]
+    return sorted(
+        str(p) for s in REPRO_STUDIES for p in Path(CANDIDATE, s).glob("*.jsonl")
+    )
 
 
 def repro_reference_files():
-    """The reference run's JSONL files: the committed rows of the quick run's implementations,
-    or this run's rows (measured here or committed)."""
-    if QUICK:  # a study the committed run did not measure has no rows to compare with
-        return [
-            f"{REFERENCE}/{s}/{impl}.jsonl"
-            for s in STUDIES
-            if run_measured(REFERENCE, s)
-            for impl in study_impls(s)
-        ]
-    return [f for s in STUDIES for f in raw_files(s)]
+    """The reference run's JSONL files of REPRO_STUDIES: the committed rows of the quick run's
+    implementations, or this run's rows (measured here or committed)."""
+    if QUICK:
+        return [f"{REFERENCE}/{s}/{impl}.jsonl" for s in REPRO_STUDIES for impl in study_impls(s)]
+    return [f for s in REPRO_STUDIES for f in raw_files(s)]
 
 
 def figure_study(wildcards):

@@ -1,13 +1,13 @@
 # Measurement: one job per (study, implementation), one GPU each.
 
-# GPUs the leases pick from (kernels/gpulease.py): those of the host, at most resource gpu of them
+# GPUs the leases pick from (kernels/core/gpulease.py): those of the host, at most resource gpu of them
 LEASE_GPUS = (
     min(N_GPUS, workflow.global_resources["gpu"].value)
     if "gpu" in workflow.global_resources
     else N_GPUS
 )
 
-# the studies' compile-ahead jobs share the host's CPUs side by side, here (kernels.ahead: one
+# the studies' compile-ahead jobs share the host's CPUs side by side, here (kernels.core.ahead: one
 # process per core in all); on a cluster each job is its own allocation
 AHEAD_WORKERS = max(
     1,
@@ -77,9 +77,37 @@ if MEASURE:
             script:
                 "../scripts/compile_ahead.py"
 
+    if not SMOKE and not QUICK:
+
+        # a study this run measures into data/raw/<gpu>/ although its rows are there (stale, or
+        # named by config measure): the record of its state is its jobs' input, newer than its rows
+        localrules:
+            stale,
+
+        rule stale:
+            output:
+                stale_file("{study}"),
+            wildcard_constraints:
+                study="|".join(MEASURED) or "^$",
+            message:
+                "{wildcards.study}: {params.why}"
+            params:
+                fingerprint=lambda w: FINGERPRINTS[w.study]["digest"],
+                why=lambda w: STATES[w.study].why or "named by config measure",
+            run:
+                Path(output[0]).write_text(
+                    json.dumps({"study": wildcards.study, "state": STATES[wildcards.study].state,
+                                "why": params.why, "fingerprint": params.fingerprint}) + "\n"
+                )
+
     rule measure:
         input:
             ahead=lambda w: [ahead_file(w.study)] if (w.study, w.impl) in AHEAD else [],
+            stale=lambda w: (
+                [stale_file(w.study)]
+                if w.study in MEASURED and not SMOKE and not QUICK
+                else []
+            ),
         output:
             f"{RAW}/{GPU}/{{study}}/{{impl}}.jsonl",
         log:
@@ -96,6 +124,9 @@ if MEASURE:
         params:
             sweep=lambda w: config[w.study][SWEEP],
             timing=config["timing"],
+            # the study's code and config: a change reruns the job (Snakemake's params trigger);
+            # the job records it in every row (kernels.core.jobs.run_job)
+            fingerprint=lambda w: FINGERPRINTS[w.study]["digest"],
             checkpoint=lambda w: checkpoint_file(w.study, w.impl),
             ahead_workers=lambda w: (
                 config["compile_ahead"]["workers"] if (w.study, w.impl) in AHEAD else 0

@@ -33,6 +33,7 @@ rule paper:
         ALL_FLOATS,
         f"{PAPER_DIR}/generated/numbers.tex",
         f"{PAPER_DIR}/generated/coverage.tex",
+        f"{PAPER_DIR}/generated/provenance.tex",
         # the appendix on a second run: its figure and table when there is one
         [
             REPRO["snippet"],

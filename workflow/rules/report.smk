@@ -9,6 +9,7 @@ localrules:
     numbers,
     floats,
     coverage,
+    provenance,
 
 
 rule collect:
@@ -125,3 +126,33 @@ rule coverage:
         code=code_version(*RENDER_CODE),
     script:
         "../scripts/coverage.py"
+
+
+rule provenance:
+    input:
+        [f for s in STUDIES for f in raw_files(s)],
+        # the benchmark files whose minutes the table gives (those of a study measured here come
+        # with its rows)
+        sorted(
+            str(p)
+            for s in STUDIES
+            if s not in MEASURED
+            for pattern in (f"measure_{s}_*", f"compile_ahead_{s}.*")
+            for p in Path(BENCH).glob(pattern)
+        ),
+    output:
+        f"{PAPER_DIR}/generated/provenance.tex",
+    log:
+        f"{LOGS}/provenance.log",
+    conda:
+        "../envs/render.yaml"
+    params:
+        studies=STUDIES,
+        folder=f"{RAW}/{GPU}",
+        sections={s: config[s][SWEEP] for s in STUDIES},
+        timing=config["timing"],
+        # each study's fingerprint: a change of its code or config changes its state
+        fingerprints={s: FINGERPRINTS[s]["digest"] for s in STUDIES},
+        code=code_version("kernels/paper/provenance.py", *RENDER_CODE),
+    script:
+        "../scripts/provenance.py"

@@ -1,5 +1,5 @@
 # The reproduction check: a second run compared with the reference run case by case
-# (kernels/reproduce.py). Its rule is in the DAG when there is a second run: the quick
+# (kernels/paper/reproduce.py). Its rule is in the DAG when there is a second run: the quick
 # run (profiles/quick) or config reproduce.candidate; otherwise the paper says there is none.
 
 
@@ -30,10 +30,14 @@ if CANDIDATE is not None:
             tolerance=config["reproduce"]["tolerance"],
             min_within=config["reproduce"]["min_within"],
             # the cases the second run measured: the active section of each study's config
-            sections={s: config[s][SWEEP] for s in STUDIES},
+            sections={s: config[s][SWEEP] for s in REPRO_STUDIES},
+            # the studies without a second run of their code (common.smk)
+            without=NO_REPRO,
+            # the quick run measures a part of each study: a claim it cannot derive is left out
+            partial=QUICK,
             code=code_version(
-                "kernels/reproduce.py",
-                "kernels/rows.py",
+                "kernels/paper/reproduce.py",
+                "kernels/paper/rows.py",
                 *[f"kernels/{s}/report.py" for s in STUDIES],
                 *[f"workflow/schemas/{s}.schema.yaml" for s in STUDIES],
                 *RENDER_CODE,
@@ -60,6 +64,8 @@ else:
         conda:
             "../envs/render.yaml"
         params:
-            code=code_version("kernels/reproduce.py"),
+            # a second run configured for this folder, of other code than its rows' (common.smk)
+            other_code=OTHER_CODE_CANDIDATE,
+            code=code_version("kernels/paper/reproduce.py"),
         script:
             "../scripts/reproduction_none.py"

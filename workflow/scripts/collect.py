@@ -1,7 +1,7 @@
 """Snakemake script of rule `collect`: raw JSONL rows of one study -> one tidy CSV."""
 
-from kernels.collect import collect
-from kernels.logs import setup_logging
+from kernels.paper.collect import collect
+from kernels.core.logs import setup_logging
 
 setup_logging(snakemake.log[0])  # noqa: F821
 collect(snakemake.wildcards.study, list(snakemake.input), snakemake.params.gpu,  # noqa: F821

@@ -2,8 +2,8 @@
 
 Before the measurement jobs of the study's implementations that config key compile_ahead
 names, their cases are prepared in one queue of parallel processes
-(kernels.jobs.compile_ahead_job), which fills the on-disk kernel caches; each of those jobs
-then reads the answers (kernels.jobs.run_job's `ahead`). The job holds a shared GPU lease,
+(kernels.core.jobs.compile_ahead_job), which fills the on-disk kernel caches; each of those jobs
+then reads the answers (kernels.core.jobs.run_job's `ahead`). The job holds a shared GPU lease,
 which the other studies' compile-ahead jobs share and a measurement job waits for, so nothing is
 timed while it runs; it asks for the lease before its imports and a measurement job after its
 own, so the compile-ahead jobs go first when Snakemake starts a measurement job with them. An
@@ -14,8 +14,8 @@ holds no answer and each job prepares its own cases: the failure costs time, not
 import logging
 from pathlib import Path
 
-from kernels.gpulease import lease
-from kernels.logs import setup_logging
+from kernels.core.gpulease import lease
+from kernels.core.logs import setup_logging
 
 setup_logging(snakemake.log[0])  # noqa: F821 - provided by Snakemake
 jobs = [job for job in snakemake.params.jobs if not Path(job.pop("output")).exists()]  # noqa: F821
@@ -23,9 +23,9 @@ jobs = [job for job in snakemake.params.jobs if not Path(job.pop("output")).exis
 # imports its study before it asks, so the compile-ahead jobs get the GPU first
 with lease(snakemake.params.gpus, ".tmp/gpu-leases", shared=True,  # noqa: F821
            record_file=snakemake.params.lease_record):  # noqa: F821
-    from kernels.checks import require_gpu
-    from kernels.files import write_atomic
-    from kernels.jobs import compile_ahead_job
+    from kernels.core.checks import require_gpu
+    from kernels.core.files import write_atomic
+    from kernels.core.jobs import compile_ahead_job
 
     require_gpu(Path(snakemake.params.raw))  # noqa: F821 - data/raw/<gpu>/
     try:

@@ -1,7 +1,7 @@
 """Snakemake script of rule `figure`: one tidy CSV -> one figure PDF."""
 
-from kernels.logs import setup_logging
-from kernels.render import render_figure
+from kernels.core.logs import setup_logging
+from kernels.paper.render import render_figure
 
 setup_logging(snakemake.log[0])  # noqa: F821
 render_figure(snakemake.params.study, snakemake.wildcards.name, snakemake.input[0],  # noqa: F821

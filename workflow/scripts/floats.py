@@ -1,7 +1,7 @@
 """Snakemake script of rule `floats`: the figure and table environments of one study."""
 
-from kernels.logs import setup_logging
-from kernels.render import render_floats
+from kernels.core.logs import setup_logging
+from kernels.paper.render import render_floats
 
 setup_logging(snakemake.log[0])  # noqa: F821
 render_floats(snakemake.wildcards.study, snakemake.output[0])  # noqa: F821

@@ -1,16 +1,16 @@
 """Snakemake script of rule `measure`: one (study, impl) sweep -> one JSONL file.
 
-The job holds a lease on one GPU of the host (kernels/gpulease.py) for its
+The job holds a lease on one GPU of the host (kernels/core/gpulease.py) for its
 whole sweep, so that concurrent jobs under --resources gpu=N never share one.
 Snakemake starts the next job of a GPU while one measures there (rule measure's
 gpu_slots): it imports torch and its study before asking for the lease, so its
 start-up overlaps the measurement before it; how long it waited for the lease and
 held it goes to params.lease_record (the held time is what
-kernels.render.benchmark_macros counts).
+kernels.paper.render.benchmark_macros counts).
 Finished rows also go to a checkpoint under .tmp/checkpoints/ (never data/),
 so a job killed part-way resumes where it stopped when run again. The
 implementations of config key compile_ahead had their cases prepared by the
-study's job of rule compile_ahead (kernels.jobs.compile_ahead_job), whose
+study's job of rule compile_ahead (kernels.core.jobs.compile_ahead_job), whose
 answers go in their rows. Outside the
 smoke run, the job first checks that its GPU is the one its folder
 data/raw/<gpu>/ names, and fails before measuring or writing anything if not.
@@ -23,10 +23,10 @@ from pathlib import Path
 if snakemake.params.interpret:  # noqa: F821 - provided by Snakemake
     os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
 
-from kernels.checks import require_gpu, require_no_cuda_yet  # noqa: E402
-from kernels.gpulease import lease  # noqa: E402
-from kernels.jobs import run_job  # noqa: E402
-from kernels.logs import setup_logging  # noqa: E402
+from kernels.core.checks import require_gpu, require_no_cuda_yet  # noqa: E402
+from kernels.core.gpulease import lease  # noqa: E402
+from kernels.core.jobs import run_job  # noqa: E402
+from kernels.core.logs import setup_logging  # noqa: E402
 
 setup_logging(snakemake.log[0])  # noqa: F821
 # the study's imports (torch, Triton, its kernels) before the lease, while another job may measure;

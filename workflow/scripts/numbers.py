@@ -1,7 +1,7 @@
 """Snakemake script of rule `numbers`: tidy CSVs -> LaTeX macros for every number in the text."""
 
-from kernels.logs import setup_logging
-from kernels.render import render_numbers
+from kernels.core.logs import setup_logging
+from kernels.paper.render import render_numbers
 
 setup_logging(snakemake.log[0])  # noqa: F821
 render_numbers(list(snakemake.params.studies), list(snakemake.input), snakemake.output[0],  # noqa: F821

@@ -2,8 +2,8 @@
 
 import os
 
-from kernels.logs import setup_logging
-from kernels.reproduce import check
+from kernels.core.logs import setup_logging
+from kernels.paper.reproduce import check
 
 setup_logging(snakemake.log[0])  # noqa: F821
 out = snakemake.output  # noqa: F821
@@ -13,5 +13,6 @@ folder = os.path.commonpath([os.path.dirname(os.path.dirname(p)) for p in candid
 check(candidate, list(snakemake.input.reference), gpu=params.gpu,  # noqa: F821
       tolerance=float(params.tolerance), min_within=float(params.min_within),
       sections={study: dict(section) for study, section in params.sections.items()},
+      without=list(params.without), partial=bool(params.partial),
       candidate=folder, out_csv=out.csv, out_summary=out.summary, out_figure=out.figure,
       out_table=out.table, out_snippet=out.snippet, out_numbers=out.numbers)

@@ -1,9 +1,9 @@
 """Snakemake script of rule `reproduction_none`: the paper's paragraph when no second run is configured."""
 
-from kernels.logs import setup_logging
-from kernels.files import write_atomic
-from kernels.reproduce import NO_SECOND_RUN, NO_SECOND_RUN_NUMBERS
+from kernels.core.logs import setup_logging
+from kernels.core.files import write_atomic
+from kernels.paper.reproduce import no_second_run, no_second_run_numbers
 
 setup_logging(snakemake.log[0])  # noqa: F821
-write_atomic(snakemake.output.snippet, NO_SECOND_RUN)  # noqa: F821
-write_atomic(snakemake.output.numbers, NO_SECOND_RUN_NUMBERS)  # noqa: F821
+write_atomic(snakemake.output.snippet, no_second_run(snakemake.params.other_code))  # noqa: F821
+write_atomic(snakemake.output.numbers, no_second_run_numbers(snakemake.params.other_code))  # noqa: F821

@@ -1,12 +1,12 @@
 """The reproduction check: a second run compared with the reference run, case by case.
 
 A *run* is a folder of rows like ``data/raw/<gpu>/``: ``<root>/<study>/<impl>.jsonl``.
-Rows of two runs are paired by their case (:func:`kernels.rows.case_id`: study,
+Rows of two runs are paired by their case (:func:`kernels.paper.rows.case_id`: study,
 impl and every field that is not measured). Per case (:func:`compare`):
 
 ``ms_reference``, ``ms_candidate``
     each run's device time (``device_ms``: the median of ``device_times_ms``,
-    the host's launch hidden; :mod:`kernels.timing`), which every timed row has.
+    the host's launch hidden; :mod:`kernels.core.timing`), which every timed row has.
 ``ratio``
     candidate over reference of the device time, the basis of the verdict;
     ``ratio_latency`` the same of the latency (``median_ms``, the host's
@@ -15,7 +15,7 @@ impl and every field that is not measured). Per case (:func:`compare`):
     each run's noise band: the 10th and 90th percentiles of its device-time
     repetitions over their median.
 ``host_bound``
-    either run's device time may hold host time (:func:`kernels.timing.host_bound`:
+    either run's device time may hold host time (:func:`kernels.core.timing.host_bound`:
     the spin before the call was too short in more than 5 % of its repetitions);
     such rows are counted like any other and also reported apart.
 ``verdict``
@@ -50,12 +50,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kernels import render, rows, style, timing
-from kernels import report_kit as kit
-from kernels.collect import load_rows, tidy, with_roles
-from kernels.files import write_atomic
+from kernels.core import timing
+from kernels.paper import render, rows, style
+from kernels.paper import report_kit as kit
+from kernels.paper.collect import load_rows, tidy, with_roles
+from kernels.core.files import write_atomic
 
-log = logging.getLogger("kernels.reproduce")
+log = logging.getLogger("kernels.paper.reproduce")
 
 VERDICTS = ("reproduced", "slower", "faster", "status changed", "missing", "new", "not timed")
 #: Verdicts that make a run not reproduced; the table lists these rows, in this order.
@@ -81,7 +82,7 @@ TIMED = ("reproduced", "slower", "faster")
 
 def load_run(paths: list[str]) -> list[dict]:
     """The rows of the JSONL files ``paths`` (``<root>/<study>/<impl>.jsonl``), validated
-    per study (:func:`kernels.collect.load_rows`: the study is the file's folder).
+    per study (:func:`kernels.paper.collect.load_rows`: the study is the file's folder).
 
     Raises:
         ValueError: ``'path:line: ...'``: a row fails its study's row schema, or is
@@ -94,7 +95,7 @@ def load_run(paths: list[str]) -> list[dict]:
 
 
 def expected_cases(sections: dict[str, dict]) -> set[str]:
-    """Case ids (:func:`kernels.rows.case_id`) of every case a run of the config
+    """Case ids (:func:`kernels.paper.rows.case_id`) of every case a run of the config
     ``sections`` ({study: its section, e.g. ``config[study]["quick"]``}) measures:
     ``kernels.<study>.study.cases`` of each implementation the section lists."""
     out = set()
@@ -177,8 +178,8 @@ def compare(candidate: list[dict], reference: list[dict], tolerance: float,
 
 def tidy_tables(run: list[dict], gpu: str, sections: dict[str, dict] | None = None) -> dict[str, pd.DataFrame]:
     """Each study's tidy table of ``run`` as the rule ``collect`` writes it and the rule
-    ``numbers`` reads it back (:func:`kernels.collect.with_roles` from the study's section of
-    ``sections``, :func:`kernels.collect.tidy`, the study's ``derive``, a CSV round trip);
+    ``numbers`` reads it back (:func:`kernels.paper.collect.with_roles` from the study's section of
+    ``sections``, :func:`kernels.paper.collect.tidy`, the study's ``derive``, a CSV round trip);
     ``gpu`` is the data folder's name (the reports look up datasheet peaks by it)."""
     by_study = defaultdict(list)
     for row in run:
@@ -216,12 +217,15 @@ def headline_table(reference: dict[str, str], candidate: dict[str, str], studies
     return pd.DataFrame(rows, columns=["number", "reference", "second run"])
 
 
-def compare_claims(reference: dict[str, str], candidate: dict[str, str]) -> pd.DataFrame:
+def compare_claims(reference: dict[str, str], candidate: dict[str, str], partial: bool = False) -> pd.DataFrame:
     """The verdicts of both runs side by side: columns ``claim``, ``reference``,
     ``candidate``, ``same``; a verdict a run lacks reads "n/a". Claims whose
     reference verdict is "n/a" (no rows for it in the reference's cases) are
-    left out: nothing to re-derive."""
-    names = sorted(n for n in set(reference) | set(candidate) if reference.get(n, "n/a") != "n/a")
+    left out: nothing to re-derive. With ``partial`` (the quick profile, which measures a part of
+    each study), so are those the candidate cannot derive from its own cases ("n/a" there):
+    they are not in its profile, not a difference."""
+    names = sorted(n for n in set(reference) | set(candidate) if reference.get(n, "n/a") != "n/a"
+                   and not (partial and candidate.get(n, "n/a") == "n/a"))
     table = pd.DataFrame({"claim": names, "reference": [reference[n] for n in names],
                           "candidate": [candidate.get(n, "n/a") for n in names]})
     return table.assign(same=table["reference"] == table["candidate"])
@@ -239,7 +243,7 @@ def _counts(table: pd.DataFrame) -> dict[str, int]:
 def size_table(table: pd.DataFrame) -> pd.DataFrame:
     """The rows timed in both runs by the reference's device time (:data:`SIZE_CLASSES`):
     columns ``device time`` (the class), ``rows``, ``within`` (reproduced), ``within %``,
-    ``host-bound`` (rows of :func:`kernels.timing.host_bound` in either run) and ``within,
+    ``host-bound`` (rows of :func:`kernels.core.timing.host_bound` in either run) and ``within,
     host-free`` (reproduced rows among the others); empty classes are left out."""
     timed = table[table["verdict"].isin(TIMED)]
     bounds = [lo for lo, _ in SIZE_CLASSES] + [np.inf]
@@ -450,7 +454,7 @@ def outside_table(table: pd.DataFrame, limit: int = TABLE_ROWS) -> pd.DataFrame:
 
 
 def _columns(tabular: str, spec: str) -> str:
-    """``tabular`` (:func:`kernels.render.table_to_latex`) with the column spec ``spec``."""
+    """``tabular`` (:func:`kernels.paper.render.table_to_latex`) with the column spec ``spec``."""
     head, rest = tabular.split("\n", 1)
     return re.sub(r"\{[^{}]*\}$", lambda _: "{" + spec + "}", head) + "\n" + rest.rstrip("\n")
 
@@ -520,17 +524,18 @@ THREATS = (r"A second cold run at commit \texttt{\ReproCommit} on another GPU (\
 def numbers(values: dict[str, str]) -> str:
     """The ``Repro*`` macros (``values``: :func:`macros`), ``ReproThreats`` (:data:`THREATS`)
     and the switch ``\\ifReproRun`` (true: a second run is compared), read in the paper's preamble."""
-    header = "% Generated by the rule `reproduce` (kernels/reproduce.py); do not edit."
+    header = "% Generated by the rule `reproduce` (kernels/paper/reproduce.py); do not edit."
     return "\n".join([header, r"\newif\ifReproRun\ReproRuntrue  % text on the second run: \ifReproRun ... \fi",
                       *render.macro_lines({**values, "ReproThreats": THREATS})]) + "\n"
 
 
 def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes: pd.DataFrame,
-            impls: pd.DataFrame, claims: pd.DataFrame, headlines: pd.DataFrame) -> str:
+            impls: pd.DataFrame, claims: pd.DataFrame, headlines: pd.DataFrame, without=()) -> str:
     """The appendix paragraph on the second run with its figure and tables (``values``:
     :func:`macros`, defined in :func:`numbers`; only their names are used here; ``studies``: those compared; ``has_outside``: whether any row is
     outside the tolerance; ``sizes``: :func:`size_table`; ``impls``: :func:`impl_table`;
-    ``claims``: :func:`compare_claims`; ``headlines``: :func:`headline_table`)."""
+    ``claims``: :func:`compare_claims`; ``headlines``: :func:`headline_table`; ``without``: the
+    studies without a second run of their code, which the paragraph names)."""
     per_study = ", ".join(rf"{style.study_label(study)} \ReproRowsWithin{kit.camel(study)}{{}} of"
                           rf" \ReproRowsCompared{kit.camel(study)}{{}} (\ReproPercentWithin{kit.camel(study)}\,\%)"
                           for study in studies)
@@ -558,6 +563,10 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
         r"missing or changed status and every verdict is the same (config \texttt{reproduce}); the",
         r"\ReproRowsNotTimed{} cases that neither run timed, with the same status in both, are left out.",
         r"Shares are given to one decimal, rounded down. Outcome: \ReproOutcome."])
+    if without:
+        names = ", ".join(style.study_label(s) for s in without)
+        text += ("\n" + rf"No second run of the code that measured the rows of {names} is committed yet:"
+                 r" their rows are not compared, and the outcome holds for the studies named above only.")
     floats = [r"\begin{figure}[tbp]", r"\centering", r"\fitgraphics{reproduction.pdf}",
               rf"\caption{{{render.caption(figure)}}}", r"\label{fig:reproduction}", r"\end{figure}"]
     floats += [r"\begin{table}[tbp]", r"\centering", r"\small",
@@ -587,27 +596,38 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
                    r"\label{tab:reproduction}", r"\scriptsize", r"\setlength{\tabcolsep}{3pt}",
                    r"\fitwidth{\input{generated/reproduction_outside.tex}}",
                    r"\end{table}"]
-    header = "% Generated by the rule `reproduce` (kernels/reproduce.py); do not edit."
+    header = "% Generated by the rule `reproduce` (kernels/paper/reproduce.py); do not edit."
     return "\n".join([header, text, "", *floats]) + "\n"
 
 
-#: The appendix paragraph when no second run is configured (rule ``reproduction_none``).
-NO_SECOND_RUN = (
-    "% Generated by the rule `reproduction_none` (kernels/reproduce.py); do not edit.\n"
-    r"\paragraph{Reproduction.} No second run of these measurements is committed. "
-    r"\texttt{snakemake --profile profiles/quick} measures the main cases of each study on a GPU "
-    "and compares them with these data case by case (\\texttt{docs/reproducing.md})." "\n")
-#: The macros then (rule ``reproduction_none``): the threats section's sentence alone.
-NO_SECOND_RUN_NUMBERS = (
-    "% Generated by the rule `reproduction_none` (kernels/reproduce.py); do not edit.\n"
-    "\\newif\\ifReproRun  % false: no second run\n"
-    + render.macro_lines({"ReproThreats": "No second run of these measurements is committed, so their variation"
-                                          " across GPUs and hosts is not quantified here."})[0] + "\n")
+def no_second_run(other_code: str | None = None) -> str:
+    """The appendix paragraph when no second run is compared (rule ``reproduction_none``):
+    none is configured, or ``other_code``, the one configured, holds rows of other code than
+    every study's rows (:func:`kernels.paper.provenance.same_code`)."""
+    first = (rf"\paragraph{{Reproduction.}} The committed second run (\texttt{{{render.escape_latex(other_code)}}}) is of"
+             r" other code than every study's rows, so no second run of the code that measured these data is"
+             r" committed yet. " if other_code else
+             r"\paragraph{Reproduction.} No second run of these measurements is committed. ")
+    return ("% Generated by the rule `reproduction_none` (kernels/paper/reproduce.py); do not edit.\n" + first
+            + r"\texttt{snakemake --profile profiles/quick} measures the main cases of each study on a GPU "
+            "and compares them with these data case by case (\\texttt{docs/reproducing.md}).\n")
+
+
+def no_second_run_numbers(other_code: str | None = None) -> str:
+    """The macros with :func:`no_second_run` (rule ``reproduction_none``): the threats section's
+    sentence alone."""
+    what = "No second run of the code that measured these data" if other_code else \
+        "No second run of these measurements"
+    return ("% Generated by the rule `reproduction_none` (kernels/paper/reproduce.py); do not edit.\n"
+            "\\newif\\ifReproRun  % false: no second run\n"
+            + render.macro_lines({"ReproThreats": f"{what} is committed, so their variation"
+                                                  " across GPUs and hosts is not quantified here."})[0] + "\n")
 
 
 def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, tolerance: float,
           min_within: float, sections: dict[str, dict] | None, candidate: str, out_csv: str,
-          out_summary: str, out_figure: str, out_table: str, out_snippet: str, out_numbers: str) -> str:
+          out_summary: str, out_figure: str, out_table: str, out_snippet: str, out_numbers: str,
+          without: list[str] = (), partial: bool = False) -> str:
     """Compare a candidate run with the reference run and write every output.
 
     Args:
@@ -615,9 +635,13 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
         gpu: the data folder's GPU name (tidy tables for the claims).
         tolerance, min_within: config ``reproduce.tolerance`` and ``reproduce.min_within``.
         sections: {study: config section} the candidate ran (:func:`expected_cases`), which
-            also gives the rows without roles theirs (:func:`kernels.collect.with_roles`), or
+            also gives the rows without roles theirs (:func:`kernels.paper.collect.with_roles`), or
             None to compare every reference row (rows without roles then have none).
         candidate: the candidate's folder, as the paper names it.
+        without: the studies left out, whose second run is of other code than their rows (or
+            absent): the paper names them.
+        partial: the candidate measured a part of each study (the quick profile): a claim it
+            cannot derive is left out (:func:`compare_claims`).
         out_*: the comparison (CSV), the one-line summary (text), the figure (PDF), the
             table of rows outside the tolerance (LaTeX), the paper's snippet (appendix) and
             its macros (:func:`numbers`).
@@ -631,7 +655,7 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
     in_scope = {rows.case_id(r) for r in ref} if expected is None else expected
     ref_macros = study_macros(tidy_tables([r for r in ref if rows.case_id(r) in in_scope], gpu, sections))
     cand_macros = study_macros(tidy_tables(cand, gpu, sections))
-    claims = compare_claims(claim_verdicts(ref_macros), claim_verdicts(cand_macros))
+    claims = compare_claims(claim_verdicts(ref_macros), claim_verdicts(cand_macros), partial)
     line = summary_line(table, claims, tolerance, min_within)
     outside = outside_table(table)
     write_atomic(out_csv, table.to_csv(index=False))
@@ -644,7 +668,7 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
                     [r.get("env", {}) for r in cand])
     write_atomic(out_numbers, numbers(values))
     write_atomic(out_snippet, snippet(values, studies, not outside.empty, size_table(table), impl_table(table), claims,
-                                      headline_table(ref_macros, cand_macros, studies)))
+                                      headline_table(ref_macros, cand_macros, studies), without))
     write_atomic(out_summary, line + "\n")
     log.info("%s", line)
     for r in claims.itertuples():

@@ -6,10 +6,8 @@ bytes for the same data: no creation date in the metadata.
 
 from __future__ import annotations
 
-import importlib
 import io
 from pathlib import Path
-from typing import NamedTuple
 
 import matplotlib
 
@@ -17,59 +15,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from kernels.files import write_atomic  # noqa: E402
+from kernels.core.files import write_atomic  # noqa: E402
+from kernels.core.registry import registry_module, registry  # noqa: E402
 
 #: Figure widths in inches: one column and the full text width of the paper.
 COLUMN_WIDTH = 3.4
 FULL_WIDTH = 7.0
 
-class Impl(NamedTuple):
-    """One implementation of a study, in its registry (``kernels/<study>/impls.py``, ``IMPLS``, in the
-    order of the paper's legends and tables): its display name in every legend, table and caption,
-    its colour in every figure, the passes it has, and, where the study calls every implementation
-    the same way (gdn: FLA's ``chunk_gated_delta_rule`` signature), the ``"module:function"`` it
-    calls (None where the study's ``prepare`` builds the call), and its ``tags``: the other ways the
-    study runs it, from the study's registry's ``TAGS`` (``kernels/<study>/impls.py``)."""
-
-    label: str
-    color: str
-    passes: tuple[str, ...] = ("fwd", "bwd", "fwdbwd")
-    op: str | None = None
-    tags: frozenset[str] = frozenset()
-
-    def load(self):
-        """The callable that ``op`` names: its module imported, then each dotted attribute after the
-        colon (``"liger_kernel.ops.swiglu:LigerSiLUMulFunction.apply"``).
-
-        Raises ValueError where the entry names no op; ImportError (ModuleNotFoundError) where its
-        module is not installed; AttributeError where the module has no such attribute.
-        """
-        if self.op is None:
-            raise ValueError(f"{self.label!r} names no op")
-        module, _, path = self.op.partition(":")
-        target = importlib.import_module(module)
-        for name in path.split("."):
-            target = getattr(target, name)
-        return target
-
-
-def _registry_module(study: str):
-    """``kernels.<study>.impls``, or None for a study without one."""
-    try:
-        return importlib.import_module(f"kernels.{study}.impls")
-    except ModuleNotFoundError:
-        return None
-
-
-def registry(study: str) -> dict[str, Impl]:
-    """The implementations of ``study`` (``kernels.<study>.impls.IMPLS``; empty for a study without one)."""
-    module = _registry_module(study)
-    return module.IMPLS if module else {}
-
-
 def study_label(study: str) -> str:
     """The display name of ``study`` (``STUDY_LABEL`` of its registry module; else ``study``)."""
-    return getattr(_registry_module(study), "STUDY_LABEL", study)
+    return getattr(registry_module(study), "STUDY_LABEL", study)
 
 
 #: Display names of passes.

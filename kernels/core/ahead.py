@@ -1,6 +1,6 @@
 """The compile-ahead pass: the cases of the implementations that compile per shape or per mask,
 prepared in parallel child processes before any of them is timed, to fill the on-disk kernel caches
-(:func:`compile_ahead`; a study's job of it is :func:`kernels.jobs.compile_ahead_job`).
+(:func:`compile_ahead`; a study's job of it is :func:`kernels.core.jobs.compile_ahead_job`).
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from kernels.children import in_child
+from kernels.core.children import in_child
 
-log = logging.getLogger("kernels.ahead")
+log = logging.getLogger("kernels.core.ahead")
 
 
 #: Environment of a :func:`compile_ahead` child: FLA's autotuner keeps its picks in Triton's
@@ -77,7 +77,7 @@ def compile_ahead(jobs: list[tuple[str, str, list[dict]]], workers: int) -> list
     side by side fills the on-disk caches, so that the timed pass's own first calls load the
     kernels instead of compiling them. One queue for every implementation keeps the cores busy
     while the longest compiles run (:func:`_queue_order`). The children's autotuners compile
-    every config without timing it (:func:`kernels.children._compile_only_autotuning`) and keep no picks
+    every config without timing it (:func:`kernels.core.children._compile_only_autotuning`) and keep no picks
     (:data:`AHEAD_ENV`): the timed pass autotunes in its own process, alone on the GPU, as
     without this pass.
 
@@ -87,7 +87,7 @@ def compile_ahead(jobs: list[tuple[str, str, list[dict]]], workers: int) -> list
     Args:
         jobs: ``(study, impl, cases)`` triples.
         workers: child processes at a time (>= 1).
-    Returns, per job and case in their order, :func:`kernels.harness.prepare_case`'s answer with ``workers``
+    Returns, per job and case in their order, :func:`kernels.core.harness.prepare_case`'s answer with ``workers``
     added (``status: error`` where the child crashed).
     """
     def one(item: tuple[str, str, dict]) -> dict:

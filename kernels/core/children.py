@@ -1,8 +1,8 @@
 """Child processes of the measurement: a case prepared or measured in a fresh Python process.
 
-:func:`in_child` runs :func:`_child_main` (``python -m kernels.children``) on one request: a case to
+:func:`in_child` runs :func:`_child_main` (``python -m kernels.core.children``) on one request: a case to
 measure (:func:`measure_in_child`, for the implementations a study lists in ``ISOLATE``, whose failure
-can poison a CUDA context) or to prepare only (``prepare_only``: :mod:`kernels.ahead`'s compile-ahead
+can poison a CUDA context) or to prepare only (``prepare_only``: :mod:`kernels.core.ahead`'s compile-ahead
 children, whose Triton autotuners compile every config without timing it).
 """
 
@@ -16,9 +16,9 @@ import subprocess
 import sys
 from typing import Any, Callable
 
-from kernels.harness import _row, measure_case, prepare_case
+from kernels.core.harness import _row, measure_case, prepare_case
 
-log = logging.getLogger("kernels.children")
+log = logging.getLogger("kernels.core.children")
 
 
 def in_child(request: dict, env: dict | None = None, timeout: float | None = None) -> tuple[dict | None, str]:
@@ -28,7 +28,7 @@ def in_child(request: dict, env: dict | None = None, timeout: float | None = Non
     killed). The answer is the child's last line that is a JSON object with a ``status`` (a row
     or :func:`prepare_case`'s answer): a library's log line that starts with "{" is not one."""
     try:
-        proc = subprocess.run([sys.executable, "-m", "kernels.children"], input=json.dumps(request),
+        proc = subprocess.run([sys.executable, "-m", "kernels.core.children"], input=json.dumps(request),
                               capture_output=True, text=True, env={**os.environ, **(env or {})},
                               timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -91,8 +91,8 @@ def _child_main() -> None:
 
 
 if __name__ == "__main__":
-    # run as a child (python -m kernels.children): use the imported module's functions, whose
+    # run as a child (python -m kernels.core.children): use the imported module's functions, whose
     # Unsupported is the class the studies raise (this file's own __main__ copy is another class)
-    from kernels.children import _child_main as child_main
+    from kernels.core.children import _child_main as child_main
 
     child_main()

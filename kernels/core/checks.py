@@ -3,7 +3,7 @@
 Each failure is one short message naming what to fix: a config key, a
 file, a folder. Used by ``workflow/rules/common.smk`` before any job runs
 (config sections, committed rows, the measuring host) and by the jobs
-themselves (the measurement job's GPU, ``kernels.collect``'s rows).
+themselves (the measurement job's GPU, ``kernels.paper.collect``'s rows).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import referencing
 import referencing.jsonschema
 import yaml
 
-from kernels.env import gpu_slug
-from kernels.style import registry
+from kernels.core.env import gpu_slug
+from kernels.core.registry import registry
 
 #: Longest text of a schema violation kept in a message (jsonschema quotes whole values).
 MAX_MESSAGE = 160
@@ -35,7 +35,7 @@ def _read_schema(path: Path) -> dict:
     """The YAML schema at ``path``, each definition that names a study under :data:`REGISTRY_KEY`
     given the ``enum`` of that study's implementations (``kernels/<study>/impls.py``), so the
     names are written once, in the registry. Read once per process (the row schemas are looked
-    up for every row, :func:`kernels.rows.measured_fields`); callers do not change it."""
+    up for every row, :func:`kernels.paper.rows.measured_fields`); callers do not change it."""
     schema = yaml.safe_load(path.read_text())
     for definition in schema.get("$defs", {}).values():
         if isinstance(definition, dict) and REGISTRY_KEY in definition:
@@ -163,15 +163,15 @@ def require_no_cuda_yet(module) -> None:
 
     if torch.cuda.is_initialized():
         raise RuntimeError(f"importing {module.__name__} initialised CUDA before the job's GPU lease "
-                           "(kernels/gpulease.py) chose the GPU: move that CUDA call into a function")
+                           "(kernels/core/gpulease.py) chose the GPU: move that CUDA call into a function")
 
 
 def require_gpu(folder: str | Path) -> None:
     """Raise RuntimeError unless this process sees the GPU that ``folder`` is named after.
 
     ``folder`` is ``data/raw/<gpu>``; the GPU is CUDA device 0 (the job's
-    lease, :mod:`kernels.gpulease`), and its name must give ``<gpu>`` by
-    :func:`kernels.env.gpu_slug` ('NVIDIA H200' -> 'h200'); a process
+    lease, :mod:`kernels.core.gpulease`), and its name must give ``<gpu>`` by
+    :func:`kernels.core.env.gpu_slug` ('NVIDIA H200' -> 'h200'); a process
     without CUDA measures on the CPU, whose folder is ``cpu``. Called by a
     measurement job before it measures or writes anything.
     """

@@ -1,6 +1,6 @@
 """The job runner: every case of one (study, impl) measured into one JSONL file, with checkpoints
 and the answers of the study's compile-ahead pass (:func:`run_job`; the pass itself:
-:func:`compile_ahead_job`). The per-case work is :mod:`kernels.harness`'s.
+:func:`compile_ahead_job`). The per-case work is :mod:`kernels.core.harness`'s.
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ import os
 import time
 from pathlib import Path
 
-from kernels.ahead import compile_ahead
-from kernels.children import measure_in_child
-from kernels.env import environment, git_commit
-from kernels.files import write_atomic, write_jsonl
-from kernels.harness import measure_case
+from kernels.core.ahead import compile_ahead
+from kernels.core.children import measure_in_child
+from kernels.core.env import environment, git_commit
+from kernels.core.files import write_atomic, write_jsonl
+from kernels.core.fingerprint import fingerprint
+from kernels.core.harness import measure_case
 
-log = logging.getLogger("kernels.jobs")
+log = logging.getLogger("kernels.core.jobs")
 
 
 def compile_ahead_job(jobs: list[dict], timing: dict, out: str | os.PathLike, workers: int) -> dict:
@@ -35,7 +36,7 @@ def compile_ahead_job(jobs: list[dict], timing: dict, out: str | os.PathLike, wo
             :func:`run_job` reads (its ``ahead`` argument).
         workers: child processes at a time.
     Returns what was written. On a machine without CUDA nothing is compiled ahead (``{}``).
-    The commit of the case keys is :func:`kernels.env.git_commit`, the one of run_job's rows'
+    The commit of the case keys is :func:`kernels.core.env.git_commit`, the one of run_job's rows'
     ``env``; the rest of that block (nvidia-smi, the package versions) is not needed here.
     """
     import torch
@@ -120,6 +121,9 @@ def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: 
         ahead: the study's compile-ahead file (:func:`compile_ahead_job`), if any:
             the cases it answers for were prepared there, and only the others are
             prepared here (``ahead_workers`` at a time).
+    Every row's ``env`` is :func:`kernels.core.env.environment` of the job, with the study's
+    :func:`kernels.core.fingerprint.fingerprint` for ``sweep`` and ``timing``: ``fingerprint`` (its
+    digest) and ``fingerprint_parts``.
     Returns the rows written.
     """
     import torch
@@ -127,7 +131,8 @@ def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: 
     mod = importlib.import_module(f"kernels.{study}.study")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     isolate = impl in getattr(mod, "ISOLATE", ())
-    env = environment()
+    code = fingerprint(study, sweep, timing)
+    env = {**environment(), "fingerprint": code["digest"], "fingerprint_parts": code["parts"]}
     ckpt = Path(checkpoint) if checkpoint else None
     done = _read_checkpoint(ckpt) if ckpt else {}
     keyed = keyed_cases(study, impl, sweep, timing, env["git_commit"])

@@ -5,9 +5,9 @@ A row (one JSON line of ``data/raw/<gpu>/<study>/<impl>.jsonl``) is its
 dtype, the study's shape fields, mask, launch, ...) — plus the fields its
 measurement wrote: times, status, errors, one-off costs, the environment.
 Two rows of two runs are the same case when their case fields are equal
-(:func:`case_id`); the reproduction check (:mod:`kernels.reproduce`) pairs
+(:func:`case_id`); the reproduction check (:mod:`kernels.paper.reproduce`) pairs
 rows that way, and the collect step allows one row per case
-(:mod:`kernels.collect`). The fields that are *not* part of a case are listed
+(:mod:`kernels.paper.collect`). The fields that are *not* part of a case are listed
 once, as ``measured`` in the row schemas (:func:`measured_fields`): a field a
 study adds is a case field unless its row schema names it there. One field is
 neither: ``roles`` (:data:`ROLES`), the parts of the config a case comes from,
@@ -21,9 +21,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kernels.checks import schema_at
+from kernels.core.checks import schema_at
 
-SCHEMAS = Path(__file__).resolve().parent.parent / "workflow" / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[2] / "workflow" / "schemas"
 
 
 #: Where a study's row schema sits in its schema file (beside the schema of its config section).
@@ -32,7 +32,7 @@ ROW_POINTER = "/$defs/row"
 
 def row_schema(study: str) -> str:
     """The row schema of ``study``: ``workflow/schemas/<study>.schema.yaml#/$defs/row``, for
-    :func:`kernels.checks.validator`; ValueError if the file or its ``$defs.row`` is missing."""
+    :func:`kernels.core.checks.validator`; ValueError if the file or its ``$defs.row`` is missing."""
     path = SCHEMAS / f"{study}.schema.yaml"
     where = f"{path.relative_to(SCHEMAS.parent.parent)}#{ROW_POINTER}"
     try:
@@ -42,7 +42,7 @@ def row_schema(study: str) -> str:
     return f"{path}#{ROW_POINTER}"
 
 
-#: The row field that lists a case's roles (set by the study's ``cases``; :func:`kernels.collect.with_roles`).
+#: The row field that lists a case's roles (set by the study's ``cases``; :func:`kernels.paper.collect.with_roles`).
 ROLES = "roles"
 
 

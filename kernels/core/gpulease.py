@@ -21,7 +21,7 @@ import os
 import time
 from pathlib import Path
 
-log = logging.getLogger("kernels.gpulease")
+log = logging.getLogger("kernels.core.gpulease")
 
 
 def record_path(benchmark: str | os.PathLike) -> Path:
@@ -34,7 +34,7 @@ def record_path(benchmark: str | os.PathLike) -> Path:
 def _record(record_file: str | os.PathLike | None, waited: float, held: float) -> None:
     """Write ``{"lease_wait_s": waited, "lease_held_s": held}`` to ``record_file`` (atomically), when given."""
     if record_file is not None:
-        from kernels.files import write_atomic
+        from kernels.core.files import write_atomic
 
         write_atomic(record_file, json.dumps({"lease_wait_s": round(waited, 3), "lease_held_s": round(held, 3)}) + "\n")
 
@@ -53,7 +53,7 @@ def lease(n_gpus: int, lock_dir: str | os.PathLike, poll_s: float = 0.1, timeout
     ``{"lease_wait_s": ..., "lease_held_s": ...}``, once the block has ended without an exception.
     A job that Snakemake starts while the one before it still measures waits here, and its process
     ends after it lets go: the wall time of its ``benchmark:`` file holds both, the held time is
-    its time on the GPU (:func:`kernels.render.benchmark_macros`). Raises ValueError when
+    its time on the GPU (:func:`kernels.paper.render.benchmark_macros`). Raises ValueError when
     ``n_gpus`` < 1 and TimeoutError when no GPU frees up within ``timeout_s`` seconds.
     """
     if n_gpus < 1:

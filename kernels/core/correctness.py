@@ -3,7 +3,7 @@
 Every study checks each implementation this way before timing it
 (:func:`check_close`, :func:`check_all` for several outputs, against the
 study's ``TOLERANCE``); a failed check becomes a row of status ``wrong``
-(:class:`Mismatch`, :mod:`kernels.harness`).
+(:class:`Mismatch`, :mod:`kernels.core.harness`).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ import os
 import platform
 import subprocess
 from collections.abc import Iterable
+from datetime import datetime, timezone
 
 
 def _nvidia_smi(fields: list[str], gpu_id: str | None = None) -> dict[str, str | None]:
@@ -67,10 +68,11 @@ def _versions(dists: Iterable[str]) -> dict[str, str | None]:
 
 
 def environment() -> dict:
-    """The environment block of every row: GPU, driver, CUDA, clocks, versions, commit.
+    """The environment block of every row: GPU, driver, CUDA, clocks, versions, commit, and
+    ``date``, when the block was made (the job's start, UTC, ISO 8601).
 
     ``gpu_uuid`` and ``cuda_visible_devices`` say which GPU of a multi-GPU
-    host ran the job (:mod:`kernels.gpulease`); clocks are that GPU's, read
+    host ran the job (:mod:`kernels.core.gpulease`); clocks are that GPU's, read
     when the block is made (an idle GPU reports its idle clock). The host's
     CPU model, core count and 1-minute load average go with them: calls that
     make the GPU wait for the host are as fast as that host. ``anchors``
@@ -86,6 +88,7 @@ def environment() -> dict:
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "git_commit": git_commit(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "host_cpu": platform.processor() or platform.machine(),
         "host_cpu_model": _cpu_model(),
         "host_cpus": os.cpu_count(),

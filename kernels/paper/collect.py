@@ -16,9 +16,9 @@ The tidy table has one row per raw row: every field but ``env``, ``timing``
 and the repetition lists (a per-kernel breakdown ``kernels`` as one JSON text
 cell, ``roles`` as one text cell, space-separated), the environment as ``env_*`` columns and the timing block as
 ``timing_*`` columns, the compile-ahead answer (``compile_ahead``: the cold preparation in a child
-process, :func:`kernels.ahead.compile_ahead`) as ``ahead_*`` columns, plus ``gpu`` (the data folder), ``gpu_name``,
+process, :func:`kernels.core.ahead.compile_ahead`) as ``ahead_*`` columns, plus ``gpu`` (the data folder), ``gpu_name``,
 ``n_reps``; from the device times (``device_times_ms``: the GPU's work alone,
-:mod:`kernels.timing`) ``device_ms`` (median), ``q10_ms``, ``q90_ms`` and
+:mod:`kernels.core.timing`) ``device_ms`` (median), ``q10_ms``, ``q90_ms`` and
 ``drift`` (the median of the last fifth of the repetitions over that of the
 first fifth, five at least, minus one, with ten or more repetitions: how much
 a call slowed while it was timed); from the latencies of calls launched from
@@ -39,11 +39,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kernels import rows as rows_mod
-from kernels.checks import schema_error
-from kernels.files import write_atomic
+from kernels.paper import rows as rows_mod
+from kernels.core.checks import schema_error
+from kernels.core.files import write_atomic
 
-log = logging.getLogger("kernels.collect")
+log = logging.getLogger("kernels.paper.collect")
 
 
 def _no_constant(name: str):
@@ -108,7 +108,7 @@ def load_rows(paths: list[str], study: str) -> list[dict]:
 
 def with_roles(rows: list[dict], study: str, section: dict | None) -> list[dict]:
     """``rows`` (raw rows of ``study``), each with ``roles``: its own, or, for a row without
-    them, those of its case (:func:`kernels.rows.case_id`) among the cases ``section`` (the
+    them, those of its case (:func:`kernels.paper.rows.case_id`) among the cases ``section`` (the
     study's config section, e.g. ``config[study]["sweep"]``) makes for the row's impl with
     ``kernels.<study>.study.cases``; ``[]`` when the section does not make the case, is None,
     or the study's cases carry no roles.

@@ -12,8 +12,8 @@ A *study* is a module ``kernels.<study>.study`` that defines
     it holds is copied into the row too.
 ``prepare(impl: str, case: dict, device: torch.device) -> Prepared``
     Builds random inputs, runs the implementation once, compares its output
-    with the reference on the same inputs (:func:`kernels.correctness.check_close`, raising
-    :class:`kernels.correctness.Mismatch`) and returns the call to time. It raises
+    with the reference on the same inputs (:func:`kernels.core.correctness.check_close`, raising
+    :class:`kernels.core.correctness.Mismatch`) and returns the call to time. It raises
     :class:`Unsupported` when the implementation cannot run the case here.
 ``ISOLATE: frozenset[str]`` (optional)
     Implementations whose every case runs in a child process, because a
@@ -24,14 +24,14 @@ A *study* is a module ``kernels.<study>.study`` that defines
     the key relative to the section (``sweep.groups[0].impls``).
 
 This module prepares, checks and times one case (:func:`measure_case`; :func:`prepare_case`
-without the timing). :func:`kernels.jobs.run_job` measures every case of one (study, impl) pair
+without the timing). :func:`kernels.core.jobs.run_job` measures every case of one (study, impl) pair
 and writes one JSON line per case, atomically (the row schema:
-``workflow/schemas/row.schema.yaml``); :mod:`kernels.children` runs a case in a fresh process,
-:mod:`kernels.ahead` prepares many in parallel before any is timed.
+``workflow/schemas/row.schema.yaml``); :mod:`kernels.core.children` runs a case in a fresh process,
+:mod:`kernels.core.ahead` prepares many in parallel before any is timed.
 A failed case becomes a row with its ``status`` (ok|oom|unsupported|error|
 wrong) and ``error``; the sweep goes on.
 
-Each ok row holds two timings of every repetition (:mod:`kernels.timing`):
+Each ok row holds two timings of every repetition (:mod:`kernels.core.timing`):
 ``device_times_ms`` / ``device_ms`` (their median), the GPU's work alone with
 the host's launch hidden behind a GPU spin, and ``times_ms`` / ``median_ms``,
 the latency of a call launched from Python onto an idle GPU; ``timing`` says
@@ -48,11 +48,11 @@ import time
 import traceback
 from typing import Any, Callable
 
-from kernels import timing as timing_mod
-from kernels.correctness import Mismatch
-from kernels.profiling import kernel_breakdown
+from kernels.core import timing as timing_mod
+from kernels.core.correctness import Mismatch
+from kernels.core.profiling import kernel_breakdown
 
-log = logging.getLogger("kernels.harness")
+log = logging.getLogger("kernels.core.harness")
 
 
 class Unsupported(Exception):
@@ -72,7 +72,7 @@ class Prepared:
         extra: study-specific fields copied into the row (compile seconds,
             recompile count, densities, the measured error, ...).
         cuda_graph: time replays of a CUDA graph of ``fn`` captured once
-            (:func:`kernels.timing.time_cuda`) instead of launches.
+            (:func:`kernels.core.timing.time_cuda`) instead of launches.
         profile: after timing, also record the row's ``kernels`` field, the
             device time of each kernel ``fn`` launches (:func:`kernel_breakdown`).
     """
@@ -112,9 +112,9 @@ def call_peak_bytes(fn: Callable[[], Any], device) -> int | None:
 
 
 def time_call(prepared: Prepared, device, timing: dict) -> "timing_mod.Timed":
-    """Time ``prepared.fn``: every repetition's device time and latency (:mod:`kernels.timing`).
+    """Time ``prepared.fn``: every repetition's device time and latency (:mod:`kernels.core.timing`).
 
-    On CUDA: :func:`kernels.timing.time_cuda` with the ``timing`` config,
+    On CUDA: :func:`kernels.core.timing.time_cuda` with the ``timing`` config,
     replaying a CUDA graph of ``fn`` when ``prepared.cuda_graph``. On the
     CPU: ``timing["cpu_reps"]`` wall-clock repetitions.
     """

@@ -1,7 +1,7 @@
 """What every study's report builds its figures, tables and macros from.
 
-The reports (``kernels/<study>/report.py``) take a tidy table (:mod:`kernels.collect`)
-and return figures, DataFrames and macro texts; :mod:`kernels.render` writes them. This
+The reports (``kernels/<study>/report.py``) take a tidy table (:mod:`kernels.paper.collect`)
+and return figures, DataFrames and macro texts; :mod:`kernels.paper.render` writes them. This
 module holds what they share, so that each is written once: the number format of a macro
 (:func:`fmt`) and of a range (:func:`span`), a row's value by selection (:func:`first`,
 :func:`median`), a baseline's value at each row's case (:func:`baseline`), the rows of a config
@@ -25,22 +25,22 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from kernels import style
-from kernels.rows import ROLES
+from kernels.paper import style
+from kernels.paper.rows import ROLES
 
 #: The studies' config files (config/studies/<study>.yaml).
-CONFIG = Path(__file__).resolve().parent.parent / "config" / "studies"
+CONFIG = Path(__file__).resolve().parents[2] / "config" / "studies"
 
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                    "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                    "^": r"\textasciicircum{}"}
 
-#: What an empty panel says (figures; :func:`kernels.render.table_to_latex` for an empty table).
+#: What an empty panel says (figures; :func:`kernels.paper.render.table_to_latex` for an empty table).
 NOT_MEASURED = "not measured in these data"
 
 
 def fmt(value, digits: int = 2) -> str:
-    """``value`` with ``digits`` decimals, or :data:`kernels.style.MISSING` when it is None, NaN,
+    """``value`` with ``digits`` decimals, or :data:`kernels.paper.style.MISSING` when it is None, NaN,
     infinite or not a number (a macro of a value not measured)."""
     try:
         v = float(value)
@@ -51,7 +51,7 @@ def fmt(value, digits: int = 2) -> str:
 
 def span(values: Iterable, digits: int = 2) -> str:
     """``lo--hi`` of the finite ``values`` with ``digits`` decimals (:func:`fmt`), the one value
-    where the two read the same, :data:`kernels.style.MISSING` when none is finite (a macro of a
+    where the two read the same, :data:`kernels.paper.style.MISSING` when none is finite (a macro of a
     range of measurements)."""
     finite = [float(v) for v in values if v is not None and np.isfinite(float(v))]
     if not finite:
@@ -103,7 +103,7 @@ def tidy_frame(df: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
 
 def has_role(df: pd.DataFrame, role: str) -> pd.Series:
     """Whether each row of ``df`` has ``role`` among its ``roles`` (the tidy table's space-separated
-    cell, set from the config: :func:`kernels.collect.with_roles`); False without the column."""
+    cell, set from the config: :func:`kernels.paper.collect.with_roles`); False without the column."""
     if ROLES not in df:
         return pd.Series(False, index=df.index)
     return df[ROLES].fillna("").astype(str).str.split().map(lambda roles: role in roles).astype(bool)
@@ -203,13 +203,13 @@ def mark_empty_axes(fig) -> None:
 def kernel_table(df: pd.DataFrame, order: Sequence[str] = (), min_share: float = 0.02,
                  study: str = "") -> pd.DataFrame:
     """Per-kernel breakdown of the tidy rows that carry one (column ``kernels``,
-    JSON from :func:`kernels.profiling.kernel_breakdown`), one block per (pass, impl).
+    JSON from :func:`kernels.core.profiling.kernel_breakdown`), one block per (pass, impl).
 
     Index (pass, implementation, kernel), implementations in ``order`` first; columns ``µs`` (per
     call) and ``share %`` of that impl's total. Kernels under ``min_share`` of
     the total are summed as ``other``; names are shortened by
     :func:`short_kernel_names`; implementations and passes by their display
-    names (:func:`kernels.style.label` of ``study``). Empty when no row
+    names (:func:`kernels.paper.style.label` of ``study``). Empty when no row
     carries a breakdown.
     """
     if "kernels" not in df.columns:
@@ -255,7 +255,7 @@ def claim_verdict(values: Sequence[float], low: float, high: float = float("inf"
     from the measured values, as the claims table's caption states it: "holds" when every value
     reaches ``low`` (within the range or beyond it, some within), "exceeded" when every value lies
     above ``high``, "partly holds" when some values reach ``low`` and some do not, "not reached"
-    when none does; :data:`kernels.style.MISSING` when nothing was measured."""
+    when none does; :data:`kernels.paper.style.MISSING` when nothing was measured."""
     values = [float(v) for v in values if v is not None and np.isfinite(float(v))]
     if not values:
         return style.MISSING

@@ -1,0 +1,6 @@
+"""The paper layer: from committed rows to the PDF. ``rows`` (row schemas, case identity),
+``collect`` (tidy tables), ``render`` (figures, LaTeX, macros, PDF), ``report_kit`` (what the
+reports share: formats, lookups, verdicts), ``style`` (figures), ``reproduce`` (a second run
+against the first), ``provenance`` (each study's run and whether today's code measured it).
+A change here leaves every study's rows current.
+"""

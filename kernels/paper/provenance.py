@@ -1,0 +1,269 @@
+"""Where each study's committed rows come from, and whether the code measured them: a study is the
+unit of measurement, so each has its own run (commit, GPU, date, minutes, rows) and its own
+state against the code of the working tree (:func:`study_state`):
+
+- ``current``: every row carries the study's fingerprint of today's code and config
+  (:func:`kernels.core.fingerprint.fingerprint`), from one run (one commit, one GPU, one fingerprint);
+- ``stale``: rows of other code or config (what differs is listed: the parts of the fingerprint
+  or, for rows measured before rows carried one, the files changed since their commit, where git
+  can tell), or rows of more than one run;
+- ``not measured``: no rows.
+
+``python -m kernels.paper.provenance`` prints the table for the committed data (``--gpu``, ``--raw``);
+the workflow prints its one-line summary (:func:`summary`) when it starts, and the paper's
+provenance table and each stale study's sentence come from :func:`provenance_macros` and
+:func:`provenance_table`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from kernels.core.fingerprint import ROOT, differences, fingerprint, measured_modules
+from kernels.core.gpulease import record_path
+
+CURRENT, STALE, NOT_MEASURED = "current", "stale", "not measured"
+
+
+@dataclass
+class StudyState:
+    """One study's committed rows against the code: ``state`` (:data:`CURRENT`, :data:`STALE` or
+    :data:`NOT_MEASURED`), ``why`` (a phrase, empty when current), ``differs`` (the fingerprint's
+    parts or files that differ), the run's ``commits``, ``gpus`` (UUIDs), ``dates`` (UTC days),
+    ``rows``, ``minutes`` (its measurement jobs' GPU time, None without benchmark files) and
+    ``fingerprints`` (the digests its rows carry; None for a row without one)."""
+
+    study: str
+    state: str
+    why: str = ""
+    differs: list[str] = field(default_factory=list)
+    commits: list[str] = field(default_factory=list)
+    gpus: list[str] = field(default_factory=list)
+    dates: list[str] = field(default_factory=list)
+    rows: int = 0
+    minutes: float | None = None
+    fingerprints: list[str | None] = field(default_factory=list)
+
+    @property
+    def commit(self) -> str:
+        """The run's commit as git prints it (7 digits), several joined by commas."""
+        return ", ".join(c[:7] + c[40:] if len(c) >= 40 else c for c in self.commits) or "n/a"
+
+    @property
+    def gpu(self) -> str:
+        """The run's GPU as ``GPU-`` and 8 hex digits, several joined by commas."""
+        return ", ".join(g[:12] for g in self.gpus) or "n/a"
+
+    @property
+    def date(self) -> str:
+        return ", ".join(self.dates) or "n/a"
+
+
+def row_envs(folder: str | Path, study: str) -> list[dict]:
+    """The ``env`` block of each row of ``folder/<study>/*.jsonl`` (a row without one gives {})."""
+    envs = []
+    for path in sorted(Path(folder, study).glob("*.jsonl")):
+        with open(path) as f:
+            envs.extend(json.loads(line).get("env", {}) for line in f if line.strip())
+    return envs
+
+
+def code_identity(envs: list[dict]) -> set[str]:
+    """The code that measured rows (their ``env`` blocks): each row's fingerprint digest, or, for a
+    row measured before rows carried one, ``commit:<its git commit>``."""
+    return {e.get("fingerprint") or f"commit:{e.get('git_commit')}" for e in envs}
+
+
+def same_code(reference: set[str], candidate: set[str]) -> bool:
+    """Whether two runs of a study (:func:`code_identity` of each) were measured by one and the same
+    code: each by one code, the same (a run without rows is of no code)."""
+    return len(reference) == 1 and reference == candidate
+
+
+def job_minutes(bench_dir: str | Path) -> dict[str, float]:
+    """Minutes of each job of Snakemake's ``benchmark:`` files in ``bench_dir``, by file stem
+    (``measure_gdn_chunk``, ``compile_ahead_gdn``): how long it held its GPU's lease (the record
+    beside the file, :func:`kernels.core.gpulease.record_path`), else the file's wall time. Snakemake
+    starts a job while the one before it still runs on that GPU, so a job's wall time also holds
+    its imports and its wait for the GPU. ValueError naming a file without a time."""
+    out = {}
+    for path in sorted(Path(bench_dir).glob("*.tsv")) if bench_dir and Path(bench_dir).is_dir() else []:
+        lease = record_path(path)
+        try:
+            seconds = json.loads(lease.read_text())["lease_held_s"] if lease.exists() \
+                else float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
+        except (KeyError, IndexError, ValueError, pd.errors.ParserError) as exc:
+            raise ValueError(f"{lease if lease.exists() else path}: no job time in it ({exc})") from None
+        out[path.stem] = seconds / 60
+    return out
+
+
+def study_minutes(bench_dir: str | Path, study: str) -> float | None:
+    """A study's minutes of GPU time: its measurement jobs one after another plus its compile-ahead
+    job (:func:`job_minutes`); None without any of their benchmark files."""
+    jobs = {k: v for k, v in job_minutes(bench_dir).items()
+            if k.startswith(f"measure_{study}_") or k == f"compile_ahead_{study}"}
+    return sum(jobs.values()) if jobs else None
+
+
+def _changed_files(commit: str, study: str, root: Path) -> list[str] | None:
+    """The files of ``study``'s measurement (its modules today, its config file, the timing
+    config, the anchors' pins) that changed since ``commit``, by git; None where git cannot say."""
+    paths = [*measured_modules(study, root), f"config/studies/{study}.yaml", "config/config.yaml",
+             "pyproject.toml"]
+    try:
+        proc = subprocess.run(["git", "diff", "--name-only", commit.removesuffix("-dirty"), "--", *paths],
+                              cwd=root, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sorted(proc.stdout.split()) if proc.returncode == 0 else None
+
+
+def study_state(study: str, folder: str | Path, section: dict, timing: dict,
+                root: str | Path = ROOT) -> StudyState:
+    """The state of ``study``'s rows in ``folder`` (``data/raw/<gpu>``) against the fingerprint of
+    today's code with config ``section`` and ``timing`` (see the module docstring)."""
+    root = Path(root)
+    envs = row_envs(folder, study)
+    minutes = study_minutes(Path(folder, "benchmarks"), study)
+    if not envs:
+        return StudyState(study, NOT_MEASURED, "no rows", minutes=minutes)
+    code = fingerprint(study, section, timing, root)
+    runs = {(e.get("git_commit"), e.get("gpu_uuid"), e.get("fingerprint")) for e in envs}
+    state = StudyState(
+        study, CURRENT, rows=len(envs), minutes=minutes,
+        commits=sorted({str(e.get("git_commit")) for e in envs}),
+        gpus=sorted({str(e["gpu_uuid"]) for e in envs if e.get("gpu_uuid")}),
+        dates=sorted({e["date"][:10] for e in envs if e.get("date")}),
+        fingerprints=sorted({e.get("fingerprint") for e in envs}, key=str))
+    if len(runs) > 1:
+        state.state, state.why = STALE, f"rows of {len(runs)} runs (commit, GPU, fingerprint)"
+    elif state.fingerprints == [None]:
+        state.state = STALE
+        state.why = f"rows measured at {state.commit} carry no fingerprint"
+        changed = _changed_files(state.commits[0], study, root)
+        if changed is not None:
+            state.differs = changed
+            state.why += f"; {len(changed)} of its files changed since" if changed else \
+                "; none of its files changed since"
+    elif state.fingerprints != [code["digest"]]:
+        state.state = STALE
+        state.differs = differences(envs[0].get("fingerprint_parts", {}), code["parts"])
+        state.why = f"rows measured at {state.commit} by other code or config"
+    return state
+
+
+def load_config(root: str | Path = ROOT) -> dict:
+    """``config/config.yaml`` with every ``config/studies/*.yaml`` merged in, as Snakemake reads them."""
+    root = Path(root)
+    config = yaml.safe_load((root / "config" / "config.yaml").read_text())
+    for path in sorted((root / "config" / "studies").glob("*.yaml")):
+        config.update(yaml.safe_load(path.read_text()))
+    return config
+
+
+def states(folder: str | Path, config: dict, section: str = "sweep", root: str | Path = ROOT) -> list[StudyState]:
+    """:func:`study_state` of every study of ``config["studies"]``, with its config ``section``."""
+    return [study_state(s, folder, config[s][section], config["timing"], root) for s in config["studies"]]
+
+
+def summary(folder: str | Path, found: list[StudyState]) -> str:
+    """One line naming each study's state, for the start of a run."""
+    groups: dict[str, list[str]] = {}
+    for s in found:
+        groups.setdefault(s.state, []).append(s.study if s.state != STALE else f"{s.study} (at {s.commit})")
+    text = "; ".join(f"{state}: {', '.join(names)}" for state, names in groups.items())
+    hint = " (python -m kernels.paper.provenance says what differs)" if STALE in groups else ""
+    return f"Studies of {folder}/: {text}{hint}."
+
+
+def table(found: list[StudyState]) -> pd.DataFrame:
+    """One row per study: state, commit, GPU, date, minutes, rows and what differs."""
+    return pd.DataFrame([{"study": s.study, "state": s.state, "commit": s.commit, "gpu": s.gpu, "date": s.date,
+                          "minutes": None if s.minutes is None else round(s.minutes, 1), "rows": s.rows,
+                          "why": s.why, "differs": " ".join(s.differs)} for s in found])
+
+
+def _note(s: StudyState) -> str:
+    """The sentence that opens a stale study's section in the paper (empty otherwise)."""
+    if s.state != STALE:
+        return ""
+    from kernels.paper.report_kit import escape_latex
+
+    what = (f"{len(s.differs)} of its files and settings differ" if s.differs else escape_latex(s.why))
+    return (r"\emph{Stale data.} The rows of this section were measured at commit \texttt{" + escape_latex(s.commit)
+            + "} by code that is not this tree's (" + what
+            + r"; \texttt{python -m kernels.paper.provenance} lists them): its numbers are that code's"
+            r" (Table~\ref{tab:provenance}).")
+
+
+def render_provenance(studies: list[str], folder: str | Path, sections: dict[str, dict], timing: dict,
+                      out: str | Path, root: str | Path = ROOT) -> list[StudyState]:
+    """Write the paper's provenance macros to ``out`` (LaTeX): ``ProvenanceTable`` (a table float,
+    label ``tab:provenance``: per study its state, commit, GPU, date, minutes and rows),
+    ``ProvenanceCurrent`` and ``ProvenanceStudies`` (how many studies are current, of how many),
+    ``ProvenanceGpus`` (distinct GPUs, in words up to three) and per study ``StaleNote<Study>`` (the
+    sentence of a stale study's section, :func:`_note`; empty otherwise). ``sections``: each
+    study's config section the rows were measured with. Returns the states."""
+    from kernels.core.files import write_atomic
+    from kernels.paper.render import macro_lines, table_to_latex
+    from kernels.paper.report_kit import camel
+    from kernels.paper.style import study_label
+
+    found = [study_state(s, folder, sections[s], timing, root) for s in studies]
+    frame = pd.DataFrame([{"Study": study_label(s.study), "State": s.state,
+                           "Commit": s.commit if s.rows else "", "GPU": s.gpu if s.rows else "",
+                           "Date": s.date if s.rows else "",
+                           "Minutes": "" if s.minutes is None else f"{s.minutes:.1f}",
+                           "Rows": str(s.rows)} for s in found]).set_index("Study")
+    table = "\n".join([r"\begin{table}[tbp]", r"\centering", r"\small",
+                        r"\caption{Each study's measurement: its state against the code of this tree (current: its"
+                        r" rows carry the fingerprint of today's code and config, \texttt{kernels/core/fingerprint.py};"
+                        r" stale: of other code), the commit and GPU of its run, the day, the GPU minutes of its"
+                        r" jobs and its rows. Each study is one run; different studies may come from different"
+                        r" runs and GPUs.}",
+                        r"\label{tab:provenance}", table_to_latex(frame).rstrip("\n"), r"\end{table}"])
+    gpus = {g for s in found for g in s.gpus}
+    values = {"ProvenanceCurrent": str(sum(s.state == CURRENT for s in found)),
+              "ProvenanceStudies": str(len(found)),
+              "ProvenanceGpus": {0: "no", 1: "one", 2: "two", 3: "three"}.get(len(gpus), str(len(gpus))),
+              **{f"StaleNote{camel(s.study)}": _note(s) for s in found}}
+    header = "% Generated by the rule `provenance` (kernels/paper/provenance.py); do not edit."
+    write_atomic(out, "\n".join([header, *macro_lines(values),
+                                 r"\newcommand{\ProvenanceTable}{" + table + "}"]) + "\n")
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kernels.paper.provenance``: print each study's state (exit 0) for a data folder."""
+    parser = argparse.ArgumentParser(prog="python -m kernels.paper.provenance", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gpu", default="h200", help="the data folder's GPU (data/raw/<gpu>; default h200)")
+    parser.add_argument("--raw", default=str(ROOT / "data" / "raw"), help="the folder of the GPU folders")
+    parser.add_argument("--section", default="sweep", choices=("sweep", "quick", "smoke"),
+                        help="the config section the rows were measured with (default sweep)")
+    args = parser.parse_args(argv)
+    folder = Path(args.raw, args.gpu)
+    if not folder.is_dir():
+        parser.error(f"no folder {folder}")
+    found = states(folder, load_config(), args.section)
+    print(summary(folder, found))
+    for s in found:
+        minutes = "n/a" if s.minutes is None else f"{s.minutes:.1f} min"
+        print(f"\n{s.study}: {s.state}" + (f" ({s.why})" if s.why else ""))
+        if s.state != NOT_MEASURED:
+            print(f"  run: commit {s.commit}, GPU {s.gpu}, {s.date}, {minutes}, {s.rows} rows")
+        if s.differs:
+            print("  differs: " + ", ".join(s.differs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

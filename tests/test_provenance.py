@@ -1,0 +1,153 @@
+"""A study's fingerprint and state: a change of its measured code, its config or an anchor's pin
+makes its committed rows stale; a comment, a docstring, a report or the paper layer does not; rows
+of two runs are stale; the workflow names each study's state and a measuring run measures the
+stale ones only."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernels.core.fingerprint import differences, fingerprint, measured_modules, source_digest
+from kernels.paper import provenance
+
+ROOT = Path(__file__).resolve().parent.parent
+SECTION = {"impls": ["slow", "fast"], "sizes": [64, 128]}
+TIMING = {"warmup_ms": 100, "rep_ms": 100, "min_reps": 5, "max_reps": 200}
+
+
+@pytest.fixture
+def root(tmp_path):
+    """A copy of the package with the toy study (tests/toy_study) as kernels/toy, and pyproject.toml."""
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "kernels", tree / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "tests" / "toy_study", tree / "kernels" / "toy",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
+    return tree
+
+
+def _rows(folder: Path, code: dict, commit: str = "a" * 40, gpu: str = "GPU-1", impl: str = "slow",
+          n: int = 2) -> None:
+    """Rows of the toy study measured by the code of fingerprint ``code``, at ``commit`` on ``gpu``."""
+    env = {"git_commit": commit, "gpu_uuid": gpu, "date": "2026-12-03T10:00:00+00:00",
+           "fingerprint": code["digest"], "fingerprint_parts": code["parts"]}
+    path = folder / "toy" / f"{impl}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        for _ in range(n):
+            f.write(json.dumps({"study": "toy", "impl": impl, "env": env}) + "\n")
+
+
+def _state(root, folder, section=SECTION):
+    return provenance.study_state("toy", folder, section, TIMING, root)
+
+
+def test_the_closure_holds_the_study_the_runner_and_what_they_import(root):
+    modules = measured_modules("toy", root)
+    assert {"kernels/toy/study.py", "kernels/toy/impls.py", "kernels/core/jobs.py", "kernels/core/harness.py",
+            "kernels/core/timing.py", "kernels/core/fingerprint.py", "kernels/__init__.py"} <= set(modules)
+    assert not [m for m in modules if m.startswith("kernels/paper/") or m.endswith("report.py")], modules
+
+
+def test_each_real_study_measures_with_the_core_and_no_paper_module():
+    for study in ("tensorcore", "swiglu", "flex", "gdn", "longctx"):
+        modules = measured_modules(study)
+        assert f"kernels/{study}/study.py" in modules and "kernels/core/timing.py" in modules
+        assert not [m for m in modules if m.startswith("kernels/paper/")], (study, modules)
+    # the long-context study runs the GDN and FlexAttention studies' code: their changes are its changes
+    assert {"kernels/gdn/chunk.py", "kernels/flex/ops.py"} <= set(measured_modules("longctx"))
+
+
+def test_a_digest_ignores_comments_docstrings_and_layout(tmp_path):
+    a, b, c = tmp_path / "a.py", tmp_path / "b.py", tmp_path / "c.py"
+    a.write_text('"""Module."""\n\ndef f(x):\n    """Doc."""\n    return x + 1  # one\n')
+    b.write_text('"""Another text."""\ndef f(x):\n    # a comment\n    return (x +\n            1)\n')
+    c.write_text('def f(x):\n    return x + 2\n')
+    assert source_digest(a) == source_digest(b) != source_digest(c)
+
+
+@pytest.mark.parametrize("change, part", [
+    (lambda r: (r / "kernels/toy/study.py").write_text((r / "kernels/toy/study.py").read_text() + "\nEXTRA = 1\n"),
+     "kernels/toy/study.py"),
+    (lambda r: (r / "kernels/core/timing.py").write_text((r / "kernels/core/timing.py").read_text()
+                                                         + "\nEXTRA = 1\n"), "kernels/core/timing.py"),
+    (lambda r: (r / "pyproject.toml").write_text((r / "pyproject.toml").read_text()
+                                                 .replace("liger-kernel==0.8.5", "liger-kernel==0.9.0")), "anchors"),
+])
+def test_measured_code_and_anchor_pins_make_a_study_stale(root, tmp_path, change, part):
+    folder = tmp_path / "raw"
+    _rows(folder, fingerprint("toy", SECTION, TIMING, root))
+    assert _state(root, folder).state == provenance.CURRENT
+    change(root)
+    state = _state(root, folder)
+    assert state.state == provenance.STALE and state.differs == [part], state
+    assert "by other code or config" in state.why
+
+
+def test_the_config_section_and_the_timing_make_a_study_stale(root, tmp_path):
+    folder = tmp_path / "raw"
+    _rows(folder, fingerprint("toy", SECTION, TIMING, root))
+    assert _state(root, folder, {**SECTION, "sizes": [64]}).differs == ["config"]
+    assert provenance.study_state("toy", folder, SECTION, {**TIMING, "min_reps": 7}, root).differs == ["timing"]
+
+
+def test_docstrings_comments_reports_and_the_paper_layer_leave_a_study_current(root, tmp_path):
+    folder = tmp_path / "raw"
+    _rows(folder, fingerprint("toy", SECTION, TIMING, root))
+    study = root / "kernels/toy/study.py"
+    text = study.read_text()
+    head, _, rest = text.partition('"""')
+    study.write_text(head + '"""A reworded docstring. ' + rest.replace("\n", "  # a comment\n", 3))
+    for other in ("kernels/toy/report.py", "kernels/paper/render.py", "kernels/paper/style.py"):
+        (root / other).write_text((root / other).read_text() + "\nEXTRA = 1\n")
+    assert _state(root, folder).state == provenance.CURRENT
+
+
+def test_rows_of_two_runs_or_without_fingerprint_are_stale_and_no_rows_are_not_measured(root, tmp_path):
+    code = fingerprint("toy", SECTION, TIMING, root)
+    _rows(tmp_path / "two", code, gpu="GPU-1", impl="slow")
+    _rows(tmp_path / "two", code, gpu="GPU-2", impl="fast")
+    state = _state(root, tmp_path / "two")
+    assert state.state == provenance.STALE and "rows of 2 runs" in state.why
+    old = tmp_path / "old" / "toy" / "slow.jsonl"
+    old.parent.mkdir(parents=True)
+    old.write_text(json.dumps({"study": "toy", "impl": "slow", "env": {"git_commit": "b" * 40}}) + "\n")
+    state = _state(root, tmp_path / "old")
+    assert state.state == provenance.STALE and "carry no fingerprint" in state.why and state.commit == "b" * 7
+    assert _state(root, tmp_path / "none").state == provenance.NOT_MEASURED
+
+
+def test_differences_name_changed_added_and_removed_parts():
+    assert differences({"a": "1", "b": "2", "c": "3"}, {"a": "1", "b": "9", "d": "4"}) == ["b", "-c", "+d"]
+
+
+def test_two_runs_are_of_the_same_code_only_when_each_is_of_one_code():
+    assert provenance.same_code({"x"}, {"x"})
+    assert not provenance.same_code({"x"}, {"y"}) and not provenance.same_code({"x", "y"}, {"x", "y"})
+    assert not provenance.same_code(set(), set())
+    assert provenance.code_identity([{"fingerprint": "f"}, {"git_commit": "c"}]) == {"f", "commit:c"}
+
+
+def test_the_command_lists_every_study_of_the_committed_data():
+    proc = subprocess.run([sys.executable, "-m", "kernels.paper.provenance"], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+    config = provenance.load_config()
+    found = provenance.states(ROOT / "data" / "raw" / "h200", config)
+    assert proc.stdout.splitlines()[0] == provenance.summary(ROOT / "data" / "raw" / "h200", found)
+    for s in found:
+        assert f"\n{s.study}: {s.state}" in proc.stdout
+
+
+def test_every_committed_study_is_one_run():
+    """Rows of one study come from one run: one commit, one GPU, one fingerprint (and one day)."""
+    for folder in sorted((ROOT / "data" / "raw").iterdir()):
+        for study in sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name != "benchmarks"):
+            envs = provenance.row_envs(folder, study)
+            runs = {(e.get("git_commit"), e.get("gpu_uuid"), e.get("fingerprint")) for e in envs}
+            assert len(runs) == 1, f"{folder.name}/{study}: rows of {len(runs)} runs: {sorted(map(str, runs))}"
+            assert len({e["date"][:10] for e in envs if e.get("date")}) <= 1, f"{folder.name}/{study}"
