@@ -404,9 +404,12 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
     out["ReproPercentWithinLatency"] = percent(lat_ok, len(lat))
     free = table[~table["host_bound"].fillna(False).astype(bool)]
     out["ReproRowsWithinHostFree"], out["ReproRowsComparedHostFree"], out["ReproPercentWithinHostFree"] = within(free)
-    for study, g in table.groupby("study"):
+    by_study = []
+    for study, g in table.groupby("study", sort=False):
         name = kit.camel(study)
         out[f"ReproRowsWithin{name}"], out[f"ReproRowsCompared{name}"], out[f"ReproPercentWithin{name}"] = within(g)
+        by_study.append(f"{style.study_label(study)}'s at {out[f'ReproPercentWithin{name}']}\\,\\%")
+    out["ReproByStudy"] = ", ".join(by_study) or "none"
     n = _counts(table)
     different = [(labels or {}).get(c, c) for c in claims.loc[~claims["same"], "claim"]]
     out.update(ReproRowsMissing=str(n["missing"]), ReproRowsStatusChanged=str(n["status changed"]),

@@ -233,9 +233,9 @@ elif MEASURE_NAMED is not None:
     MEASURED = MEASURE_NAMED
 else:
     MEASURED = [s for s in STUDIES if STATES[s].state != provenance.CURRENT]
-if MEASURE and not SMOKE:
+if MEASURE and not SMOKE and workflow.is_main_process:
     print(provenance.summary(COMMITTED, [STATES[s] for s in STUDIES]), file=sys.stderr)
-if MEASURE and not SMOKE and not QUICK:
+if MEASURE and not SMOKE and not QUICK and workflow.is_main_process:
     print(
         f"Measuring into {RAW}/{GPU}/: {', '.join(MEASURED) or 'nothing (every study is current)'}"
         + (
@@ -322,7 +322,8 @@ if not MEASURE:
         f"committed data in {RAW}/{GPU}/.",
         file=sys.stderr,
     )
-    print(provenance.summary(COMMITTED, [STATES[s] for s in STUDIES]), file=sys.stderr)
+    if workflow.is_main_process:
+        print(provenance.summary(COMMITTED, [STATES[s] for s in STUDIES]), file=sys.stderr)
 
 
 def check_measuring_run():

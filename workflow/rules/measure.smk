@@ -70,6 +70,9 @@ if MEASURE:
                 timing=config["timing"],
                 workers=AHEAD_WORKERS,
                 raw=f"{RAW}/{GPU}",
+                # the study is measured again although its rows are there (rule stale): prepare
+                # every implementation's cases, not only those without rows
+                remeasure=lambda w: w.study in MEASURED and not SMOKE and not QUICK,
                 gpus=LEASE_GPUS,
                 lease_record=lambda w: record_path(
                     f"{BENCH}/compile_ahead_{w.study}.tsv"

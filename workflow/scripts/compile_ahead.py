@@ -7,7 +7,8 @@ then reads the answers (kernels.core.jobs.run_job's `ahead`). The job holds a sh
 which the other studies' compile-ahead jobs share and a measurement job waits for, so nothing is
 timed while it runs; it asks for the lease before its imports and a measurement job after its
 own, so the compile-ahead jobs go first when Snakemake starts a measurement job with them. An
-implementation whose rows are already written is left out. If the pass itself fails, the file
+implementation whose rows are already written is left out (a forced rerun of another's job),
+unless the run measures the whole study again (params.remeasure). If the pass itself fails, the file
 holds no answer and each job prepares its own cases: the failure costs time, not rows.
 """
 
@@ -18,7 +19,10 @@ from kernels.core.gpulease import lease
 from kernels.core.logs import setup_logging
 
 setup_logging(snakemake.log[0])  # noqa: F821 - provided by Snakemake
-jobs = [job for job in snakemake.params.jobs if not Path(job.pop("output")).exists()]  # noqa: F821
+# an implementation whose rows are there is left out, unless the run measures its study again
+# (stale, or named by config measure): then every job of the study runs
+jobs = [job for job in snakemake.params.jobs  # noqa: F821
+        if not Path(job.pop("output")).exists() or snakemake.params.remeasure]  # noqa: F821
 # the lease first, then the imports: a measurement job that Snakemake starts beside this one
 # imports its study before it asks, so the compile-ahead jobs get the GPU first
 with lease(snakemake.params.gpus, ".tmp/gpu-leases", shared=True,  # noqa: F821
