@@ -24,6 +24,8 @@ from kernels.paper import collect, render, rows
 from kernels.core.harness import _row
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The configured studies.
+STUDIES = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["studies"]
 GDN_CHUNK = "data/raw/h200/gdn/chunk.jsonl"
 #: Rows of the committed GDN chunk file (the bad-row cases below add one after the last or cut the last).
 CHUNK_ROWS = len((ROOT / GDN_CHUNK).read_text().splitlines())
@@ -94,24 +96,29 @@ def test_measuring_on_a_host_without_the_gpu_stops_before_any_job(tree, tmp_path
     before = data_state(tree)
     config = ["--config", "measure=true", "gpu=h200", f"overwrite={overwrite}"]
     assert snakemake(tree, "-n", "--cores", "1", *config, env=env).returncode == 0  # a dry run still plans
-    proc = snakemake(tree, "--cores", "1", "data/raw/h200/gdn/recurrent.jsonl", *config, env=env)
+    proc = snakemake(tree, "--cores", "1", "data/raw/h200/flex/naive.jsonl", *config, env=env)
     fails(proc, "measuring into data/raw/h200/ needs its GPU (h200) on this host, and nvidia-smi lists no GPU")
     assert "rule measure:" not in proc.stdout + proc.stderr
     assert data_state(tree) == before
     assert not (tree / "results" / "logs").exists()
 
 
-@pytest.mark.parametrize("target", ["gdn/recurrent", "gdn/fla_recurrent"])  # committed, new in the folder
 @pytest.mark.parametrize("git", [True, False])
-def test_remeasuring_a_folder_of_committed_rows_needs_overwrite(tree, tmp_path, target, git):
-    if not git:  # a copy of the artifact without its history: every row file counts as committed
+def test_replacing_a_studys_committed_rows_needs_an_overwrite_naming_it(tree, tmp_path, git):
+    """A measuring run stops before its first job when it would replace committed rows of a study
+    that config overwrite does not name (naming another is not enough), also in a copy of the
+    artifact without its history, where every row file counts as committed."""
+    if not git:
         shutil.rmtree(tree / ".git")
     before = data_state(tree) if git else None
-    proc = snakemake(tree, "--cores", "1", f"data/raw/h200/{target}.jsonl", "--config", "measure=true",
-                     env=gpus(tmp_path, "NVIDIA H200"))
-    fails(proc, "measuring into data/raw/h200/ would replace its committed rows (23 files, e.g. "
-                "data/raw/h200/flex/flex.jsonl): add --config overwrite=true to re-measure")
-    assert len([line for line in proc.stderr.splitlines() if "committed rows" in line]) == 1
+    env = gpus(tmp_path, "NVIDIA H200")
+    for overwrite in ([], ["overwrite=[gdn]"]):
+        proc = snakemake(tree, "--cores", "1", "--config", "measure=[swiglu]", *overwrite, env=env)
+        fails(proc, "measuring swiglu into data/raw/h200/swiglu/ would replace its committed rows (10 files, "
+                    "e.g. data/raw/h200/swiglu/compile.jsonl; stale: rows measured at ff5a205 carry no "
+                    "fingerprint", "add --config overwrite='[swiglu]' to re-measure it")
+        assert len([line for line in proc.stderr.splitlines() if "committed rows (" in line]) == 1
+        assert "rule measure:" not in proc.stdout + proc.stderr
     assert not (tree / "results" / "logs").exists()
     if git:
         assert data_state(tree) == before
@@ -197,9 +204,8 @@ def test_a_study_the_committed_run_did_not_measure_renders_as_not_measured(tree)
         path.unlink()
     proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    notice = "Not in the run of data/raw/h200/ (no rows, no measurement job): "
-    [line] = [x for x in proc.stderr.splitlines() if x.startswith(notice)]
-    assert "flex" in line[len(notice):].split(";")[0].split(", "), line
+    [line] = [x for x in proc.stderr.splitlines() if x.startswith("Studies of data/raw/h200/: ")]
+    assert "not measured: flex" in line, line
     proc = snakemake(tree, "-n", "--forceall", "--profile", "profiles/quick", "--config", "measure=true", "gpu=h200")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "output: results/quick/raw/h200/flex/flex.jsonl" in proc.stdout
@@ -304,30 +310,38 @@ def test_files_without_rows_and_duplicates_across_files(tmp_path):
 
 
 def test_the_committed_rows_are_valid():
-    for study in ("swiglu", "flex", "gdn"):
+    for study in STUDIES:
         paths = sorted(str(p) for p in (ROOT / "data" / "raw" / "h200" / study).glob("*.jsonl"))
         assert len(collect.load_rows(paths, study)) > 0
 
 
-def test_each_committed_second_run_is_of_the_committed_rows_commit():
-    """A second run that config reproduce.committed names holds valid rows of every study, all
-    measured at the one commit of the committed rows of its GPU folder (a second run of that code)."""
+def test_each_committed_second_run_is_one_run_of_the_code_of_some_committed_study():
+    """A second run that config reproduce.committed names holds valid rows, all of one run (one
+    commit, one GPU), and it is of the code that measured at least one study of its GPU folder
+    (the studies the check compares, kernels.paper.provenance.same_code)."""
+    from kernels.paper import provenance
+
     second = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["reproduce"]["committed"]
     for gpu, folder in second.items():
-        commits = {}
-        for run in (ROOT / "data" / "raw" / gpu, ROOT / folder):
-            for study in ("swiglu", "flex", "gdn"):
-                got = collect.load_rows(sorted(str(p) for p in (run / study).glob("*.jsonl")), study)
-                assert got, f"{run}: no rows of {study}"
-                commits.setdefault(run.name, set()).update(r["env"]["git_commit"] for r in got)
-        assert len(commits[gpu]) == 1 and commits[Path(folder).name] == commits[gpu], commits
+        runs, same = set(), []
+        for study in STUDIES:
+            paths = sorted(str(p) for p in (ROOT / folder / study).glob("*.jsonl"))
+            if not paths:
+                continue
+            got = collect.load_rows(paths, study)
+            runs |= {(r["env"]["git_commit"], r["env"].get("gpu_uuid")) for r in got}
+            if provenance.same_code(provenance.code_identity(provenance.row_envs(ROOT / "data" / "raw" / gpu, study)),
+                                    provenance.code_identity([r["env"] for r in got])):
+                same.append(study)
+        assert len(runs) == 1, (folder, runs)
+        assert same, f"{folder} is of the code of none of data/raw/{gpu}/'s studies"
 
 
 def test_committed_rows_carry_the_roles_the_config_gives_them():
     """Each committed row carries the roles of its case in the sweep section (those that
     :func:`kernels.paper.collect.with_roles` gives a row measured without them), and the kernel
     breakdowns sit on the rows of role profile."""
-    for study in ("swiglu", "flex", "gdn"):
+    for study in STUDIES:
         section = yaml.safe_load((ROOT / "config" / "studies" / f"{study}.yaml").read_text())[study]["sweep"]
         paths = sorted(str(p) for p in (ROOT / "data" / "raw" / "h200" / study).glob("*.jsonl"))
         got = collect.load_rows(paths, study)
@@ -545,3 +559,69 @@ def test_a_study_that_starts_cuda_on_import_is_refused_before_the_lease(monkeypa
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     with pytest.raises(RuntimeError, match="kernels.gdn.study initialised CUDA before the job's GPU lease"):
         checks.require_no_cuda_yet(study)
+
+
+# ----------------------------------------------------------------------------
+# per-study measurement: stale studies only, replaced whole, named overwrites
+
+
+def _measure_jobs(proc) -> dict[str, int]:
+    """{study: measurement jobs} of a dry run's plan (the 'output: data/raw/h200/<study>/...' lines)."""
+    found: dict[str, int] = {}
+    for line in (proc.stdout + proc.stderr).splitlines():
+        line = line.strip()
+        if line.startswith("output: data/raw/h200/") and line.endswith(".jsonl"):
+            study = line.split("/")[3]
+            found[study] = found.get(study, 0) + 1
+    return found
+
+
+def test_a_measuring_dry_run_lists_exactly_the_stale_studies(tree):
+    """On a CPU host, `snakemake -n --config measure=true gpu=h200` plans the jobs of the studies
+    whose committed rows are not current, every implementation of each, and no other; a change of a
+    study's kernel makes it stale, a changed docstring does not."""
+    from kernels.paper import provenance
+
+    config = provenance.load_config(tree)
+    stale = {s.study for s in provenance.states(tree / "data" / "raw" / "h200", config, root=tree)
+             if s.state != provenance.CURRENT}
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=true", "gpu=h200")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _measure_jobs(proc) == {s: len(config[s]["sweep"]["impls"]) for s in stale}
+    assert f"Measuring into data/raw/h200/: {', '.join(s for s in config['studies'] if s in stale)}" in proc.stderr
+    chunk = tree / "kernels" / "gdn" / "chunk.py"
+    chunk.write_text(chunk.read_text().replace('"""', '"""A reworded docstring. ', 1))
+    assert set(_measure_jobs(snakemake(tree, "-n", "--cores", "1", "--config", "measure=true",
+                                       "gpu=h200"))) == stale
+    chunk.write_text(chunk.read_text() + "\nEXTRA_CONSTANT = 1\n")
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=true", "gpu=h200")
+    assert set(_measure_jobs(proc)) == stale | {"gdn", "longctx"}   # the long-context study runs GDN's kernels
+    # the record of why, newer than the rows, is what makes Snakemake run the jobs
+    assert "reason: Updated input files: .tmp/stale/data/raw/h200/gdn.json" in proc.stdout + proc.stderr
+    assert "rows measured at 7ebb245" in (tree / ".tmp/stale/data/raw/h200/gdn.json").read_text()
+
+
+def test_a_study_named_by_measure_is_measured_whatever_its_state(tree):
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=[tensorcore]", "gpu=h200")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _measure_jobs(proc) == {"tensorcore": 2}
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=[tensorcores]", "gpu=h200")
+    fails(proc, "config measure=['tensorcores']: ['tensorcores'] not among the studies of this run")
+
+
+def test_the_check_compares_only_studies_whose_second_run_is_of_their_code(tree):
+    """The committed second run is of ff5a205's code: its GDN rows are not compared with GDN rows
+    of another fingerprint, and the paper says that study has no second run of its code."""
+    from kernels.paper import provenance
+
+    config = provenance.load_config(tree)
+    second = tree / config["reproduce"]["committed"]["h200"]
+    same = [s for s in config["studies"] if provenance.same_code(
+        provenance.code_identity(provenance.row_envs(tree / "data" / "raw" / "h200", s)),
+        provenance.code_identity(provenance.row_envs(second, s)))]
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false", "-R", "reproduce")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [line] = [x.strip() for x in (proc.stdout + proc.stderr).splitlines()
+              if x.strip().startswith("input: data/reproductions/")]
+    compared = {p.split("/")[3] for p in line.removeprefix("input: ").split(", ") if p.startswith("data/reproductions/")}
+    assert compared == set(same) and set(same) < set(config["studies"])

@@ -138,7 +138,7 @@ def test_the_command_lists_every_study_of_the_committed_data():
     assert proc.returncode == 0, proc.stderr
     config = provenance.load_config()
     found = provenance.states(ROOT / "data" / "raw" / "h200", config)
-    assert proc.stdout.splitlines()[0] == provenance.summary(ROOT / "data" / "raw" / "h200", found)
+    assert proc.stdout.splitlines()[0] == provenance.summary("data/raw/h200", found)
     for s in found:
         assert f"\n{s.study}: {s.state}" in proc.stdout
 
@@ -151,3 +151,12 @@ def test_every_committed_study_is_one_run():
             runs = {(e.get("git_commit"), e.get("gpu_uuid"), e.get("fingerprint")) for e in envs}
             assert len(runs) == 1, f"{folder.name}/{study}: rows of {len(runs)} runs: {sorted(map(str, runs))}"
             assert len({e["date"][:10] for e in envs if e.get("date")}) <= 1, f"{folder.name}/{study}"
+
+
+def test_the_readme_table_is_the_committed_data_state():
+    """README's data table gives each study's state, commit, GPU, minutes and rows as the rows say."""
+    readme = (ROOT / "README.md").read_text()
+    found = provenance.states(ROOT / "data" / "raw" / "h200", provenance.load_config())
+    for s in found:
+        row = f"| {s.study} | {s.state} | `{s.commit}` | {s.gpu} | {s.date} | {s.minutes:.1f} | {s.rows} |"
+        assert row in readme, f"README's data table lacks: {row}"

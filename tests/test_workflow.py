@@ -41,7 +41,7 @@ def toy_workflow(tmp_path):
     """A copy of the workflow whose only study is the toy one."""
     wf = tmp_path / "wf"
     wf.mkdir()
-    for name in ("Snakefile", "workflow", "profiles", "paper"):
+    for name in ("Snakefile", "workflow", "profiles", "paper", "pyproject.toml"):
         src = ROOT / name
         if src.is_dir():  # the sources only: outputs a render left here are not the copy's
             shutil.copytree(src, wf / name, ignore=shutil.ignore_patterns("generated", "*.pdf", "__pycache__"))

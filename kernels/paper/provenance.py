@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -68,11 +69,18 @@ class StudyState:
 
 
 def row_envs(folder: str | Path, study: str) -> list[dict]:
-    """The ``env`` block of each row of ``folder/<study>/*.jsonl`` (a row without one gives {})."""
+    """The ``env`` block of each row of ``folder/<study>/*.jsonl`` (a row without one gives {}). A
+    line that is not a JSON object is skipped: the collect step names its file and line."""
     envs = []
     for path in sorted(Path(folder, study).glob("*.jsonl")):
         with open(path) as f:
-            envs.extend(json.loads(line).get("env", {}) for line in f if line.strip())
+            for line in f:
+                try:
+                    row = json.loads(line) if line.strip() else None
+                except ValueError:
+                    continue
+                if isinstance(row, dict):
+                    envs.append(row.get("env") if isinstance(row.get("env"), dict) else {})
     return envs
 
 
@@ -254,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     if not folder.is_dir():
         parser.error(f"no folder {folder}")
     found = states(folder, load_config(), args.section)
-    print(summary(folder, found))
+    shown = os.path.relpath(folder)  # as the workflow names it, from the repository's root
+    print(summary(folder if shown.startswith("..") else shown, found))
     for s in found:
         minutes = "n/a" if s.minutes is None else f"{s.minutes:.1f} min"
         print(f"\n{s.study}: {s.state}" + (f" ({s.why})" if s.why else ""))

@@ -8,6 +8,7 @@ import subprocess
 
 from kernels.core.checks import committed_rows, schema_error
 from kernels.core.env import gpu_slug
+from kernels.core.files import write_atomic
 from kernels.core.fingerprint import fingerprint
 from kernels.core.gpulease import record_path
 from kernels.paper import provenance
@@ -236,21 +237,45 @@ else:
 if MEASURE and not SMOKE and workflow.is_main_process:
     print(provenance.summary(COMMITTED, [STATES[s] for s in STUDIES]), file=sys.stderr)
 if MEASURE and not SMOKE and not QUICK and workflow.is_main_process:
+    _which = (
+        "named by config measure"
+        if MEASURE_NAMED is not None
+        else "the studies whose committed rows are not current"
+    )
     print(
-        f"Measuring into {RAW}/{GPU}/: {', '.join(MEASURED) or 'nothing (every study is current)'}"
-        + (
-            " (named by config measure)."
-            if MEASURE_NAMED is not None
-            else " (the studies whose committed rows are not current)."
-        ),
+        f"Measuring into {RAW}/{GPU}/: "
+        f"{', '.join(MEASURED) or 'nothing (every study is current)'} ({_which}).",
         file=sys.stderr,
     )
 
 
 def stale_file(study):
-    """The record of a study's state that its measurement jobs take as input in a measuring run into
-    data/raw/<gpu>/ (rule stale), so that Snakemake measures it again though its rows exist."""
+    """The record of why a measuring run into data/raw/<gpu>/ measures a study whose rows are there
+    (stale, or named by config measure): written when the run starts, newer than those rows, it is
+    an input of the study's measurement jobs, so Snakemake runs them (its triggers cannot see a change
+    of a module that a job imports, nor use the metadata a fresh clone lacks)."""
     return f".tmp/stale/{RAW}/{GPU}/{study}.json"
+
+
+if workflow.is_main_process:
+    for _stale in Path(".tmp/stale", RAW, GPU).glob("*.json"):
+        if _stale.stem not in MEASURED or SMOKE or QUICK:
+            _stale.unlink()  # an earlier run's record: this one does not measure that study again
+if MEASURE and not SMOKE and not QUICK and workflow.is_main_process:
+    for _study in MEASURED:
+        if any(Path(COMMITTED, _study).glob("*.jsonl")):
+            write_atomic(
+                stale_file(_study),
+                json.dumps(
+                    {
+                        "study": _study,
+                        "state": STATES[_study].state,
+                        "why": STATES[_study].why or "named by config measure",
+                        "fingerprint": FINGERPRINTS[_study]["digest"],
+                    }
+                )
+                + "\n",
+            )
 
 
 # implementations whose cases their study's compile-ahead job prepares first (config key
@@ -261,7 +286,7 @@ AHEAD = (
     else [
         (study, impl)
         for study, impls in config["compile_ahead"]["impls"].items()
-        if study in STUDIES
+        if study in MEASURED
         for impl in impls
         if impl in study_impls(study)
     ]
@@ -323,7 +348,9 @@ if not MEASURE:
         file=sys.stderr,
     )
     if workflow.is_main_process:
-        print(provenance.summary(COMMITTED, [STATES[s] for s in STUDIES]), file=sys.stderr)
+        print(
+            provenance.summary(COMMITTED, [STATES[s] for s in STUDIES]), file=sys.stderr
+        )
 
 
 def check_measuring_run():
@@ -347,16 +374,21 @@ def check_measuring_run():
             f"or render the committed rows with --config measure=false"
         )
     measured = sorted(
-        {j.wildcards.study for j in workflow.dag.needrun_jobs() if j.rule.name == "measure"}
+        {
+            j.wildcards.study
+            for j in workflow.dag.needrun_jobs()
+            if j.rule.name == "measure"
+        }
     )
     for study in measured:
         committed = committed_rows(f"{folder}/{study}")
         if committed and study not in OVERWRITE:
             state = STATES[study]
+            why = f": {state.why}" if state.why else ""
             raise WorkflowError(
                 f"measuring {study} into {folder}/{study}/ would replace its committed rows "
                 f"({len(committed)} files, e.g. {committed[0]}; {state.state}"
-                f"{': ' + state.why if state.why else ''}): add --config overwrite='[{study}]' "
+                f"{why}): add --config overwrite='[{study}]' "
                 f"to re-measure it (overwrite=true: every study this run measures)"
             )
 
@@ -454,6 +486,12 @@ if (
         f"{CANDIDATE}/<study>/<impl>.jsonl for a study of {STUDIES}, e.g. "
         f"data/reproductions/<name>/gdn/chunk.jsonl)"
     )
+if QUICK and not Path(REFERENCE).is_dir():
+    _committed = sorted(p.name for p in Path("data/raw").glob("*") if p.is_dir())
+    raise WorkflowError(
+        f"the quick run compares with the committed rows in {REFERENCE}/, which does not "
+        f"exist (committed: {_committed}); set config key 'gpu' to one of them"
+    )
 # The studies the check compares: those whose second run is of the code that measured the reference
 # rows (kernels.paper.provenance.same_code); in the quick run, those whose committed rows are current.
 if CANDIDATE is None:
@@ -488,12 +526,6 @@ if CANDIDATE is not None and not REPRO_STUDIES:
         file=sys.stderr,
     )
     OTHER_CODE_CANDIDATE, CANDIDATE = CANDIDATE, None
-if QUICK and not Path(REFERENCE).is_dir():
-    _committed = sorted(p.name for p in Path("data/raw").glob("*") if p.is_dir())
-    raise WorkflowError(
-        f"the quick run compares with the committed rows in {REFERENCE}/, which does not "
-        f"exist (committed: {_committed}); set config key 'gpu' to one of them"
-    )
 REPRO = {
     "csv": f"{RESULTS}/reproduction.csv",
     "summary": f"{RESULTS}/reproduction.txt",
@@ -520,7 +552,11 @@ def repro_reference_files():
     """The reference run's JSONL files of REPRO_STUDIES: the committed rows of the quick run's
     implementations, or this run's rows (measured here or committed)."""
     if QUICK:
-        return [f"{REFERENCE}/{s}/{impl}.jsonl" for s in REPRO_STUDIES for impl in study_impls(s)]
+        return [
+            f"{REFERENCE}/{s}/{impl}.jsonl"
+            for s in REPRO_STUDIES
+            for impl in study_impls(s)
+        ]
     return [f for s in REPRO_STUDIES for f in raw_files(s)]
 
 

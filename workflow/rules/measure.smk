@@ -70,7 +70,7 @@ if MEASURE:
                 timing=config["timing"],
                 workers=AHEAD_WORKERS,
                 raw=f"{RAW}/{GPU}",
-                # the study is measured again although its rows are there (rule stale): prepare
+                # the study is measured again although its rows are there (stale_file): prepare
                 # every implementation's cases, not only those without rows
                 remeasure=lambda w: w.study in MEASURED and not SMOKE and not QUICK,
                 gpus=LEASE_GPUS,
@@ -80,36 +80,11 @@ if MEASURE:
             script:
                 "../scripts/compile_ahead.py"
 
-    if not SMOKE and not QUICK:
-
-        # a study this run measures into data/raw/<gpu>/ although its rows are there (stale, or
-        # named by config measure): the record of its state is its jobs' input, newer than its rows
-        localrules:
-            stale,
-
-        rule stale:
-            output:
-                stale_file("{study}"),
-            wildcard_constraints:
-                study="|".join(MEASURED) or "^$",
-            message:
-                "{wildcards.study}: {params.why}"
-            params:
-                fingerprint=lambda w: FINGERPRINTS[w.study]["digest"],
-                why=lambda w: STATES[w.study].why or "named by config measure",
-            run:
-                Path(output[0]).write_text(
-                    json.dumps({"study": wildcards.study, "state": STATES[wildcards.study].state,
-                                "why": params.why, "fingerprint": params.fingerprint}) + "\n"
-                )
-
     rule measure:
         input:
             ahead=lambda w: [ahead_file(w.study)] if (w.study, w.impl) in AHEAD else [],
             stale=lambda w: (
-                [stale_file(w.study)]
-                if w.study in MEASURED and not SMOKE and not QUICK
-                else []
+                [stale_file(w.study)] if Path(stale_file(w.study)).exists() else []
             ),
         output:
             f"{RAW}/{GPU}/{{study}}/{{impl}}.jsonl",
@@ -118,7 +93,8 @@ if MEASURE:
         benchmark:
             f"{BENCH}/measure_{{study}}_{{impl}}.tsv"
         wildcard_constraints:
-            study="|".join(STUDIES),
+            # the studies this run measures: the others' rows are inputs, never outputs
+            study="|".join(MEASURED) or "^$",
             impl="[a-z0-9_]+",
         conda:
             "../envs/measure.yaml"

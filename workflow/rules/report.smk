@@ -148,7 +148,7 @@ rule provenance:
         "../envs/render.yaml"
     params:
         studies=STUDIES,
-        folder=f"{RAW}/{GPU}",
+        folder=lambda w: f"{RAW}/{GPU}",
         sections={s: config[s][SWEEP] for s in STUDIES},
         timing=config["timing"],
         # each study's fingerprint: a change of its code or config changes its state
