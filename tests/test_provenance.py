@@ -129,7 +129,11 @@ def test_two_runs_are_of_the_same_code_only_when_each_is_of_one_code():
     assert provenance.same_code({"x"}, {"x"})
     assert not provenance.same_code({"x"}, {"y"}) and not provenance.same_code({"x", "y"}, {"x", "y"})
     assert not provenance.same_code(set(), set())
-    assert provenance.code_identity([{"fingerprint": "f"}, {"git_commit": "c"}]) == {"f", "commit:c"}
+    parts = {"kernels/core/timing.py": "1", "config": "2", "timing": "3", "anchors": "4"}
+    same = provenance.code_digest(parts)
+    assert provenance.code_identity([{"fingerprint_parts": parts}, {"git_commit": "c"}]) == {same, "commit:c"}
+    assert provenance.code_digest({**parts, "config": "9"}) == same  # another config section: the same code
+    assert provenance.code_digest({**parts, "timing": "9"}) != same
 
 
 def test_the_command_lists_every_study_of_the_committed_data():

@@ -18,6 +18,7 @@ provenance table and each stale study's sentence come from :func:`provenance_mac
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -84,10 +85,19 @@ def row_envs(folder: str | Path, study: str) -> list[dict]:
     return envs
 
 
+def code_digest(parts: dict[str, str]) -> str:
+    """A digest of a fingerprint's parts (:func:`kernels.core.fingerprint.fingerprint`) but its
+    ``config``: the code, timing and anchors that measured, whatever cases the run measured (a
+    quick run's rows are of the same code as the sweep's)."""
+    blob = json.dumps({k: v for k, v in parts.items() if k != "config"}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
 def code_identity(envs: list[dict]) -> set[str]:
-    """The code that measured rows (their ``env`` blocks): each row's fingerprint digest, or, for a
-    row measured before rows carried one, ``commit:<its git commit>``."""
-    return {e.get("fingerprint") or f"commit:{e.get('git_commit')}" for e in envs}
+    """The code that measured rows (their ``env`` blocks): each row's :func:`code_digest`, or, for a
+    row measured before rows carried a fingerprint, ``commit:<its git commit>``."""
+    return {code_digest(e["fingerprint_parts"]) if e.get("fingerprint_parts") else f"commit:{e.get('git_commit')}"
+            for e in envs}
 
 
 def same_code(reference: set[str], candidate: set[str]) -> bool:
@@ -218,7 +228,8 @@ def render_provenance(studies: list[str], folder: str | Path, sections: dict[str
     """Write the paper's provenance macros to ``out`` (LaTeX): ``ProvenanceTable`` (a table float,
     label ``tab:provenance``: per study its state, commit, GPU, date, minutes and rows),
     ``ProvenanceCurrent`` and ``ProvenanceStudies`` (how many studies are current, of how many),
-    ``ProvenanceGpus`` (distinct GPUs, in words up to three) and per study ``StaleNote<Study>`` (the
+    ``ProvenanceGpus`` (distinct GPUs, in words up to three), ``ProvenanceStaleText`` (a clause naming
+    the stale studies, empty without any) and per study ``StaleNote<Study>`` (the
     sentence of a stale study's section, :func:`_note`; empty otherwise). ``sections``: each
     study's config section the rows were measured with. Returns the states."""
     from kernels.core.files import write_atomic
@@ -235,12 +246,15 @@ def render_provenance(studies: list[str], folder: str | Path, sections: dict[str
     table = "\n".join([r"\begin{table}[tbp]", r"\centering", r"\small",
                         r"\caption{Each study's measurement: its state against the code of this tree (current: its"
                         r" rows carry the fingerprint of today's code and config, \texttt{kernels/core/fingerprint.py};"
-                        r" stale: of other code), the commit and GPU of its run, the day, the GPU minutes of its"
-                        r" jobs and its rows. Each study is one run; different studies may come from different"
-                        r" runs and GPUs.}",
+                        r" stale: they were measured by other code or config), the commit and GPU of its run, the"
+                        r" day (n/a: rows measured before they recorded it), the GPU minutes of its jobs and its"
+                        r" rows. Each study is one run; different studies may come from different runs and GPUs.}",
                         r"\label{tab:provenance}", table_to_latex(frame).rstrip("\n"), r"\end{table}"])
     gpus = {g for s in found for g in s.gpus}
+    stale = [study_label(s.study) for s in found if s.state == STALE]
+    names = " and ".join([", ".join(stale[:-1]), stale[-1]] if len(stale) > 1 else stale)
     values = {"ProvenanceCurrent": str(sum(s.state == CURRENT for s in found)),
+              "ProvenanceStaleText": f"; the rows of {names} are stale, measured by earlier code" if stale else "",
               "ProvenanceStudies": str(len(found)),
               "ProvenanceGpus": {0: "no", 1: "one", 2: "two", 3: "three"}.get(len(gpus), str(len(gpus))),
               **{f"StaleNote{camel(s.study)}": _note(s) for s in found}}

@@ -410,6 +410,9 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
         out[f"ReproRowsWithin{name}"], out[f"ReproRowsCompared{name}"], out[f"ReproPercentWithin{name}"] = within(g)
         by_study.append(f"{style.study_label(study)}'s at {out[f'ReproPercentWithin{name}']}\\,\\%")
     out["ReproByStudy"] = ", ".join(by_study) or "none"
+    compared = [style.study_label(s) for s in table["study"].unique()]
+    out["ReproStudies"] = " and ".join([", ".join(compared[:-1]), compared[-1]] if len(compared) > 1
+                                       else compared) or "none"
     n = _counts(table)
     different = [(labels or {}).get(c, c) for c in claims.loc[~claims["same"], "claim"]]
     out.update(ReproRowsMissing=str(n["missing"]), ReproRowsStatusChanged=str(n["status changed"]),
@@ -557,8 +560,8 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
         r"(the host's launch included) instead, \ReproRowsWithinLatency{} of the \ReproRowsCompared{} rows",
         r"(\ReproPercentWithinLatency\,\%) agree.",
         r"Rows missing from the second run: \ReproRowsMissing; rows whose status changed:",
-        r"\ReproRowsStatusChanged. Re-derived from each run, \ReproClaimsSame{} of \ReproClaimsCompared{}",
-        r"verdicts of Table~\ref{tab:claims} are the same (Table~\ref{tab:reproduction_claims};",
+        r"\ReproRowsStatusChanged. Re-derived from each run, \ReproClaimsSame{} of the \ReproClaimsCompared{}",
+        r"verdicts of Table~\ref{tab:claims} that both runs decide are the same (Table~\ref{tab:reproduction_claims};",
         r"different: \ReproClaimsDifferent); Table~\ref{tab:reproduction_headlines} sets the abstract's",
         r"numbers of the two runs side by side.",
         r"The check counts a run as reproduced when at least \ReproMinWithinPct\,\% of the rows timed in both",

@@ -504,7 +504,7 @@ else:
         for s in STUDIES
         if provenance.same_code(
             (
-                {FINGERPRINTS[s]["digest"]}
+                {provenance.code_digest(FINGERPRINTS[s]["parts"])}
                 if s in MEASURED
                 else provenance.code_identity(provenance.row_envs(COMMITTED, s))
             ),
