@@ -11,8 +11,7 @@ state against the code of the working tree (:func:`study_state`):
 
 ``python -m kernels.paper.provenance`` prints the table for the committed data (``--gpu``, ``--raw``);
 the workflow prints its one-line summary (:func:`summary`) when it starts, and the paper's
-provenance table and each stale study's sentence come from :func:`provenance_macros` and
-:func:`provenance_table`.
+provenance table and each stale study's sentence come from :func:`render_provenance`.
 """
 
 from __future__ import annotations
@@ -29,8 +28,11 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from kernels.core.files import write_atomic
 from kernels.core.fingerprint import ROOT, differences, fingerprint, measured_modules
-from kernels.core.gpulease import record_path
+from kernels.paper.render import job_minutes, macro_lines, table_to_latex
+from kernels.paper.report_kit import and_list, camel, escape_latex
+from kernels.paper.style import study_label
 
 CURRENT, STALE, NOT_MEASURED = "current", "stale", "not measured"
 
@@ -106,27 +108,9 @@ def same_code(reference: set[str], candidate: set[str]) -> bool:
     return len(reference) == 1 and reference == candidate
 
 
-def job_minutes(bench_dir: str | Path) -> dict[str, float]:
-    """Minutes of each job of Snakemake's ``benchmark:`` files in ``bench_dir``, by file stem
-    (``measure_gdn_chunk``, ``compile_ahead_gdn``): how long it held its GPU's lease (the record
-    beside the file, :func:`kernels.core.gpulease.record_path`), else the file's wall time. Snakemake
-    starts a job while the one before it still runs on that GPU, so a job's wall time also holds
-    its imports and its wait for the GPU. ValueError naming a file without a time."""
-    out = {}
-    for path in sorted(Path(bench_dir).glob("*.tsv")) if bench_dir and Path(bench_dir).is_dir() else []:
-        lease = record_path(path)
-        try:
-            seconds = json.loads(lease.read_text())["lease_held_s"] if lease.exists() \
-                else float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
-        except (KeyError, IndexError, ValueError, pd.errors.ParserError) as exc:
-            raise ValueError(f"{lease if lease.exists() else path}: no job time in it ({exc})") from None
-        out[path.stem] = seconds / 60
-    return out
-
-
 def study_minutes(bench_dir: str | Path, study: str) -> float | None:
     """A study's minutes of GPU time: its measurement jobs one after another plus its compile-ahead
-    job (:func:`job_minutes`); None without any of their benchmark files."""
+    job (:func:`kernels.paper.render.job_minutes`); None without any of their benchmark files."""
     jobs = {k: v for k, v in job_minutes(bench_dir).items()
             if k.startswith(f"measure_{study}_") or k == f"compile_ahead_{study}"}
     return sum(jobs.values()) if jobs else None
@@ -146,15 +130,17 @@ def _changed_files(commit: str, study: str, root: Path) -> list[str] | None:
 
 
 def study_state(study: str, folder: str | Path, section: dict, timing: dict,
-                root: str | Path = ROOT) -> StudyState:
+                root: str | Path = ROOT, code: dict | None = None) -> StudyState:
     """The state of ``study``'s rows in ``folder`` (``data/raw/<gpu>``) against the fingerprint of
-    today's code with config ``section`` and ``timing`` (see the module docstring)."""
+    today's code with config ``section`` and ``timing`` (see the module docstring); ``code``: that
+    fingerprint where the caller has it already (:func:`kernels.core.fingerprint.fingerprint` of
+    the same arguments), else it is computed."""
     root = Path(root)
     envs = row_envs(folder, study)
     minutes = study_minutes(Path(folder, "benchmarks"), study)
     if not envs:
         return StudyState(study, NOT_MEASURED, "no rows", minutes=minutes)
-    code = fingerprint(study, section, timing, root)
+    code = code or fingerprint(study, section, timing, root)
     runs = {(e.get("git_commit"), e.get("gpu_uuid"), e.get("fingerprint")) for e in envs}
     state = StudyState(
         study, CURRENT, rows=len(envs), minutes=minutes,
@@ -214,8 +200,6 @@ def _note(s: StudyState) -> str:
     """The sentence that opens a stale study's section in the paper (empty otherwise)."""
     if s.state != STALE:
         return ""
-    from kernels.paper.report_kit import escape_latex
-
     what = (f"{len(s.differs)} of its files and settings differ" if s.differs else escape_latex(s.why))
     return (r"\emph{Stale data.} The rows of this section were measured at commit \texttt{" + escape_latex(s.commit)
             + "} by code that is not this tree's (" + what
@@ -232,11 +216,6 @@ def render_provenance(studies: list[str], folder: str | Path, sections: dict[str
     the stale studies, empty without any) and per study ``StaleNote<Study>`` (the
     sentence of a stale study's section, :func:`_note`; empty otherwise). ``sections``: each
     study's config section the rows were measured with. Returns the states."""
-    from kernels.core.files import write_atomic
-    from kernels.paper.render import macro_lines, table_to_latex
-    from kernels.paper.report_kit import camel
-    from kernels.paper.style import study_label
-
     found = [study_state(s, folder, sections[s], timing, root) for s in studies]
     frame = pd.DataFrame([{"Study": study_label(s.study), "State": s.state,
                            "Commit": s.commit if s.rows else "", "GPU": s.gpu if s.rows else "",
@@ -252,9 +231,9 @@ def render_provenance(studies: list[str], folder: str | Path, sections: dict[str
                         r"\label{tab:provenance}", table_to_latex(frame).rstrip("\n"), r"\end{table}"])
     gpus = {g for s in found for g in s.gpus}
     stale = [study_label(s.study) for s in found if s.state == STALE]
-    names = " and ".join([", ".join(stale[:-1]), stale[-1]] if len(stale) > 1 else stale)
     values = {"ProvenanceCurrent": str(sum(s.state == CURRENT for s in found)),
-              "ProvenanceStaleText": f"; the rows of {names} are stale, measured by earlier code" if stale else "",
+              "ProvenanceStaleText": f"; the rows of {and_list(stale)} are stale, measured by earlier code"
+              if stale else "",
               "ProvenanceStudies": str(len(found)),
               "ProvenanceGpus": {0: "no", 1: "one", 2: "two", 3: "three"}.get(len(gpus), str(len(gpus))),
               **{f"StaleNote{camel(s.study)}": _note(s) for s in found}}

@@ -183,13 +183,28 @@ def environment_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
     return out
 
 
+def job_minutes(bench_dir: str | Path) -> dict[str, float]:
+    """Minutes of each job of Snakemake's ``benchmark:`` files in ``bench_dir``, by file stem
+    (``measure_gdn_chunk``, ``compile_ahead_gdn``): how long it held its GPU's lease (the record
+    beside the file, :func:`kernels.core.gpulease.record_path`), else the file's wall time. Snakemake
+    starts a job while the one before it still runs on that GPU, so a job's wall time also holds
+    its imports and its wait for the GPU. ValueError naming a file without a time."""
+    out = {}
+    for path in sorted(Path(bench_dir).glob("*.tsv")) if bench_dir and Path(bench_dir).is_dir() else []:
+        lease = record_path(path)
+        try:
+            seconds = json.loads(lease.read_text())["lease_held_s"] if lease.exists() \
+                else float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
+        except (KeyError, IndexError, ValueError, pd.errors.ParserError) as exc:
+            raise ValueError(f"{lease if lease.exists() else path}: no job time in it ({exc})") from None
+        out[path.stem] = seconds / 60
+    return out
+
+
 def benchmark_macros(bench_dir: str | os.PathLike) -> dict[str, str]:
     """Wall time of the measurement jobs, from Snakemake's ``benchmark:`` files.
 
-    A job's time is how long it held its GPU's lease, which the job wrote beside the file
-    (:func:`kernels.core.gpulease.record_path`), else the file's wall time: Snakemake starts a job
-    while the one before it still runs on that GPU, so its wall time also holds its imports, its
-    wait for the GPU and its process's exit, which overlap another job.
+    A job's time is :func:`job_minutes`'s: how long it held its GPU's lease, else its wall time.
     ``MeasureMinutes<Study>`` (minutes, summed over ``measure_<study>_<impl>.tsv``),
     ``MeasureJobs`` (how many of those files), ``MeasureMinutesTotal`` (their sum, plus the
     longest compile-ahead job ``compile_ahead_<study>.tsv``: those run side by side before any
@@ -198,17 +213,13 @@ def benchmark_macros(bench_dir: str | os.PathLike) -> dict[str, str]:
     """
     totals: dict[str, float] = {}
     ahead: list[float] = []
-    files = sorted([*Path(bench_dir).glob("measure_*.tsv"), *Path(bench_dir).glob("compile_ahead_*.tsv")]) \
-        if bench_dir else []
-    for path in files:
-        lease = record_path(path)
-        seconds = json.loads(lease.read_text())["lease_held_s"] if lease.exists() \
-            else float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
-        mins = seconds / 60
-        if path.stem.startswith("compile_ahead_"):
+    files = {job: mins for job, mins in (job_minutes(bench_dir) if bench_dir else {}).items()
+             if job.startswith(("measure_", "compile_ahead_"))}
+    for job, mins in files.items():
+        if job.startswith("compile_ahead_"):
             ahead.append(mins)
         else:
-            study = path.stem.split("_")[1]
+            study = job.split("_")[1]
             totals[study] = totals.get(study, 0.0) + mins
     n = len(ahead)
     out = {"MeasureJobs": str(len(files) - n),

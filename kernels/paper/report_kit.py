@@ -119,6 +119,11 @@ _ONES = ["Zero", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight",
 _TENS = ["", "", "Twenty", "Thirty", "Forty", "Fifty", "Sixty", "Seventy", "Eighty", "Ninety"]
 
 
+def and_list(names: Sequence[str]) -> str:
+    """Names as a phrase: ``["a", "b", "c"]`` -> ``"a, b and c"``; ``""`` for none."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+
 def words(n: int) -> str:
     """A whole number from 0 to 999 in capitalised words without spaces (macro names are letters
     only): ``32`` -> ``ThirtyTwo``, ``128`` -> ``OneHundredTwentyEight``. ValueError outside."""

@@ -410,9 +410,7 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
         out[f"ReproRowsWithin{name}"], out[f"ReproRowsCompared{name}"], out[f"ReproPercentWithin{name}"] = within(g)
         by_study.append(f"{style.study_label(study)}'s at {out[f'ReproPercentWithin{name}']}\\,\\%")
     out["ReproByStudy"] = ", ".join(by_study) or "none"
-    compared = [style.study_label(s) for s in table["study"].unique()]
-    out["ReproStudies"] = " and ".join([", ".join(compared[:-1]), compared[-1]] if len(compared) > 1
-                                       else compared) or "none"
+    out["ReproStudies"] = kit.and_list([style.study_label(s) for s in table["study"].unique()]) or "none"
     n = _counts(table)
     different = [(labels or {}).get(c, c) for c in claims.loc[~claims["same"], "claim"]]
     out.update(ReproRowsMissing=str(n["missing"]), ReproRowsStatusChanged=str(n["status changed"]),

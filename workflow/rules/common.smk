@@ -219,7 +219,12 @@ STATES = (
     if SMOKE
     else {
         s: provenance.study_state(
-            s, COMMITTED, config[s]["sweep"], config["timing"], workflow.basedir
+            s,
+            COMMITTED,
+            config[s]["sweep"],
+            config["timing"],
+            workflow.basedir,
+            code=FINGERPRINTS[s] if SWEEP == "sweep" else None,
         )
         for s in STUDIES
     }
