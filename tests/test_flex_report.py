@@ -13,7 +13,8 @@ BASE = dict(gpu="h200", dtype="bfloat16", heads=16, kv_heads=16, head_dim=128, s
 
 def _row(impl, pas, batch, seqlen, mask, ms, density_blocks, **kw):
     flops = 4 * batch * 16 * seqlen**2 * 128 * density_blocks * 0.95
-    roles = "masks" if (batch, seqlen, mask) == (4, 8192, "causal") else "seqlen"  # the groups of the config
+    reference = (batch, seqlen) == (4, 8192)  # the config's groups
+    roles = ("masks seqlen" if reference else "seqlen") if mask == "causal" else ("masks" if reference else "sparse")
     row = dict(BASE, impl=impl, **{"pass": pas}, batch=batch, seqlen=seqlen, mask=mask, device_ms=ms, roles=roles,
                density_blocks=density_blocks, density_elements=density_blocks * 0.95, flops=flops,
                flops_blocks=flops / 0.95, peak_mem_bytes=int(seqlen * 1e5 * (10 if impl == "naive" else 1)),

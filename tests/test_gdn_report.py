@@ -136,6 +136,18 @@ def test_main_rows_are_the_rows_of_role_main():
     assert report.TABLES["gdn_main"](df.assign(roles="")).empty
 
 
+def test_time_against_length_takes_the_sweep_and_the_main_shapes_at_its_batch_and_heads():
+    """The figures against sequence length take the rows of role sweep, and of role main at the
+    sweep's batch and heads: never another main shape, a published or a varlen row."""
+    df = report.derive(pd.concat([tidy(), bwd_tidy()], ignore_index=True))
+    fwd = report._sweep_rows(report._pass(df, "fwd"))
+    assert sorted(fwd["seqlen"].unique()) == [1024, 2048, 4096] and set(fwd["heads"]) == {16}
+    published = df[(df["pass"] == "fwd") & (df.seqlen == 4096)].assign(roles="published", seqlen=65536)
+    assert report._sweep_rows(pd.concat([report._pass(df, "fwd"), published])).equals(fwd)
+    fwdbwd = report._sweep_rows(report._pass(df, "fwdbwd"))
+    assert sorted(fwdbwd["seqlen"].unique()) == [1024, 8192] and set(fwdbwd["batch"]) == {1}
+
+
 def test_macro_names_follow_the_config_shapes():
     sweep = {"main_shapes": [{"batch": 2, "seqlen": 2048, "heads": 8, "profile": True},
                              {"batch": 1, "seqlen": 4096, "heads": 8, "value_heads": 16}],

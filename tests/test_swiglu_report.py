@@ -9,7 +9,7 @@ from kernels.swiglu import report
 
 
 def _row(impl, p, numel, us, tokens=None, hidden=8192, series="flat", launch="stream", gemm_in=0,
-         status="ok", dtype="bfloat16", flops=0):
+         status="ok", dtype="bfloat16", flops=0, roles=()):
     tokens = tokens or numel // hidden
     per_pass = {"fwd": 3, "bwd": 5, "fwdbwd": 8}[p]
     nbytes = per_pass * numel * 2 if not gemm_in else (tokens * gemm_in + gemm_in * 2 * hidden + numel) * 2
@@ -19,7 +19,8 @@ def _row(impl, p, numel, us, tokens=None, hidden=8192, series="flat", launch="st
                 error=None if status == "ok" else "x", device_ms=ms, q10_ms=ms, q90_ms=ms, n_reps=10,
                 latency_ms=ms + 0.005 if status == "ok" else np.nan, host_overhead_ms=0.005,
                 bytes=nbytes, flops=flops, gbps=nbytes / (ms / 1e3) / 1e9, tflops=flops / (ms / 1e3) / 1e12,
-                gpu="h200", rel_err=1e-3, compile_s=9.5 if impl.startswith("compile") else np.nan)
+                gpu="h200", rel_err=1e-3, compile_s=9.5 if impl.startswith("compile") else np.nan,
+                roles=" ".join([series, *roles]))
 
 
 @pytest.fixture
@@ -37,11 +38,12 @@ def tidy():
     for p in ("fwd", "fwdbwd"):  # model shapes
         for impl, us in (("eager", 286.0), ("compile", 167.0), ("triton", 168.0)):
             rows.append(_row(impl, p, 8192 * 14336, us * (2.7 if p == "fwdbwd" else 1), tokens=8192,
-                             hidden=14336, series="grid"))
+                             hidden=14336, series="grid", roles=["profile"]))
     for t in (1, 16, 64):  # decode
         for impl, launch, us in (("eager", "stream", 8.6), ("eager", "graph", 4.0), ("decode", "graph", 2.5),
                                  ("decode", "stream", 9.0), ("triton", "stream", 18.4)):
-            rows.append(_row(impl, "fwd", t * 14336, us, tokens=t, hidden=14336, series="decode", launch=launch))
+            rows.append(_row(impl, "fwd", t * 14336, us, tokens=t, hidden=14336, series="decode", launch=launch,
+                             roles=["quoted_decode"] if t == 16 else []))
     for (k, n), (mf, mm) in {(4096, 14336): (2.9, 3.1), (8192, 28672): (11.0, 11.6)}.items():
         flops = 2 * 8192 * k * 2 * n
         for impl, ms in (("gemm_fused", mf), ("matmul", mm), ("eager", mm + 0.2)):

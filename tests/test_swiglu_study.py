@@ -66,6 +66,26 @@ def test_flat_sizes_and_errors():
         study.cases(sweep, "gemm_fused")
 
 
+@pytest.mark.parametrize("run", ["sweep", "quick", "smoke"])
+def test_roles_select_the_quoted_cases(run):
+    """The profiled and quoted cases are chosen by the config's roles: each role's rows match its
+    selector, the profiled ones carry a breakdown, and a role that selects nothing is refused."""
+    section = CONFIG[run]
+    study.check_config(CONFIG)
+    for role, selector in section["roles"].items():
+        picked = [c for impl in section["impls"] for c in study.cases(section, impl) if role in c["roles"]]
+        assert picked, role
+        assert all(all(c[k] == v for k, v in selector.items()) for c in picked)
+        assert all(study.PROFILE_ROLE in c["roles"] for c in picked) == (role == study.PROFILE_ROLE)
+    bad = json.loads(json.dumps(CONFIG))
+    bad[run]["roles"]["profile"]["tokens"] = 7777
+    with pytest.raises(ValueError, match=rf"{run}.roles.profile: .* selects no case of the run"):
+        study.check_config(bad)
+    bad[run]["roles"] = {"decode": {"tokens": 1}}
+    with pytest.raises(ValueError, match=rf"{run}.roles.decode: a role cannot be named like a series"):
+        study.check_config(bad)
+
+
 def _case(p="fwd", dtype="bfloat16", tokens=4, hidden=96, launch="stream", gemm_in=0):
     return {"series": "grid", "pass": p, "dtype": dtype, "launch": launch, "tokens": tokens, "hidden": hidden,
             "numel": tokens * hidden, "gemm_in": gemm_in}

@@ -69,6 +69,8 @@ PASS_RANK = {p: i for i, p in enumerate(style.PASS_LABELS)}
 BACKEND_RANK = {b: i for i, b in enumerate(BACKENDS)}
 #: The config group (role) whose shape is the study's reference shape: every mask family at one shape.
 REFERENCE_GROUP = "masks"
+#: The config groups (roles) of the sequence-length series: forward, and forward + backward.
+SEQLEN_GROUPS = ("seqlen", "seqlen_bwd")
 #: The fields of a shape (the reference shape's, :func:`_reference`).
 REFERENCE_FIELDS = ["batch", "heads", "kv_heads", "seqlen", "head_dim", "dtype"]
 #: The columns :func:`derive` adds (the module docstring).
@@ -144,12 +146,10 @@ def _ok(df: pd.DataFrame) -> pd.DataFrame:
     return df[(df["status"] == "ok") & df["device_ms"].notna()]
 
 
-def _causal_at_most_tokens(df: pd.DataFrame) -> pd.DataFrame:
-    """The causal rows without a score_mod at H16 D128 bfloat16 (no GQA) with the most tokens per
-    batch (batch x seqlen): the sequence-length series of the throughput and memory figures."""
-    d = df[(df["mask"] == "causal") & (df["score_mod"] == "none") & (df["heads"] == 16) & (df["kv_heads"] == 16)
-           & (df["head_dim"] == 128) & (df["dtype"] == "bfloat16")]
-    return d[d["batch"] * d["seqlen"] == (d["batch"] * d["seqlen"]).max()]
+def _seqlen_series(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the sequence-length series (roles :data:`SEQLEN_GROUPS`, the config groups at a
+    constant batch x seqlen, causal): the x axis of the throughput and memory figures."""
+    return df[kit.has_role(df, SEQLEN_GROUPS[0]) | kit.has_role(df, SEQLEN_GROUPS[1])]
 
 
 def _reference(df: pd.DataFrame) -> dict | None:
@@ -285,7 +285,7 @@ def fig_tflops(df: pd.DataFrame):
     bfloat16): FlexAttention (its default Triton backend, autotuned, and its FLASH backend, which runs
     FlashAttention-4's CuTe-DSL kernels) against the dense SDPA back ends, SDPA with a materialised mask
     and PyTorch softmax attention (naive), TFLOP/s on the unmasked elements."""
-    d = _causal_at_most_tokens(_ok(_main_gpu(df)))
+    d = _seqlen_series(_ok(_main_gpu(df)))
     passes = ["fwd", "fwdbwd"]
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
     impls = sorted(d["impl"].unique())
@@ -314,7 +314,7 @@ def fig_memory(df: pd.DataFrame):
     tokens (N² per sequence), FlexAttention's block mask does not; crosses mark out-of-memory runs.
     Hollow markers of different shapes and sizes stay visible where implementations need the same
     memory (the dense kernels and flex hold only the inputs, the output and their statistics)."""
-    d = _causal_at_most_tokens(_main_gpu(df))
+    d = _seqlen_series(_main_gpu(df))
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
     impls = sorted(d["impl"].unique())
     colors = style.palette("flex", impls)

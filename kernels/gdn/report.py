@@ -78,13 +78,13 @@ def _impls(df):
 
 
 def _sweep_rows(df):
-    """Fixed-length rows of the seqlen sweep: the (batch, heads) with the most seqlens."""
-    d = df[(df["varlen"] != True) & df["device_ms"].notna()]  # noqa: E712
-    if d.empty:
-        return d
-    counts = d.groupby(["batch", "heads"])["seqlen"].nunique()
-    b, h = counts.idxmax()
-    return d[(d["batch"] == b) & (d["heads"] == h)]
+    """Fixed-length rows against sequence length: the seqlen sweep's (role ``sweep``) and the main
+    shapes' (role ``main``) at the sweep's batch and heads (its first row's)."""
+    d = df[df["device_ms"].notna() & (kit.has_role(df, "sweep") | kit.has_role(df, "main"))]
+    sweep = kit.with_role(d, "sweep")
+    if sweep.empty:
+        return sweep
+    return d[(d["batch"] == sweep["batch"].iloc[0]) & (d["heads"] == sweep["heads"].iloc[0])]
 
 
 def _label(impl: str) -> str:

@@ -26,7 +26,7 @@ import pandas as pd
 from kernels.paper import report_kit as kit
 from kernels.paper import style
 from kernels.swiglu.impls import IMPLS
-from kernels.swiglu.study import PROFILE_CASE
+from kernels.swiglu.study import PROFILE_ROLE
 
 #: Datasheet HBM bandwidth in GB/s (NVIDIA H200 SXM: 4.8 TB/s HBM3e).
 PEAK_GBPS = {"h200": 4800.0}
@@ -36,6 +36,9 @@ SWEEP = kit.study_config("swiglu")
 #: width, hidden size), a GEMM's shape, -> model name.
 MODELS = {m["hidden"]: m["name"] for m in SWEEP.get("models", [])}
 GEMM_MODELS = {(m["gemm_in"], m["hidden"]): m["name"] for m in SWEEP.get("models", [])}
+#: The role of the decode size that the text quotes (config ``roles``; the prefill shape's is
+#: :data:`~kernels.swiglu.study.PROFILE_ROLE`).
+DECODE_ROLE = "quoted_decode"
 #: Order of the tiers in legends and tables.
 ORDER = tuple(IMPLS)
 LARGE = 2**26  # "large" elementwise sizes for the bandwidth verdict
@@ -77,6 +80,14 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------
 # helpers
+
+
+def _quoted(role: str) -> dict:
+    """The selector of ``role`` in the sweep's ``roles`` (the shape the text quotes).
+    ValueError naming the config key when the sweep has none."""
+    if role not in SWEEP.get("roles", {}):
+        raise ValueError(f"config swiglu.sweep.roles: no {role!r} (the shape the text quotes)")
+    return SWEEP["roles"][role]
 
 
 def _ok(df: pd.DataFrame) -> pd.DataFrame:
@@ -204,9 +215,8 @@ def fig_decode(df: pd.DataFrame):
     of a call launched from Python (right), launched per call (filled markers, solid) and replayed
     from a CUDA graph (open markers, dashed); points measured at fewer than three sizes are not
     joined; L2 flushed before each repetition."""
-    d = _ok(df)
-    d = d[d["dtype"].eq("bfloat16") & d["pass"].eq("fwd") & d["gemm_in"].astype(float).eq(0)
-          & d["hidden"].eq(14336) & d["tokens"].le(64)]
+    d = kit.with_role(_ok(df), "decode")
+    d = d[d["dtype"].eq("bfloat16") & d["pass"].eq("fwd")]
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
     colors = style.palette("swiglu", _impls(d))
     for ax, (metric, title) in zip(axes[0], (("us", "device time"), ("latency_us", "latency"))):
@@ -293,7 +303,8 @@ def table_model_shapes(df: pd.DataFrame) -> pd.DataFrame:
     n/a: not measured (the source kernel has no backward, the fixed-configuration launch ran at
     decode sizes only and torch.compile at the shapes of its own group in the study's config)."""
     d = _elementwise(df)
-    d = d[d["tokens"].isin([16, 8192]) & d["hidden"].isin(list(MODELS))]
+    tokens = [_quoted(role)["tokens"] for role in (DECODE_ROLE, PROFILE_ROLE)]
+    d = d[d["tokens"].isin(tokens) & d["hidden"].isin(list(MODELS))]
     if d.empty:
         return pd.DataFrame()
     d = d.assign(shape=[f"{MODELS[int(h)]}, {int(t)} × {int(h)}" for t, h in zip(d["tokens"], d["hidden"])],
@@ -403,9 +414,9 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     # Source claims: 2.5-3.5x latency over eager and 85-92 % of peak bandwidth.
     out["SwigluClaimLatencyVerdict"] = kit.claim_verdict(col(large, "seed", "speedup_eager"), 2.5, 3.5)
     out["SwigluClaimBandwidthVerdict"] = kit.claim_verdict(col(large, "seed", "pct_peak"), 85.0, 92.0)
-    tokens, hidden = PROFILE_CASE[:2]  # the profiled prefill shape, which the text quotes
-    tag = model_macro_name(_model(MODELS, hidden, "the profiled case's hidden size"))
-    model = bf[bf["tokens"].eq(tokens) & bf["hidden"].eq(hidden)]
+    # the prefill shape the text quotes (its rows also carry a per-kernel breakdown)
+    tag = model_macro_name(_model(MODELS, _quoted(PROFILE_ROLE).get("hidden"), "the profiled case's hidden size"))
+    model = kit.with_role(bf, PROFILE_ROLE)
     for impl, name in (("eager", "Eager"), ("compile", "Compile"), ("compile_no_cudagraphs", "CompileNoGraphs"),
                        ("triton", "Triton"), ("liger", "Liger"), ("seed", "Seed")):
         out[f"Swiglu{name}FwdUs{tag}"] = kit.fmt(kit.median(model, "us", impl=impl, **{"pass": "fwd"}), 1)
@@ -423,8 +434,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             host = kit.median(model, "host_overhead_ms", impl=impl, **{"pass": p})
             out[f"Swiglu{name}{pname}HostUs{tag}"] = kit.fmt(host * 1e3, 1)
     out[f"SwigluCompileSeconds{tag}"] = kit.fmt(kit.median(model, "compile_s", impl="compile", **{"pass": "fwd"}), 1)
-    dec = d[d["dtype"].eq("bfloat16") & d["pass"].eq("fwd") & d["tokens"].eq(16) & d["hidden"].eq(14336)
-            & d["gemm_in"].astype(float).eq(0)]
+    dec = kit.with_role(d[d["pass"].eq("fwd")], DECODE_ROLE)
     out["SwigluDecodeGraphUs"] = kit.fmt(kit.median(dec, "us", impl="decode", launch="graph"), 2)
     out["SwigluDecodeStreamUs"] = kit.fmt(kit.median(dec, "us", impl="decode", launch="stream"), 2)
     out["SwigluDecodeEagerUs"] = kit.fmt(kit.median(dec, "us", impl="eager", launch="stream"), 2)

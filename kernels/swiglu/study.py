@@ -74,9 +74,8 @@ TOLERANCE = {"bfloat16": 1e-2, "float16": 2e-3, "float32": 1e-5}
 #: Tensors moved per element by each pass (reads + writes).
 TENSORS_PER_PASS = {"fwd": 3, "bwd": 5, "fwdbwd": 8}
 SEED = 0
-#: (tokens, hidden, dtype, launch) whose rows also carry a per-kernel breakdown
-#: (Llama-3-8B prefill, the shape of the fwd+bwd target)
-PROFILE_CASE = (8192, 14336, "bfloat16", "stream")
+#: The role (config ``roles``) of the cases whose rows also carry a per-kernel breakdown.
+PROFILE_ROLE = "profile"
 
 
 # ----------------------------------------------------------------------------
@@ -107,8 +106,10 @@ def cases(sweep: dict, impl: str) -> list[dict]:
     cases: :func:`kernels.core.harness.measure_case` warms up that long); passes other than fwd are skipped for
     impls whose registry entry has the forward alone, and graph launches for impls outside
     :data:`GRAPH_IMPLS`. A case repeated by two groups is kept once, with the first group's
-    ``series``. Each case carries ``roles``, the series of the groups it comes from (in config
-    order).
+    ``series``. Each case carries ``roles``: the series of the groups it comes from (in config
+    order), then each name of ``sweep["roles"]`` whose selector (case fields and their values)
+    it matches: ``profile`` (:data:`PROFILE_ROLE`: its rows carry a per-kernel breakdown) and the
+    shapes the paper's text quotes.
 
     Raises:
         ValueError: unknown impl, a gemm-only impl in a group without
@@ -145,22 +146,36 @@ def cases(sweep: dict, impl: str) -> list[dict]:
                         seen[key] = case
                         case["roles"] = [group["series"]]
                         out.append(case)
+    for role, selector in sweep.get("roles", {}).items():
+        for case in out:
+            if all(case.get(field) == value for field, value in selector.items()):
+                case["roles"].append(role)
     return out
 
 
 def check_config(section: dict) -> None:
     """Check the ``swiglu`` config section beyond its schema, before any job runs.
 
-    In each group of ``sweep`` and ``smoke``: ``numel_log2`` goes with one
+    In each group of each run (``sweep``, ``quick``, ``smoke``): ``numel_log2`` goes with one
     ``hidden`` (the flat series holds it fixed), and :func:`cases` accepts
     every impl the group lists (gemm-only impls need ``shapes`` with
-    ``gemm_in``, only gemm impls run them; flat sizes are whole rows).
+    ``gemm_in``, only gemm impls run them; flat sizes are whole rows). Each of the run's
+    ``roles`` is no series name and selects at least one case.
 
     Raises:
-        ValueError: ``'<run>.groups[<i>].<key>: what is wrong'``.
+        ValueError: ``'<run>.groups[<i>].<key>: what is wrong'`` or ``'<run>.roles.<role>: ...'``.
     """
-    for run in ("sweep", "smoke"):
-        for i, group in enumerate(section[run]["groups"]):
+    for run in ("sweep", "quick", "smoke"):
+        if run not in section:
+            continue
+        groups = section[run]["groups"]
+        for role, selector in section[run].get("roles", {}).items():
+            if role in {g["series"] for g in groups}:
+                raise ValueError(f"{run}.roles.{role}: a role cannot be named like a series")
+            if not any(all(c.get(f) == v for f, v in selector.items())
+                       for impl in section[run]["impls"] for c in cases({"groups": groups}, impl)):
+                raise ValueError(f"{run}.roles.{role}: {selector} selects no case of the run")
+        for i, group in enumerate(groups):
             key = f"{run}.groups[{i}]"
             if "numel_log2" in group and len(group["hidden"]) != 1:
                 raise ValueError(f"{key}.hidden: numel_log2 takes one hidden size (the flat series "
@@ -323,6 +338,6 @@ def prepare(impl: str, case: dict, device: torch.device) -> harness.Prepared:
         extra.update(compile_s=round(setup, 3), recompiles=max(0, graphs - 1))
     if (cfg := _tuned_config(impl)) is not None:
         extra["tuned"] = cfg
-    profile = (case["tokens"], case["hidden"], case["dtype"], case["launch"]) == PROFILE_CASE
+    profile = PROFILE_ROLE in case.get("roles", ())
     return harness.Prepared(fn=fn, bytes=n_bytes, flops=0, extra=extra, cuda_graph=case["launch"] == "graph",
                             profile=profile)
