@@ -94,7 +94,7 @@ def fails(proc, *messages):
 def test_measuring_on_a_host_without_the_gpu_stops_before_any_job(tree, tmp_path, overwrite):
     env = gpus(tmp_path)
     before = data_state(tree)
-    config = ["--config", "measure=true", "gpu=h200", f"overwrite={overwrite}"]
+    config = ["--config", "measure=[flex]", "gpu=h200", f"overwrite={overwrite}"]
     assert snakemake(tree, "-n", "--cores", "1", *config, env=env).returncode == 0  # a dry run still plans
     proc = snakemake(tree, "--cores", "1", "data/raw/h200/flex/naive.jsonl", *config, env=env)
     fails(proc, "measuring into data/raw/h200/ needs its GPU (h200) on this host, and nvidia-smi lists no GPU")
@@ -115,13 +115,30 @@ def test_replacing_a_studys_committed_rows_needs_an_overwrite_naming_it(tree, tm
     for overwrite in ([], ["overwrite=[gdn]"]):
         proc = snakemake(tree, "--cores", "1", "--config", "measure=[swiglu]", *overwrite, env=env)
         fails(proc, "measuring swiglu into data/raw/h200/swiglu/ would replace its committed rows (10 files, "
-                    "e.g. data/raw/h200/swiglu/compile.jsonl; stale: rows measured at ff5a205 carry no "
-                    "fingerprint", "add --config overwrite='[swiglu]' to re-measure it")
+                    "e.g. data/raw/h200/swiglu/compile.jsonl; current)",
+             "add --config overwrite='[swiglu]' to re-measure it")
         assert len([line for line in proc.stderr.splitlines() if "committed rows (" in line]) == 1
         assert "rule measure:" not in proc.stdout + proc.stderr
     assert not (tree / "results" / "logs").exists()
     if git:
         assert data_state(tree) == before
+
+
+def test_deleting_all_output_keeps_the_committed_rows_of_a_study_overwrite_does_not_name(tree, tmp_path):
+    """--delete-all-output runs no onstart (the guard above): on a measuring run, the committed rows
+    of a study it would measure are outputs of no job unless config overwrite names the study."""
+    env = gpus(tmp_path, "NVIDIA H200")
+    before = data_state(tree)
+    proc = snakemake(tree, "--cores", "1", "--delete-all-output", "--config", "measure=[gdn, flex]", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Keeping the committed rows of gdn, flex in data/raw/h200/" in proc.stderr
+    assert data_state(tree) == before
+    proc = snakemake(tree, "-n", "--cores", "1", "--delete-all", "--config", "measure=[gdn, flex]", "overwrite=[gdn]",
+                     env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Keeping the committed rows of flex in data/raw/h200/" in out, out[-3000:]
+    assert "Would delete data/raw/h200/gdn/chunk.jsonl" in out and "data/raw/h200/flex/flex.jsonl" not in out
+    assert data_state(tree) == before
 
 
 @pytest.mark.slow
@@ -195,6 +212,19 @@ def test_rendering_without_rows_of_a_configured_study_stops_before_any_job(tree)
     assert not (tree / "results").exists()
 
 
+@pytest.mark.parametrize("measure", ["false", "true"])
+def test_a_lost_row_file_of_an_implementation_the_run_measured_stops_before_any_job(tree, tmp_path, measure):
+    """One configured implementation's rows gone (its benchmark file says its job ran): rendering,
+    or a measuring run that does not measure that study, stops naming the file."""
+    (tree / GDN_CHUNK).unlink()
+    before = data_state(tree)
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", f"measure={measure}", "gpu=h200",
+                     env=gpus(tmp_path, "NVIDIA H200"))
+    fails(proc, f"{GDN_CHUNK} is missing, but the run of data/raw/h200/ measured chunk of gdn "
+                "(data/raw/h200/benchmarks/measure_gdn_chunk.tsv): restore it")
+    assert data_state(tree) == before
+
+
 def test_a_study_the_committed_run_did_not_measure_renders_as_not_measured(tree):
     """A configured study with neither rows nor measurement jobs in the folder (one added after its
     run) is rendered as not measured, saying so, and the quick run has none of its rows to compare;
@@ -242,6 +272,11 @@ ROW_CASES = {
     "nan": (lambda lines: lines[:4] + [lines[4].replace('"median_ms": ', '"median_ms": NaN, "x": ')] + lines[5:],
             f"{GDN_CHUNK}:5: non-finite number NaN"),
     "empty": (lambda lines: [], f"{GDN_CHUNK}: no rows (an empty file)"),
+    # a valid row of a case its config cannot make (the config check's error: 40000 sequences do not fit in 32768)
+    "impossible": (_edit_line(9, num_seqs=40000), f"{GDN_CHUNK}:9: fwd bfloat16 batch=1 head_dim=128 heads=16 "
+                   "num_seqs=40000 seqlen=32768 varlen=True: not a case of the config section it was measured with"),
+    "unknown field": (_edit_line(4, note="re-timed by hand"),
+                      f"{GDN_CHUNK}:4: (top level): Unevaluated properties are not allowed ('note' was unexpected)"),
     "cut": (lambda lines: lines[:-1] + [lines[-1][:60]], f"{GDN_CHUNK}:{CHUNK_ROWS}: not valid JSON: the line ends at column 60"),
 }
 
@@ -415,7 +450,8 @@ CONFIG_CASES = {
     "swiglu_two_hidden": ("config/studies/swiglu.yaml", "hidden: [8192]\n", "hidden: [8192, 4096]\n",
                           "config/studies/swiglu.yaml: swiglu.sweep.groups[1].hidden: numel_log2 takes one hidden"),
     "swiglu_flat_rows": ("config/studies/swiglu.yaml", "hidden: [8192]\n", "hidden: [14336]\n",
-                         "config/studies/swiglu.yaml: swiglu.sweep.groups[1].numel_log2: 2**16 elements is not a "
+                         # the roles' check meets the bad group first (swiglu.study.check_config), without its key
+                         "config/studies/swiglu.yaml: swiglu.numel_log2: 2**16 elements is not a "
                          "whole number of rows of 14336"),
     "swiglu_two_shapes": ("config/studies/swiglu.yaml", "hidden: [8192]\n", "hidden: [8192]\n        tokens: [4]\n",
                           "config/studies/swiglu.yaml: swiglu.sweep.groups[1]: give exactly one of: shapes; "
@@ -452,6 +488,18 @@ def test_config_problems_stop_before_any_job_naming_file_and_key(tree, case):
     # one line, not the schema
     assert "$defs" not in proc.stderr and len(proc.stderr.splitlines()) < 15, proc.stderr
     assert data_state(tree) == before and not (tree / "results").exists()
+
+
+def test_config_given_on_the_command_line_is_typed_and_its_errors_name_it(tree, tmp_path):
+    """--config values come as text: numbers are numbers; a bad value of --config or of a
+    --configfile is blamed on it besides the config file it changes."""
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false", "timing={min_reps: 7}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false", "timing={min_reps: x}")
+    fails(proc, "config/config.yaml (or --config): timing.min_reps: 'x' is not of type 'integer'")
+    (tmp_path / "mine.yaml").write_text("gdn:\n  sweep:\n    dtype: float8\n")
+    proc = snakemake(tree, "-n", "--cores", "1", "--configfile", str(tmp_path / "mine.yaml"), "--config", "measure=false")
+    fails(proc, f"config/studies/gdn.yaml (or {tmp_path / 'mine.yaml'}): gdn.sweep.dtype: 'float8' is not one of")
 
 
 def test_a_study_without_its_schema_stops_before_any_job(tree):

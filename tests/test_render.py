@@ -130,7 +130,10 @@ def test_timing_drift_and_warmup_macros():
     assert render.timing_macros(timing) == {
         "TimingWarmupMs": "25", "TimingWarmupMaxMs": "2000", "TimingWarmupWindowMs": "20",
         "TimingWarmupTolerancePct": "2", "TimingRepMs": "100", "TimingMinReps": "5", "TimingMaxReps": "200",
-        "TimingSpinMaxMs": "20", "TimingSpinMinUs": "50", "TimingSpinEnqueueFactor": "4"}
+        "TimingSpinMaxMs": "20", "TimingSpinMinUs": "50", "TimingSpinEnqueueFactor": "4", "TimingRowsNote": ""}
+    # rows timed with other settings than the config's (their fingerprint's timing part differs) are named
+    note = render.timing_macros(timing, ["gdn", "flex"])["TimingRowsNote"]
+    assert note.startswith(" The rows of Gated DeltaNet and FlexAttention were timed with other settings")
     a = pd.DataFrame({"drift": [0.01, 0.2, None]})
     b = pd.DataFrame({"drift": [0.06, -0.1]})
     assert render.drift_macros([a, b, pd.DataFrame({"device_ms": [1.0]})]) == {

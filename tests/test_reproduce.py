@@ -91,7 +91,7 @@ def test_a_measured_row_is_the_case_of_its_config():
 
 
 def test_every_committed_row_is_a_configured_case():
-    expected = reproduce.expected_cases({s: config_section(s, "sweep") for s in STUDIES})
+    expected = rows.configured_cases({s: config_section(s, "sweep") for s in STUDIES})
     committed = reproduce.load_run(sorted(str(p) for p in DATA.glob("*/*.jsonl")))
     stray = [rows.case_label(r, skip=()) for r in committed if rows.case_id(r) not in expected]
     assert not stray, stray[:5]
@@ -101,7 +101,7 @@ def test_every_quick_case_has_a_committed_row():
     """The quick run compares with the committed rows of the same cases: each has one, and it was timed."""
     committed = {rows.case_id(r): r for r in reproduce.load_run(sorted(str(p) for p in DATA.glob("*/*.jsonl")))}
     for study in STUDIES:
-        quick = reproduce.expected_cases({study: config_section(study, "quick")})
+        quick = rows.configured_cases({study: config_section(study, "quick")})
         assert quick, study
         assert all(committed[c]["status"] == "ok" for c in quick), study
 
@@ -235,7 +235,22 @@ SWEEP = {s: yaml.safe_load((ROOT / "config" / "studies" / f"{s}.yaml").read_text
          for s in STUDIES}
 
 
+def on_another_gpu(files, folder):
+    """Copies of the run ``files`` (``<root>/<study>/<impl>.jsonl``) in ``folder``, their rows
+    measured on another GPU of the same model (``env.gpu_uuid``), as a second run is."""
+    out = []
+    for f in map(Path, files):
+        rows_ = [json.loads(x) for x in f.read_text().splitlines()]
+        for r in rows_:
+            r["env"]["gpu_uuid"] = "GPU-second-run"
+        (folder / f.parent.name).mkdir(parents=True, exist_ok=True)
+        (folder / f.parent.name / f.name).write_text("".join(json.dumps(r) + "\n" for r in rows_))
+        out.append(str(folder / f.parent.name / f.name))
+    return out
+
+
 def _check(tmp_path, candidate_files, sections=SWEEP):
+    candidate_files = on_another_gpu(candidate_files, tmp_path / "second_run")
     out = {k: str(tmp_path / name) for k, name in (("out_csv", "r.csv"), ("out_summary", "r.txt"),
                                                    ("out_figure", "r.pdf"), ("out_table", "t.tex"),
                                                    ("out_snippet", "s.tex"), ("out_numbers", "n.tex"))}
@@ -259,6 +274,7 @@ def test_committed_data_reproduce_themselves(tmp_path):
     assert r"\newcommand{\ReproOutcome}{reproduced}" in numbers and r"\newcommand{\ReproThreats}{" in numbers
     assert r"\newcommand{\ReproCandidate}{second\_run}" in numbers
     assert r"\label{tab:reproduction}" not in snippet  # no row outside: no table
+    assert r"\newif\ifReproOutside  %" in numbers  # nor the text that cites the tables of those rows
     assert r"\label{tab:reproduction_sizes}" in snippet and r"\label{tab:reproduction_claims}" in snippet
     assert r"\newcommand{\ReproPercentWithinHostFree}{100.0}" in numbers
     assert "FlashQLA 2–3× FLA's forward on Hopper & " in snippet  # claims in words
@@ -320,8 +336,28 @@ def test_a_perturbed_second_run_is_caught(tmp_path):
     assert latex.index("ok to unsupported") < latex.index("missing") < latex.index("faster")
     snippet, numbers = out["out_snippet"].read_text(), out["out_numbers"].read_text()
     assert r"\newcommand{\ReproOutcome}{not reproduced}" in numbers and "tab:reproduction" in snippet
+    assert r"\newif\ifReproOutside\ReproOutsidetrue" in numbers
     assert (r"\newcommand{\ReproClaimsDifferent}{SwiGLU kernel reaches 85–92 \% of peak HBM bandwidth; "
             r"SwiGLU fusion cuts activation latency 2.5–3.5×}") in numbers
+
+
+def test_a_second_run_of_the_references_gpu_or_of_another_model_is_refused(tmp_path):
+    """The reference's own rows, or any row of its GPU, are no second run (the quick profile's may
+    be); rows of another GPU model are compared with nothing."""
+    files = sorted(str(p) for p in DATA.glob("*/*.jsonl"))
+    ref = reproduce.load_run(files)
+    uuid = {r["env"]["gpu_uuid"] for r in ref if r["study"] == "flex"}.pop()
+    with pytest.raises(ValueError, match=f"the second run's rows of flex were measured on {uuid}, as the reference"):
+        reproduce.check_pair(ref, ref)
+    reproduce.check_pair(ref, ref, partial=True)
+    other = [{**r, "env": {**r["env"], "gpu_uuid": "GPU-x", "gpu_name": "NVIDIA A100"}} for r in ref]
+    with pytest.raises(ValueError, match="the second run's rows are of NVIDIA A100 .env.gpu_name. and the "
+                                         "reference's of NVIDIA H200: a second run is of the same GPU model"):
+        reproduce.check_pair(other, ref, partial=True)
+    reproduce.check_pair([{**r, "env": {**r["env"], "gpu_uuid": "GPU-x"}} for r in ref], ref)
+    # studies of the reference measured on different GPUs: each study's second run is of another one
+    flex, gdn = ([r for r in ref if r["study"] == s] for s in ("flex", "gdn"))
+    reproduce.check_pair([{**r, "env": {**r["env"], "gpu_uuid": gdn[0]["env"]["gpu_uuid"]}} for r in flex], ref)
 
 
 def test_outside_table_shows_the_worst_rows_and_counts_the_rest():

@@ -79,7 +79,8 @@ def test_gpu_profile_gives_the_compile_ahead_job_a_gpu_and_a_cpu_per_process():
     for a GPU of the measurement jobs' model (it checks its GPU as they do) and one CPU per
     process of config key compile_ahead.workers, with their memory."""
     proc = snakemake(ROOT, "--workflow-profile", "profiles/slurm", "-n", "--forceall", "--until", "measure",
-                     "--default-resources", "slurm_partition=gpu", "slurm_account=my_project")
+                     "--default-resources", "slurm_partition=gpu", "slurm_account=my_project",
+                     "--config", "measure=[gdn, flex]", "gpu=h200")  # the studies with compile-ahead jobs
     resources, _ = _resources(proc.stdout + proc.stderr, "compile_ahead")
     workers = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["compile_ahead"]["workers"]
     wanted = {"gpu": "1", "gpu_model": "h200", "cpus_per_gpu": str(workers), "tasks": "1"}

@@ -332,3 +332,6 @@ def test_added_experiment_reaches_the_paper(toy_workflow):
         assert (out / "paper" / "main.pdf").stat().st_size > 0
     again = snakemake(toy_workflow, "--profile", "profiles/smoke", "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
+    (out / "tidy" / "toy.csv").unlink()  # a deleted tidy table is made again
+    again = snakemake(toy_workflow, "--profile", "profiles/smoke", "-n")
+    assert "rule collect:" in again.stdout and "output: results/smoke/tidy/toy.csv" in again.stdout

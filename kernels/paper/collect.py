@@ -80,8 +80,10 @@ def read_rows(path: str | Path) -> list[tuple[int, dict]]:
     return rows
 
 
-def load_rows(paths: list[str], study: str) -> list[dict]:
-    """Read and validate the rows of ``paths`` (see the module docstring).
+def load_rows(paths: list[str], study: str, configured: set[str] | None = None) -> list[dict]:
+    """Read and validate the rows of ``paths`` (see the module docstring); ``configured``: the case
+    ids (:func:`kernels.paper.rows.configured_cases`) of the config the rows were measured with, of
+    which each row's case must be one (None: any case).
 
     Raises ValueError ``'path:line: what is wrong'`` for the first bad row;
     a second row of a case names both positions.
@@ -98,6 +100,10 @@ def load_rows(paths: list[str], study: str) -> list[dict]:
             if row["impl"] != Path(path).stem:
                 raise ValueError(f"{path}:{n}: row of impl {row['impl']!r} in the file of impl {Path(path).stem!r}")
             case = rows_mod.case_id(row)
+            if configured is not None and case not in configured:
+                raise ValueError(f"{path}:{n}: {rows_mod.case_label(row)}: not a case of the config section it "
+                                 f"was measured with (config/studies/{study}.yaml), which makes every case "
+                                 f"of its rows")
             if case in seen:
                 raise ValueError(f"{path}:{n}: same case as {seen[case]} (a case, i.e. study, impl and "
                                  f"every field but the measured ones, has one row)")
@@ -186,11 +192,15 @@ def tidy(rows: list[dict], gpu: str) -> pd.DataFrame:
     return df
 
 
-def collect(study: str, paths: list[str], gpu: str, out: str, section: dict | None = None) -> pd.DataFrame:
+def collect(study: str, paths: list[str], gpu: str, out: str, section: dict | None = None,
+            configured: bool = False) -> pd.DataFrame:
     """Validate the rows of ``paths``, give each its roles from ``section`` where it has none
     (:func:`with_roles`; ``section``: the study's config section the rows were measured with),
-    build the study's tidy table and write it to ``out`` (CSV)."""
-    rows = with_roles(load_rows(paths, study), study, section)
+    build the study's tidy table and write it to ``out`` (CSV). ``configured``: the rows are of
+    today's code and ``section`` (current, or measured by this run), so each must be one of the
+    section's cases (:func:`load_rows`)."""
+    cases = rows_mod.configured_cases({study: section}) if configured and section is not None else None
+    rows = with_roles(load_rows(paths, study, cases), study, section)
     df = tidy(rows, gpu)
     if not df.empty:
         df = importlib.import_module(f"kernels.{study}.report").derive(df)

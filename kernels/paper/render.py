@@ -245,14 +245,20 @@ def first_call_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
     return {"MeasureMinutesFirstCall": f"{sum(seconds) / 60:.1f}" if seconds else "n/a"}
 
 
-def timing_macros(timing: dict) -> dict[str, str]:
+def timing_macros(timing: dict, other_timing: Sequence[str] = ()) -> dict[str, str]:
     """The timing settings of ``config.yaml`` (``timing``) quoted in the methodology:
     ``TimingWarmupMs``, ``TimingWarmupMaxMs``, ``TimingWarmupWindowMs``,
     ``TimingWarmupTolerancePct``, ``TimingRepMs``, ``TimingMinReps``, ``TimingMaxReps``,
     ``TimingSpinMaxMs``; and the code's: ``TimingSpinMinUs`` (:data:`kernels.core.timing.MIN_SPIN_US`) and
     ``TimingSpinEnqueueFactor`` (the spin's doubling stops above this many times the enqueue,
-    :data:`kernels.core.timing.SPIN_ENQUEUE_FACTOR`)."""
-    return {"TimingSpinMinUs": f"{MIN_SPIN_US:g}",
+    :data:`kernels.core.timing.SPIN_ENQUEUE_FACTOR`). ``TimingRowsNote``: a sentence naming the
+    studies ``other_timing`` whose rows were timed with other settings than these (their
+    fingerprint's ``timing`` part differs: :class:`kernels.paper.provenance.StudyState`), empty
+    when there are none."""
+    names = report_kit.and_list([style.study_label(s) for s in other_timing])
+    note = (rf" The rows of {names} were timed with other settings than these (their fingerprint's timing part"
+            r" differs: Table~\ref{tab:provenance})." if names else "")
+    return {"TimingRowsNote": note, "TimingSpinMinUs": f"{MIN_SPIN_US:g}",
             "TimingSpinEnqueueFactor": f"{SPIN_ENQUEUE_FACTOR:g}",
             "TimingWarmupMs": f"{timing['warmup_ms']:g}", "TimingWarmupMaxMs": f"{timing['warmup_max_ms']:g}",
             "TimingWarmupWindowMs": f"{timing['warmup_window_ms']:g}",
@@ -313,13 +319,15 @@ def warmup_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
 
 
 def render_numbers(studies: list[str], tidy_csvs: list[str], out: str,
-                   bench_dir: str | os.PathLike | None = None, timing: dict | None = None) -> None:
+                   bench_dir: str | os.PathLike | None = None, timing: dict | None = None,
+                   other_timing: Sequence[str] = ()) -> None:
     """Write every number quoted in the text as a LaTeX macro to ``out``.
 
     The macros: the environment of the measurements (:func:`environment_macros`),
     the measurement jobs' wall time (:func:`benchmark_macros`, from
     ``bench_dir``), its one-off part (:func:`first_call_macros`), the timing
-    settings (:func:`timing_macros`, from ``timing``, the config's), the rows
+    settings (:func:`timing_macros`, from ``timing``, the config's, naming the studies
+    ``other_timing`` whose rows were timed with other settings), the rows
     that drifted while timed (:func:`drift_macros`), the warm-up and spin
     (:func:`warmup_macros`) and each study's ``report.macros``.
     """
@@ -330,7 +338,7 @@ def render_numbers(studies: list[str], tidy_csvs: list[str], out: str,
     values.update(drift_macros(frames))
     values.update(warmup_macros(frames))
     if timing is not None:
-        values.update(timing_macros(timing))
+        values.update(timing_macros(timing, other_timing))
     for study, df in zip(studies, frames):
         for name, value in report_module(study).macros(df).items():
             if name in values:

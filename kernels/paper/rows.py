@@ -18,6 +18,7 @@ config gives it another role.
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -72,3 +73,15 @@ def case_label(row: dict, skip: tuple[str, ...] = ("study", "impl")) -> str:
     case = {k: v for k, v in case_fields(row).items() if k not in skip and v is not None}
     head = [str(case.pop(k)) for k in ("pass", "dtype") if k in case]
     return " ".join(head + [f"{k}={v}" for k, v in case.items()])
+
+
+def configured_cases(sections: dict[str, dict]) -> set[str]:
+    """Case ids (:func:`case_id`) of every case a run of the config ``sections`` ({study: its
+    section, e.g. ``config[study]["quick"]``}) measures: ``kernels.<study>.study.cases`` of each
+    implementation the section lists."""
+    out = set()
+    for study, section in sections.items():
+        mod = importlib.import_module(f"kernels.{study}.study")
+        for impl in section["impls"]:
+            out.update(case_id({"study": study, "impl": impl, **case}) for case in mod.cases(section, impl))
+    return out

@@ -6,6 +6,8 @@ import json
 import shutil
 import subprocess
 
+import yaml
+
 from kernels.core.checks import committed_rows, schema_error
 from kernels.core.env import gpu_slug
 from kernels.core.files import write_atomic
@@ -46,17 +48,61 @@ def check_section(section, schema, where, root=""):
         raise WorkflowError(f"{where}: {error}")
 
 
-# --config reproduce='{tolerance: 0.1}' gives text: numbers as numbers (the schema rejects the rest)
-for _key, _value in config.get("reproduce", {}).items():
-    if _key != "candidate" and isinstance(_value, str):
-        try:
-            config["reproduce"][_key] = float(_value)
-        except ValueError:
-            pass
-check_section(config, "config.schema.yaml", "config/config.yaml")
+# --config timing='{min_reps: 300}' gives text: numbers as numbers (the schema rejects the rest)
+for _key in ("timing", "reproduce"):
+    for _name, _value in config.get(_key, {}).items():
+        if _name != "candidate" and isinstance(_value, str):
+            for _kind in (int, float):
+                try:
+                    config[_key][_name] = _kind(_value)
+                    break
+                except ValueError:
+                    pass
+
+
+def _command_line_config():
+    """{top-level config key: where the command line sets it ("--config" or a --configfile's
+    path)}, read from this process's arguments (values from a profile are not seen)."""
+    found, flag = {}, None
+    for arg in sys.argv[1:]:
+        if arg.startswith("-"):
+            name, _, value = arg.partition("=")
+            flag = (
+                name
+                if name in ("--config", "-C", "--configfile", "--configfiles")
+                else None
+            )
+            if not value or flag is None:
+                continue
+            arg = value
+        if flag in ("--config", "-C"):
+            found[arg.partition("=")[0]] = "--config"
+        elif flag in ("--configfile", "--configfiles") and Path(arg).is_file():
+            found.update(
+                dict.fromkeys(yaml.safe_load(Path(arg).read_text()) or {}, arg)
+            )
+    return found
+
+
+_COMMAND_LINE_CONFIG = _command_line_config()
+
+
+def config_source(file, keys):
+    """Where config ``keys`` (top-level) came from, for an error: ``file``, and the --config or
+    --configfile of the command line that sets any of them."""
+    given = sorted({_COMMAND_LINE_CONFIG[k] for k in keys if k in _COMMAND_LINE_CONFIG})
+    return file + (f" (or {', '.join(given)})" if given else "")
+
+
+_error = schema_error(
+    config, Path(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
+)
+if _error:  # '<key>...: what is wrong', its key a top-level one
+    _key = _error.split(":")[0].split(".")[0].split("[")[0]
+    raise WorkflowError(f"{config_source('config/config.yaml', [_key])}: {_error}")
 if config["timing"]["min_reps"] > config["timing"]["max_reps"]:
     raise WorkflowError(
-        f"config/config.yaml: timing.min_reps ({config['timing']['min_reps']}) is "
+        f"{config_source('config/config.yaml', ['timing'])}: timing.min_reps ({config['timing']['min_reps']}) is "
         f"above timing.max_reps ({config['timing']['max_reps']})"
     )
 for _study in config["studies"]:
@@ -71,7 +117,9 @@ for _study in config["studies"]:
             f"study {_study} (config key 'studies') has no schema workflow/schemas/"
             f"{_schema} (docs/extending.md: Adding an experiment)"
         )
-    check_section(config[_study], f"{_study}.schema.yaml", _file, _study)
+    check_section(
+        config[_study], f"{_study}.schema.yaml", config_source(_file, [_study]), _study
+    )
     # what the schema cannot say (a value against another): the study's own check_config
     _check = getattr(
         importlib.import_module(f"kernels.{_study}.study"), "check_config", None
@@ -80,7 +128,9 @@ for _study in config["studies"]:
         try:
             _check(config[_study])
         except ValueError as _exc:
-            raise WorkflowError(f"{_file}: {_study}.{_exc}") from None
+            raise WorkflowError(
+                f"{config_source(_file, [_study])}: {_study}.{_exc}"
+            ) from None
 for _study, _impls in config["compile_ahead"]["impls"].items():
     _known = config.get(_study, {}).get("sweep", {}).get("impls", [])
     if _study in config["studies"] and set(_impls) - set(_known):
@@ -239,6 +289,27 @@ elif MEASURE_NAMED is not None:
     MEASURED = MEASURE_NAMED
 else:
     MEASURED = [s for s in STUDIES if STATES[s].state != provenance.CURRENT]
+# A deleting command (--delete-all-output or --delete-temp-output, or a prefix argparse takes for
+# one) runs no onstart, where check_measuring_run guards the committed rows, and deletes the outputs
+# of every job of the DAG: a study's committed rows are outputs of none unless config overwrite
+# names the study.
+DELETING = any(
+    len(arg) > len("--delete-") and flag.startswith(arg)
+    for arg in sys.argv
+    for flag in ("--delete-all-output", "--delete-temp-output")
+)
+if DELETING and not SMOKE and not QUICK:
+    _kept = [
+        s for s in MEASURED if s not in OVERWRITE and committed_rows(f"{COMMITTED}/{s}")
+    ]
+    MEASURED = [s for s in MEASURED if s not in _kept]
+    if _kept and workflow.is_main_process:
+        print(
+            f"Keeping the committed rows of {', '.join(_kept)} in {COMMITTED}/: only a study "
+            f"that config overwrite names (--config overwrite='[{_kept[0]}]') has its rows "
+            f"deleted by --delete-all-output.",
+            file=sys.stderr,
+        )
 if MEASURE and not SMOKE and workflow.is_main_process:
     print(provenance.summary(COMMITTED, [STATES[s] for s in STUDIES]), file=sys.stderr)
 if MEASURE and not SMOKE and not QUICK and workflow.is_main_process:
@@ -322,6 +393,20 @@ def raw_files(study):
     return sorted(str(p) for p in Path(COMMITTED, study).glob("*.jsonl"))
 
 
+def committed_benchmarks():
+    """The benchmark and lease files of the studies this run reads the committed rows of, whose
+    minutes the paper gives (kernels.paper.render.job_minutes): inputs of the rules that read them,
+    so that a changed or restored file renders again (those of a study measured here come with its
+    rows)."""
+    return sorted(
+        str(p)
+        for s in STUDIES
+        if s not in MEASURED
+        for pattern in (f"measure_{s}_*", f"compile_ahead_{s}.*")
+        for p in Path(BENCH).glob(pattern)
+    )
+
+
 def run_measured(folder, study):
     """Whether the run in ``folder`` (data/raw/<gpu>) measured ``study``: rows of it are there, or
     the benchmark files of its measurement jobs (benchmarks/measure_<study>_<impl>.tsv).
@@ -356,6 +441,26 @@ if not MEASURE:
         print(
             provenance.summary(COMMITTED, [STATES[s] for s in STUDIES]), file=sys.stderr
         )
+
+
+# In a run that reads a study's committed rows (every run but the smoke and quick runs, for the studies
+# it does not measure), an implementation whose measurement job ran (its benchmark file is there)
+# must have its rows.
+_lost = [
+    (s, impl)
+    for s in ([] if SMOKE or QUICK else STUDIES)
+    if s not in MEASURED
+    for impl in study_impls(s)
+    if Path(BENCH, f"measure_{s}_{impl}.tsv").exists()
+    and not Path(RAW, GPU, s, f"{impl}.jsonl").exists()
+]
+if _lost:
+    _study, _impl = _lost[0]
+    raise WorkflowError(
+        f"{RAW}/{GPU}/{_study}/{_impl}.jsonl is missing, but the run of {RAW}/{GPU}/ measured "
+        f"{_impl} of {_study} ({BENCH}/measure_{_study}_{_impl}.tsv): restore it (git "
+        f"checkout -- {RAW}/{GPU}/{_study}/) or re-measure {_study} on its GPU"
+    )
 
 
 def check_measuring_run():
@@ -450,6 +555,9 @@ ALL_TABLES = [
 ]
 ALL_FLOATS = [f"{PAPER_DIR}/generated/{s}_floats.tex" for s in STUDIES]
 ALL_OUTPUTS = [
+    *[
+        f"{TIDY}/{s}.csv" for s in STUDIES
+    ],  # the tidy tables a reader opens (docs/data.md)
     *ALL_FIGURES,
     *ALL_TABLES,
     *ALL_FLOATS,

@@ -29,6 +29,11 @@ rule collect:
         gpu=GPU,
         # the config section the rows were measured with: the roles of rows without them
         section=lambda w: config[w.study][SWEEP],
+        # rows of today's code and config (measured here, or current): each is a case of the section
+        configured=lambda w: (
+            w.study in MEASURED
+            or (w.study in STATES and STATES[w.study].state == provenance.CURRENT)
+        ),
         code=lambda w: [
             report_code(w.study),
             code_version(f"kernels/{w.study}/study.py"),
@@ -80,6 +85,7 @@ rule table:
 rule numbers:
     input:
         expand(f"{TIDY}/{{study}}.csv", study=STUDIES),
+        committed_benchmarks(),
     output:
         f"{PAPER_DIR}/generated/numbers.tex",
     log:
@@ -90,8 +96,14 @@ rule numbers:
         "../envs/render.yaml"
     params:
         studies=STUDIES,
-        bench=BENCH,
+        bench=lambda w: BENCH,
         timing=config["timing"],
+        # the studies whose committed rows were timed with other settings than config timing
+        other_timing=[
+            s
+            for s in STUDIES
+            if s in STATES and s not in MEASURED and "timing" in STATES[s].differs
+        ],
         code=lambda w: [report_code(s) for s in STUDIES],
     script:
         "../scripts/numbers.py"
@@ -131,15 +143,7 @@ rule coverage:
 rule provenance:
     input:
         [f for s in STUDIES for f in raw_files(s)],
-        # the benchmark files whose minutes the table gives (those of a study measured here come
-        # with its rows)
-        sorted(
-            str(p)
-            for s in STUDIES
-            if s not in MEASURED
-            for pattern in (f"measure_{s}_*", f"compile_ahead_{s}.*")
-            for p in Path(BENCH).glob(pattern)
-        ),
+        committed_benchmarks(),
     output:
         f"{PAPER_DIR}/generated/provenance.tex",
     log:
