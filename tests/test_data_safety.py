@@ -502,6 +502,21 @@ def test_config_given_on_the_command_line_is_typed_and_its_errors_name_it(tree, 
     fails(proc, f"config/studies/gdn.yaml (or {tmp_path / 'mine.yaml'}): gdn.sweep.dtype: 'float8' is not one of")
 
 
+def test_a_run_of_a_subset_of_the_studies_makes_no_paper(tree):
+    """config studies naming some of the studies: their tidy tables, figures and tables, no paper
+    (it needs every study), no paper-wide macros, no second-run check; the paper cannot be asked for."""
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false", "studies=[swiglu, flex]")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ("config studies leaves out gdn, longctx, tensorcore: this run makes the tidy tables, figures and "
+            "tables of swiglu, flex, and no paper") in proc.stderr
+    assert "output: results/tidy/flex.csv" in proc.stdout and "output: results/tidy/gdn.csv" not in proc.stdout
+    for absent in ("rule paper:", "rule numbers:", "rule reproduce:", "rule provenance:"):
+        assert absent not in proc.stdout
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false", "studies=[swiglu, flex]", "--",
+                     "paper/main.pdf")
+    fails(proc, "No rule to produce paper/main.pdf")
+
+
 def test_a_study_without_its_schema_stops_before_any_job(tree):
     (tree / "workflow" / "schemas" / "gdn.schema.yaml").unlink()
     fails(snakemake(tree, "-n", "--cores", "1", "--config", "measure=false"),

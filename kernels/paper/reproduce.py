@@ -584,7 +584,7 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
         r"\ReproRowsNotTimed{} cases that neither run timed, with the same status in both, are left out.",
         r"Shares are given to one decimal, rounded down. Outcome: \ReproOutcome."])
     if without:
-        names = ", ".join(style.study_label(s) for s in without)
+        names = kit.and_list([style.study_label(s) for s in without])
         text += ("\n" + rf"No second run of the code that measured the rows of {names} is committed yet:"
                  r" their rows are not compared, and the outcome holds for the studies named above only.")
     floats = [r"\begin{figure}[tbp]", r"\centering", r"\fitgraphics{reproduction.pdf}",

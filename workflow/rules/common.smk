@@ -554,20 +554,34 @@ ALL_TABLES = [
     f"{PAPER_DIR}/generated/{name}.tex" for s in STUDIES for name in TABLES[s]
 ]
 ALL_FLOATS = [f"{PAPER_DIR}/generated/{s}_floats.tex" for s in STUDIES]
-ALL_OUTPUTS = [
-    *[
-        f"{TIDY}/{s}.csv" for s in STUDIES
-    ],  # the tidy tables a reader opens (docs/data.md)
-    *ALL_FIGURES,
-    *ALL_TABLES,
-    *ALL_FLOATS,
+PAPER_WIDE = [
     f"{PAPER_DIR}/generated/numbers.tex",
     f"{PAPER_DIR}/generated/coverage.tex",
     f"{PAPER_DIR}/generated/provenance.tex",
     f"{PAPER_DIR}/main.pdf",
 ]
+# the tidy tables a reader opens (docs/data.md), the figures and tables, the paper
+ALL_OUTPUTS = [
+    *[f"{TIDY}/{s}.csv" for s in STUDIES],
+    *ALL_FIGURES,
+    *ALL_TABLES,
+    *ALL_FLOATS,
+    *PAPER_WIDE,
+]
+# A run of some of the studies (config studies names a subset of config/studies/) makes their tidy
+# tables, figures and tables, but no paper: the paper, its numbers, provenance, coverage and second
+# run need every study (paper/main.pdf is left as it was).
+SUBSET_LEFT_OUT = sorted(_KNOWN_STUDIES - set(STUDIES))
 if QUICK:  # the quick run measures and checks; it renders no paper
     ALL_OUTPUTS = []
+elif SUBSET_LEFT_OUT:
+    ALL_OUTPUTS = [f for f in ALL_OUTPUTS if f not in PAPER_WIDE]
+    if workflow.is_main_process:
+        print(
+            f"config studies leaves out {', '.join(SUBSET_LEFT_OUT)}: this run makes the tidy "
+            f"tables, figures and tables of {', '.join(STUDIES)}, and no paper (it needs every study).",
+            file=sys.stderr,
+        )
 ALL_OUTPUTS += [f for s in MEASURED for f in raw_files(s)]
 
 # The reproduction check (workflow/rules/reproduce.smk) compares a second run, CANDIDATE (a folder
@@ -585,7 +599,7 @@ if QUICK:
     CANDIDATE = f"{RAW}/{GPU}"
 elif config["reproduce"]["candidate"]:
     CANDIDATE = config["reproduce"]["candidate"]
-elif not MEASURE and not SMOKE:
+elif not MEASURE and not SMOKE and not SUBSET_LEFT_OUT:  # the paper's second run
     CANDIDATE = config["reproduce"]["committed"].get(GPU)
 else:
     CANDIDATE = None
@@ -647,7 +661,7 @@ REPRO = {
     "snippet": f"{PAPER_DIR}/generated/reproduction.tex",
     "numbers": f"{PAPER_DIR}/generated/reproduction_numbers.tex",
 }
-if CANDIDATE is not None:
+if CANDIDATE is not None and (QUICK or not SUBSET_LEFT_OUT):
     ALL_OUTPUTS += list(REPRO.values())
 
 

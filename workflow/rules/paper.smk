@@ -25,28 +25,31 @@ if PAPER_DIR != "paper":
             "cp {input} {PAPER_DIR}/"
 
 
-rule paper:
-    input:
-        [f"{PAPER_DIR}/{Path(p).name}" for p in PAPER_SOURCES],
-        ALL_FIGURES,
-        ALL_TABLES,
-        ALL_FLOATS,
-        f"{PAPER_DIR}/generated/numbers.tex",
-        f"{PAPER_DIR}/generated/coverage.tex",
-        f"{PAPER_DIR}/generated/provenance.tex",
-        # the appendix on a second run: its figure and table when there is one
-        [
-            REPRO["snippet"],
-            REPRO["numbers"],
-            *([REPRO["figure"], REPRO["table"]] if CANDIDATE else []),
-        ],
-    output:
-        f"{PAPER_DIR}/main.pdf",
-    log:
-        f"{LOGS}/paper.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/paper.tsv"
-    conda:
-        "../envs/render.yaml"
-    script:
-        "../scripts/paper.py"
+# the paper needs every study: a run of a subset makes none (common.smk, SUBSET_LEFT_OUT)
+if not SUBSET_LEFT_OUT:
+
+    rule paper:
+        input:
+            [f"{PAPER_DIR}/{Path(p).name}" for p in PAPER_SOURCES],
+            ALL_FIGURES,
+            ALL_TABLES,
+            ALL_FLOATS,
+            f"{PAPER_DIR}/generated/numbers.tex",
+            f"{PAPER_DIR}/generated/coverage.tex",
+            f"{PAPER_DIR}/generated/provenance.tex",
+            # the appendix on a second run: its figure and table when there is one
+            [
+                REPRO["snippet"],
+                REPRO["numbers"],
+                *([REPRO["figure"], REPRO["table"]] if CANDIDATE else []),
+            ],
+        output:
+            f"{PAPER_DIR}/main.pdf",
+        log:
+            f"{LOGS}/paper.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/paper.tsv"
+        conda:
+            "../envs/render.yaml"
+        script:
+            "../scripts/paper.py"
