@@ -206,10 +206,10 @@ def benchmark_macros(bench_dir: str | os.PathLike) -> dict[str, str]:
 
     A job's time is :func:`job_minutes`'s: how long it held its GPU's lease, else its wall time.
     ``MeasureMinutes<Study>`` (minutes, summed over ``measure_<study>_<impl>.tsv``),
-    ``MeasureJobs`` (how many of those files), ``MeasureMinutesTotal`` (their sum, plus the
-    longest compile-ahead job ``compile_ahead_<study>.tsv``: those run side by side before any
-    measurement, rule ``compile_ahead``) and ``MeasureAheadText`` (a clause naming the
-    compile-ahead jobs and that longest one's minutes, empty without them).
+    ``MeasureJobs`` (how many of those files), ``MeasureMinutesTotal`` (their sum with the
+    compile-ahead jobs' ``compile_ahead_<study>.tsv``: each study's GPU minutes summed, as the
+    provenance table gives them) and ``MeasureAheadText`` (a clause naming the compile-ahead jobs
+    and their minutes, empty without them).
     """
     totals: dict[str, float] = {}
     ahead: list[float] = []
@@ -223,9 +223,10 @@ def benchmark_macros(bench_dir: str | os.PathLike) -> dict[str, str]:
             totals[study] = totals.get(study, 0.0) + mins
     n = len(ahead)
     out = {"MeasureJobs": str(len(files) - n),
-           "MeasureMinutesTotal": f"{sum(totals.values()) + max(ahead, default=0.0):.1f}" if files else "n/a",
-           "MeasureAheadText": (f"; before them, {n} job{'s' if n > 1 else ''} that compiled kernels ahead of "
-                                f"the timed ones, {'side by side, ' if n > 1 else ''}{max(ahead):.1f}" if n else "")}
+           "MeasureMinutesTotal": f"{sum(totals.values()) + sum(ahead):.1f}" if files else "n/a",
+           "MeasureAheadText": (f" and {n} job{'s' if n > 1 else ''} that compiled kernels ahead of "
+                                f"{'their study' if n > 1 else 'its study'}'s timed ones ({sum(ahead):.1f} of those "
+                                f"minutes)" if n else "")}
     for study, mins in totals.items():
         out[f"MeasureMinutes{study.capitalize()}"] = f"{mins:.1f}"
     return out
