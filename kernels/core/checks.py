@@ -134,8 +134,11 @@ _RELEVANCE = jsonschema.exceptions.by_relevance(strong=frozenset({"additionalPro
 
 def schema_error(data, schema_path: str | Path, root: str = "") -> str | None:
     """The most relevant violation of the schema at ``schema_path`` (:func:`validator`) by ``data``
-    (:func:`describe`), or None."""
-    error = jsonschema.exceptions.best_match(validator(schema_path).iter_errors(data), key=_RELEVANCE)
+    (:func:`describe`), or None. A field that no schema names (``unevaluatedProperties``) counts only
+    where nothing else is wrong: a subschema that fails evaluates none of its fields."""
+    errors = list(validator(schema_path).iter_errors(data))
+    errors = [e for e in errors if e.validator != "unevaluatedProperties"] or errors
+    error = jsonschema.exceptions.best_match(errors, key=_RELEVANCE)
     return None if error is None else describe(error, root)
 
 
