@@ -37,17 +37,6 @@ if _unknown:
     )
 
 
-def check_section(section, schema, where, root=""):
-    """Raise WorkflowError '<where>: <key>: <what is wrong>' (one line) for the most relevant
-    violation of workflow/schemas/<schema> by a config section; ``root`` is the section's key.
-    """
-    error = schema_error(
-        section, Path(workflow.basedir, "workflow", "schemas", schema), root
-    )
-    if error:
-        raise WorkflowError(f"{where}: {error}")
-
-
 # --config timing='{min_reps: 300}' gives text: numbers as numbers (the schema rejects the rest)
 for _key in ("timing", "reproduce"):
     for _name, _value in config.get(_key, {}).items():
@@ -84,22 +73,28 @@ def _command_line_config():
     return found
 
 
-_COMMAND_LINE_CONFIG = _command_line_config()
-
-
 def config_source(file, keys):
     """Where config ``keys`` (top-level) came from, for an error: ``file``, and the --config or
     --configfile of the command line that sets any of them."""
-    given = sorted({_COMMAND_LINE_CONFIG[k] for k in keys if k in _COMMAND_LINE_CONFIG})
+    where = _command_line_config()
+    given = sorted({where[k] for k in keys if k in where})
     return file + (f" (or {', '.join(given)})" if given else "")
 
 
-_error = schema_error(
-    config, Path(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
-)
-if _error:  # '<key>...: what is wrong', its key a top-level one
-    _key = _error.split(":")[0].split(".")[0].split("[")[0]
-    raise WorkflowError(f"{config_source('config/config.yaml', [_key])}: {_error}")
+def check_section(section, schema, file, root=""):
+    """Raise WorkflowError '<file>: <key>: <what is wrong>' (one line, :func:`config_source` of
+    ``file``) for the most relevant violation of workflow/schemas/<schema> by a config section;
+    ``root`` is the section's key (none: the whole config, whose error starts with its key).
+    """
+    error = schema_error(
+        section, Path(workflow.basedir, "workflow", "schemas", schema), root
+    )
+    if error:
+        key = root or error.split(":")[0].split(".")[0].split("[")[0]
+        raise WorkflowError(f"{config_source(file, [key])}: {error}")
+
+
+check_section(config, "config.schema.yaml", "config/config.yaml")
 if config["timing"]["min_reps"] > config["timing"]["max_reps"]:
     raise WorkflowError(
         f"{config_source('config/config.yaml', ['timing'])}: timing.min_reps ({config['timing']['min_reps']}) is "
@@ -117,9 +112,7 @@ for _study in config["studies"]:
             f"study {_study} (config key 'studies') has no schema workflow/schemas/"
             f"{_schema} (docs/extending.md: Adding an experiment)"
         )
-    check_section(
-        config[_study], f"{_study}.schema.yaml", config_source(_file, [_study]), _study
-    )
+    check_section(config[_study], f"{_study}.schema.yaml", _file, _study)
     # what the schema cannot say (a value against another): the study's own check_config
     _check = getattr(
         importlib.import_module(f"kernels.{_study}.study"), "check_config", None
