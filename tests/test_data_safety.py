@@ -351,13 +351,13 @@ def test_the_committed_rows_are_valid():
 
 
 def test_each_committed_second_run_is_one_run_of_the_code_of_some_committed_study():
-    """A second run that config reproduce.committed names holds valid rows, all of one run (one
+    """Each second run that config reproduce.committed names holds valid rows, all of one run (one
     commit, one GPU), and it is of the code that measured at least one study of its GPU folder
     (the studies the check compares, kernels.paper.provenance.same_code)."""
     from kernels.paper import provenance
 
     second = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["reproduce"]["committed"]
-    for gpu, folder in second.items():
+    for gpu, folder in [(gpu, f) for gpu, fs in second.items() for f in ([fs] if isinstance(fs, str) else fs)]:
         runs, same = set(), []
         for study in STUDIES:
             paths = sorted(str(p) for p in (ROOT / folder / study).glob("*.jsonl"))
@@ -672,16 +672,35 @@ def test_a_study_named_by_measure_is_measured_whatever_its_state(tree):
     fails(proc, "config measure=['tensorcores']: ['tensorcores'] not among the studies of this run")
 
 
+def test_each_studys_second_run_comes_from_one_of_the_committed_folders(tree):
+    """config reproduce.committed lists one folder per second run: the check reads each study's
+    rows from the folder holding them, and refuses a study that two of them hold, naming both."""
+    folders = yaml.safe_load((tree / "config" / "config.yaml").read_text())["reproduce"]["committed"]["h200"]
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false", "-R", "reproduce")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [line] = [x.strip() for x in (proc.stdout + proc.stderr).splitlines()
+              if x.strip().startswith("input: data/reproductions/")]
+    read = {"/".join(p.split("/")[:3]) for p in line.removeprefix("input: ").split(", ")
+            if p.startswith("data/reproductions/")}
+    assert read == set(folders) and len(folders) > 1
+    study = next(p.parent.name for p in (tree / folders[0]).glob("*/*.jsonl"))
+    shutil.copytree(tree / folders[0] / study, tree / "data" / "reproductions" / "again" / study)
+    both = "[" + ", ".join([*folders, "data/reproductions/again"]) + "]"
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false", f"reproduce={{committed: {{h200: {both}}}}}")
+    fails(proc, f"config reproduce.committed.h200: {folders[0]}/{study}/ and data/reproductions/again/{study}/ both "
+                f"hold a second run of {study}; name one of them")
+
+
 def test_the_check_compares_only_studies_whose_second_run_is_of_their_code(tree):
     """The committed second run is of ff5a205's code: its GDN rows are not compared with GDN rows
     of another fingerprint, and the paper says that study has no second run of its code."""
     from kernels.paper import provenance
 
     config = provenance.load_config(tree)
-    second = tree / config["reproduce"]["committed"]["h200"]
-    same = [s for s in config["studies"] if provenance.same_code(
-        provenance.code_identity(provenance.row_envs(tree / "data" / "raw" / "h200", s)),
-        provenance.code_identity(provenance.row_envs(second, s)))]
+    folders = config["reproduce"]["committed"]["h200"]
+    same = [s for s in config["studies"] for folder in ([folders] if isinstance(folders, str) else folders)
+            if provenance.same_code(provenance.code_identity(provenance.row_envs(tree / "data" / "raw" / "h200", s)),
+                                    provenance.code_identity(provenance.row_envs(tree / folder, s)))]
     proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false", "-R", "reproduce")
     assert proc.returncode == 0, proc.stderr[-3000:]
     [line] = [x.strip() for x in (proc.stdout + proc.stderr).splitlines()

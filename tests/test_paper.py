@@ -120,5 +120,6 @@ def test_the_appendix_follows_the_committed_second_run(built):
         return
     summary = (built / "results" / "reproduction.txt").read_text()
     assert summary.startswith(("reproduced: ", "NOT reproduced: "))
-    assert "\\newcommand{\\ReproCandidate}{" + second.replace("_", "\\_") + "}" in numbers
+    for folder in [second] if isinstance(second, str) else second:
+        assert "\\texttt{" + folder.replace("_", "\\_").replace("/", "/\\allowbreak{}") + "}" in numbers
     assert "\\ReproRuntrue" in numbers

@@ -183,15 +183,17 @@ def test_host_bound_rows_are_flagged_and_split_by_size():
     assert sizes.to_dict("list") == {"device time": ["below 10 µs", "0.1–1 ms", "10 ms and more"],
                                      "rows": [1, 2, 1], "within": [0, 2, 0], "within %": ["0.0", "100.0", "0.0"],
                                      "host-bound": [0, 1, 1], "within, host-free": ["0 of 1", "1 of 1", "0 of 0"]}
-    m = reproduce.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, "x")
+    m = reproduce.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, ["x"])
     assert (m["ReproRowsWithinHostFree"], m["ReproRowsComparedHostFree"]) == ("1", "2")
     assert (m["ReproRowsWithinLatency"], m["ReproPercentWithinLatency"]) == ("2", "50.0")  # latency = device here
     assert (m["ReproRowsOutside"], m["ReproRowsOutsideBelowTenUs"], m["ReproRowsOutsideFromOneMs"]) == ("2", "1", "1")
     assert m["ReproOutsideFromOneMsList"] == "scale (torch.mul) at 20.000 ms: 1.50 (host-bound)"  # 30 ms in the second run
-    assert (m["ReproRowsNeeded"], m["ReproRowsNotTimed"], m["ReproPercentWithin"]) == ("4", "0", "50.0")
-    m = reproduce.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, "x",
-                         env=[{"git_commit": "85bec7eca74", "gpu_uuid": "GPU-640a6f14-1889"}])
-    assert (m["ReproCommit"], m["ReproGpu"]) == ("85bec7e", "GPU-640a6f14")
+    assert (m["ReproRowsNotTimed"], m["ReproPercentWithin"]) == ("0", "50.0")
+    assert m["ReproOutcomeByStudy"] == r"Toy: not reproduced (50.0 \% of rows within, needs 95 \%)"
+    env = {"git_commit": "85bec7eca74", "gpu_uuid": "GPU-640a6f14-1889"}
+    m = reproduce.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, ["x"],
+                         run=[{"study": "toy", "env": env}, {"study": "toy", "env": env}])
+    assert m["ReproRuns"] == "Toy: commit 85bec7e, GPU-640a6f14"
     assert reproduce.outside_table(table)["verdict"].tolist() == ["slower, host-bound", "slower"]
     impls = reproduce.impl_table(table)
     assert impls.to_dict("list") == {"study": ["Toy"], "implementation": ["scale (torch.mul)"], "rows": [4], "slower": [2], "faster": [0],
@@ -221,10 +223,27 @@ def test_summary_line_says_where_not():
     assert (reproduce.summary_line(table, same, 0.05, 0.95)
             == "reproduced: 19 of 20 rows within ±5 % of device time (95.0 %); claims: 1 of 1 verdicts the same")
     assert reproduce.summary_line(table, same, 0.05, 0.96).startswith(
-        "NOT reproduced: 19 of 20 rows within ±5 % of device time (95.0 %, needs 96 %); outside: toy 1 (1 slower)")
+        "NOT reproduced: 19 of 20 rows within ±5 % of device time (95.0 %); not reproduced: toy (95.0 % of rows "
+        "within, needs 96 %); outside: toy 1 (1 slower)")
     differ = reproduce.compare_claims({"AVerdict": "holds"}, {"AVerdict": "does not hold"})
     assert reproduce.summary_line(table, differ, 0.05, 0.95).endswith(
         "claims: 0 of 1 verdicts the same, different: AVerdict ('holds' -> 'does not hold')")
+
+
+def test_each_study_is_reproduced_on_its_own():
+    """A study is the unit of reproduction: 96 % of all rows within the tolerance do not make up for
+    one study below 95 %, and a verdict that differs fails its own study only."""
+    ref = [row(numel=n) for n in range(1, 101)]
+    cand = [row(numel=n, times=(2.0,) if n > 96 else (1.0,)) for n in range(1, 101)]
+    table = reproduce.compare(cand, ref, 0.05)
+    table.loc[table["case"].str.contains("numel=(?:8[1-9]|9[0-9]|100)$"), "study"] = "other"  # 20 rows, 4 outside
+    same = reproduce.compare_claims({"ToyAVerdict": "holds", "OtherBVerdict": "holds"},
+                                    {"ToyAVerdict": "holds", "OtherBVerdict": "holds"})
+    assert reproduce.study_outcomes(table, same, 0.95) == {"toy": [], "other": ["80.0 % of rows within, needs 95 %"]}
+    assert not reproduce.is_reproduced(table, same, 0.95)
+    differ = reproduce.compare_claims({"ToyAVerdict": "holds"}, {"ToyAVerdict": "exceeded"})
+    assert reproduce.study_outcomes(table, differ, 0.8) == {"toy": ["1 verdict different"], "other": []}
+    assert reproduce.is_reproduced(table, same, 0.8)
 
 
 # ---------------------------------------------------------------------------- the committed data
@@ -255,7 +274,7 @@ def _check(tmp_path, candidate_files, sections=SWEEP):
                                                    ("out_figure", "r.pdf"), ("out_table", "t.tex"),
                                                    ("out_snippet", "s.tex"), ("out_numbers", "n.tex"))}
     line = reproduce.check(candidate_files, sorted(str(p) for p in DATA.glob("*/*.jsonl")), gpu="h200",
-                           tolerance=0.05, min_within=0.95, sections=sections, candidate="second_run", **out)
+                           tolerance=0.05, min_within=0.95, sections=sections, candidate=["second_run"], **out)
     return line, pd.read_csv(out["out_csv"]), {k: Path(v) for k, v in out.items()}
 
 
@@ -272,7 +291,7 @@ def test_committed_data_reproduce_themselves(tmp_path):
     assert set(table["verdict"]) <= {"reproduced", "not timed"}
     snippet, numbers = out["out_snippet"].read_text(), out["out_numbers"].read_text()
     assert r"\newcommand{\ReproOutcome}{reproduced}" in numbers and r"\newcommand{\ReproThreats}{" in numbers
-    assert r"\newcommand{\ReproCandidate}{second\_run}" in numbers
+    assert r"\newcommand{\ReproCandidate}{\texttt{second\_run}}" in numbers
     assert r"\label{tab:reproduction}" not in snippet  # no row outside: no table
     assert r"\newif\ifReproOutside  %" in numbers  # nor the text that cites the tables of those rows
     assert r"\label{tab:reproduction_sizes}" in snippet and r"\label{tab:reproduction_claims}" in snippet
@@ -372,7 +391,8 @@ def test_a_second_run_without_rows_is_all_missing():
     table = reproduce.compare([], [row(numel=n) for n in (1, 2)], 0.05)
     claims = reproduce.compare_claims({}, {})
     assert (reproduce.summary_line(table, claims, 0.05, 0.95)
-            == "NOT reproduced: no row timed in both runs; missing: 2 (toy 2); claims: none to re-derive")
+            == "NOT reproduced: no row timed in both runs; not reproduced: toy (no row timed in both runs, 2 missing); "
+               "missing: 2 (toy 2); claims: none to re-derive")
     fig = reproduce.figure(table, 0.05)
     assert fig.axes[0].get_legend_handles_labels()[1] == ["missing (2)"]
     plt.close(fig)

@@ -44,6 +44,7 @@ import logging
 import math
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -318,13 +319,57 @@ def rows_needed(timed: int, min_within: float) -> int:
     return math.ceil(min_within * timed)
 
 
-def is_reproduced(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) -> bool:
-    """True when at least ``min_within`` of the rows timed in both runs are reproduced, no
-    row is missing or changed status, and every claim's verdict is the same."""
+def _study_claims(claims: pd.DataFrame, study: str) -> pd.DataFrame:
+    """The claims of ``study``: verdict macros named after it (``Swiglu...Verdict``, each report's
+    prefix :func:`kernels.paper.report_kit.camel`)."""
+    return claims[claims["claim"].astype(str).str.startswith(kit.camel(study))]
+
+
+def _reasons(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) -> list[str]:
+    """Why the rows of ``table`` with ``claims`` are not reproduced (empty when they are): the share
+    within the tolerance below ``min_within``, rows missing or of changed status, verdicts that differ."""
     n = _counts(table)
     timed = n["reproduced"] + n["slower"] + n["faster"]
-    return (timed > 0 and n["reproduced"] >= rows_needed(timed, min_within) and n["missing"] == 0
-            and n["status changed"] == 0 and bool(claims["same"].all()))
+    out = []
+    if not timed:
+        out.append("no row timed in both runs")
+    elif n["reproduced"] < rows_needed(timed, min_within):
+        out.append(f"{percent(n['reproduced'], timed)} % of rows within, needs {100 * min_within:g} %")
+    out += [f"{n[v]} {v}" for v in ("missing", "status changed") if n[v]]
+    different = int((~claims["same"]).sum())
+    if different:
+        out.append(f"{different} verdict{'s' if different > 1 else ''} different")
+    return out
+
+
+def study_outcomes(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) -> dict[str, list[str]]:
+    """Each study of ``table`` (its rows and its claims, :func:`_study_claims`; a claim named after
+    no study of the table counts for each): why it is not reproduced (:func:`_reasons`), an empty
+    list where it is. A study is the unit of reproduction: each is checked against ``min_within``
+    on its own."""
+    studies = list(table["study"].unique())
+    known = pd.Series(False, index=claims.index)
+    for study in studies:
+        known |= claims["claim"].astype(str).str.startswith(kit.camel(study))
+    shared = claims[~known]
+    return {study: _reasons(table[table["study"] == study],
+                            pd.concat([_study_claims(claims, study), shared]), min_within)
+            for study in studies}
+
+
+def is_reproduced(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) -> bool:
+    """True when every study of ``table`` is (:func:`study_outcomes`): at least ``min_within`` of
+    its rows timed in both runs are reproduced, none is missing or changed status, and each of its
+    claims' verdicts is the same."""
+    outcomes = study_outcomes(table, claims, min_within)
+    return bool(outcomes) and not any(outcomes.values())
+
+
+def outcome_by_study(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) -> str:
+    """Each study's outcome in the paper's words, e.g. ``Long context: reproduced; SwiGLU: not
+    reproduced (91.0 % of rows within, needs 95 %)``."""
+    return "; ".join(f"{style.study_label(study)}: " + (f"not reproduced ({', '.join(why)})" if why else "reproduced")
+                     for study, why in study_outcomes(table, claims, min_within).items())
 
 
 def percent(part: int, whole: int) -> str:
@@ -343,19 +388,22 @@ def _by_study(table: pd.DataFrame, verdicts) -> str:
 
 def summary_line(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_within: float) -> str:
     """The one line a reviewer reads, e.g. ``reproduced: 391 of 407 rows within ±5 % of
-    device time (96 %); claims: 4 of 4 verdicts the same``, or ``NOT reproduced: ...`` with
-    where not: rows outside per study, missing, status changed, the claims that differ."""
+    device time (96.0 %); claims: 4 of 4 verdicts the same``, or ``NOT reproduced: ...`` with
+    where not: the studies not reproduced and why (:func:`study_outcomes`), rows outside per study,
+    missing, status changed, the claims that differ."""
     n = _counts(table)
     timed = n["reproduced"] + n["slower"] + n["faster"]
-    ok = is_reproduced(table, claims, min_within)
-    pct = f"{percent(n['reproduced'], timed)} %"
+    outcomes = study_outcomes(table, claims, min_within)
+    ok = bool(outcomes) and not any(outcomes.values())
     if timed:
         rows_part = (f"{n['reproduced']} of {timed} rows within ±{100 * tolerance:g} % of "
-                     f"device time ({pct}" + ("" if n["reproduced"] >= rows_needed(timed, min_within)
-                                                         else f", needs {100 * min_within:g} %") + ")")
+                     f"device time ({percent(n['reproduced'], timed)} %)")
     else:
         rows_part = "no row timed in both runs"
     parts = [rows_part]
+    failed = [f"{study} ({', '.join(why)})" for study, why in outcomes.items() if why]
+    if failed:
+        parts.append("not reproduced: " + ", ".join(failed))
     if n["slower"] + n["faster"] and not ok:
         parts.append("outside: " + _by_study(table, ("slower", "faster")))
     for v in ("missing", "status changed"):
@@ -371,23 +419,40 @@ def summary_line(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, mi
     return ("reproduced: " if ok else "NOT reproduced: ") + "; ".join(parts)
 
 
+def second_runs(run: list[dict]) -> str:
+    """The second run's commits and GPUs by study, in the paper's words: ``Long context, Tensor
+    cores: commit 8da63ca, GPU-deab70f9; SwiGLU: commit b8612a2, GPU-775c3238`` (from the rows'
+    ``env``; the studies of one commit and GPU together)."""
+    by_run = defaultdict(list)
+    for row in run:
+        env = row.get("env", {})
+        key = (str(env.get("git_commit") or "n/a")[:7], str(env.get("gpu_uuid") or "n/a")[:12])
+        if row["study"] not in by_run[key]:
+            by_run[key].append(row["study"])
+    return "; ".join(f"{', '.join(style.study_label(s) for s in studies)}: commit {commit}, {gpu}"
+                     for (commit, gpu), studies in sorted(by_run.items()))
+
+
 def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_within: float,
-           candidate: str, labels: dict[str, str] | None = None, env: list[dict] | None = None) -> dict[str, str]:
+           candidate: Sequence[str], labels: dict[str, str] | None = None,
+           run: list[dict] | None = None) -> dict[str, str]:
     """The ``Repro*`` macros of the paper: ``ReproRowsWithin``, ``ReproRowsCompared`` (rows
     timed in both runs), ``ReproPercentWithin``, the same per study (``ReproRowsWithinSwiglu``,
     ...), ``ReproRowsMissing``, ``ReproRowsStatusChanged``, ``ReproTolerancePct``,
     ``ReproClaimsSame``, ``ReproClaimsCompared``, ``ReproClaimsDifferent``
-    (the claims in ``labels``' words, else their macro names; or "none"), ``ReproOutcome`` (reproduced / not reproduced) and
-    ``ReproCandidate`` (the second run's folder). Also ``ReproRowsWithinHostFree`` /
+    (the claims in ``labels``' words, else their macro names; or "none"), ``ReproOutcome`` (reproduced / not reproduced:
+    reproduced when every study is), ``ReproOutcomeByStudy`` (:func:`outcome_by_study`) and
+    ``ReproCandidate`` (the second run's folders, each in typewriter type, broken at a slash where
+    the line ends). Also ``ReproRowsWithinHostFree`` /
     ``ReproRowsComparedHostFree`` / ``ReproPercentWithinHostFree`` (the rows whose device time is
     host-free in both runs), ``ReproRowsWithinLatency`` / ``ReproPercentWithinLatency`` (the
     rows compared by latency instead), ``ReproRowsOutside`` with ``ReproRowsOutsideBelowTenUs``
     and ``ReproRowsOutsideFromOneMs`` (by the reference's device time), ``ReproMinWithinPct``
-    (the share the check asks, %) with ``ReproRowsNeeded`` (that share of the rows timed in both),
+    (the share of each study's rows the check asks, %),
     ``ReproRowsNotTimed`` (the cases that neither run timed, left out of the check),
     ``ReproOutsideFromOneMsList`` (the rows of a millisecond or more outside the tolerance: each
-    implementation with the reference's device time and the ratio), and ``ReproCommit`` and
-    ``ReproGpu`` (the second run's commits and GPU UUIDs, from the rows' ``env`` in ``env``).
+    implementation with the reference's device time and the ratio), and ``ReproRuns`` (the second
+    run's commits and GPUs by study, :func:`second_runs` of its rows ``run``).
     Every share is :func:`percent`'s."""
     def within(t):
         timed = t[t["verdict"].isin(TIMED)]
@@ -397,7 +462,6 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
     out = {}
     out["ReproRowsWithin"], out["ReproRowsCompared"], out["ReproPercentWithin"] = within(table)
     out["ReproMinWithinPct"] = f"{100 * min_within:g}"
-    out["ReproRowsNeeded"] = str(rows_needed(int(out["ReproRowsCompared"]), min_within))
     out["ReproRowsNotTimed"] = str(int((table["verdict"] == "not timed").sum()))
     out_rows = table[table["verdict"].isin(("slower", "faster"))]
     ms = out_rows["ms_reference"].astype(float)
@@ -408,9 +472,7 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
         f"{style.label(r.study, r.impl)} at {_ms(r.ms_reference)} ms: {r.ratio:.2f}"
         + (" (host-bound)" if r.host_bound is True else "")
         for r in long.itertuples()) or "none")
-    for name, key, short in (("ReproCommit", "git_commit", 7), ("ReproGpu", "gpu_uuid", 12)):
-        values = sorted({str(e.get(key))[:short] for e in (env or []) if e.get(key)})
-        out[name] = render.escape_latex(", ".join(values) if values else "n/a")
+    out["ReproRuns"] = render.escape_latex(second_runs(run or []) or "n/a")
     lat = table.loc[table["verdict"].isin(TIMED), "ratio_latency"].astype(float)
     lat_ok = sum(verdict(r, tolerance) == "reproduced" for r in lat)
     out["ReproRowsWithinLatency"] = str(lat_ok)
@@ -431,7 +493,9 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
                ReproClaimsSame=str(int(claims["same"].sum())), ReproClaimsCompared=str(len(claims)),
                ReproClaimsDifferent=render.escape_latex("; ".join(different) if different else "none"),
                ReproOutcome="reproduced" if is_reproduced(table, claims, min_within) else "not reproduced",
-               ReproCandidate=render.escape_latex(candidate))
+               ReproOutcomeByStudy=render.escape_latex(outcome_by_study(table, claims, min_within)),
+               ReproCandidate=kit.and_list([r"\texttt{" + render.escape_latex(f).replace("/", r"/\allowbreak{}") + "}"
+                                            for f in candidate]))
     return out
 
 
@@ -529,10 +593,10 @@ def figure(table: pd.DataFrame, tolerance: float):
 
 
 #: The threats section's sentences on the second run (macro ``ReproThreats``), given one.
-THREATS = (r"A second cold run at commit \texttt{\ReproCommit} on another GPU (\texttt{\ReproGpu}; \texttt{\ReproCandidate},"
-           r" Appendix~\ref{sec:reproducing}) agrees within $\pm$\ReproTolerancePct\,\% of device time"
+THREATS = (r"Second cold runs on other GPUs than their studies' rows (\ReproRuns; \ReproCandidate,"
+           r" Appendix~\ref{sec:reproducing}) agree within $\pm$\ReproTolerancePct\,\% of device time"
            r" for \ReproRowsWithin{} of the \ReproRowsCompared{} rows timed in both (\ReproPercentWithin\,\%; the check"
-           r" asks \ReproMinWithinPct\,\%, \ReproRowsNeeded{} rows; outcome: \ReproOutcome), and \ReproClaimsSame{} of the"
+           r" asks \ReproMinWithinPct\,\% of each study's rows; outcome: \ReproOutcomeByStudy), and \ReproClaimsSame{} of the"
            r" \ReproClaimsCompared{} verdicts of Table~\ref{tab:claims} come out the same from both. By latency, the"
            r" host's launch included, only \ReproRowsWithinLatency{} of those rows agree (\ReproPercentWithinLatency\,\%):"
            r" the host overheads and latencies quoted in this paper are those of one host.")
@@ -562,8 +626,8 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
     table_ref = (r"Table~\ref{tab:reproduction_impls} counts the rows outside it per implementation and"
                  r" Table~\ref{tab:reproduction} lists them, worst first" if has_outside else "no row is outside it")
     text = "\n".join([
-        r"\paragraph{Reproduction.} A second run (\texttt{\ReproCandidate}: commit \texttt{\ReproCommit},",
-        r"GPU \texttt{\ReproGpu}) was compared with these",
+        r"\paragraph{Reproduction.} A second cold run of each study's code on another GPU than its rows'",
+        r"(\ReproCandidate: \ReproRuns) was compared with these",
         r"data case by case: \ReproRowsWithin{} of the \ReproRowsCompared{} rows timed in both",
         r"(\ReproPercentWithin\,\%) agree within $\pm$\ReproTolerancePct\,\% in device time",
         rf"({per_study}; Figure~\ref{{fig:reproduction}}); {table_ref}.",
@@ -578,11 +642,12 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
         r"verdicts of Table~\ref{tab:claims} that both runs decide are the same (Table~\ref{tab:reproduction_claims};",
         r"different: \ReproClaimsDifferent); Table~\ref{tab:reproduction_headlines} sets the abstract's",
         r"numbers of the two runs side by side.",
-        r"The check counts a run as reproduced when at least \ReproMinWithinPct\,\% of the rows timed in both",
-        r"(here \ReproRowsNeeded) agree within $\pm$\ReproTolerancePct\,\% of the median device time, no row is",
-        r"missing or changed status and every verdict is the same (config \texttt{reproduce}); the",
+        r"The check counts a study as reproduced when at least \ReproMinWithinPct\,\% of its rows timed in both",
+        r"agree within $\pm$\ReproTolerancePct\,\% of the median device time, none of its rows is",
+        r"missing or changed status and each of its verdicts is the same, and the runs as reproduced when every",
+        r"study is (config \texttt{reproduce}); the",
         r"\ReproRowsNotTimed{} cases that neither run timed, with the same status in both, are left out.",
-        r"Shares are given to one decimal, rounded down. Outcome: \ReproOutcome."])
+        r"Shares are given to one decimal, rounded down. Outcome: \ReproOutcome{} (\ReproOutcomeByStudy)."])
     if without:
         names = kit.and_list([style.study_label(s) for s in without])
         text += ("\n" + rf"No second run of the code that measured the rows of {names} is committed yet:"
@@ -646,7 +711,7 @@ def no_second_run_numbers(other_code: str | None = None) -> str:
 
 
 def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, tolerance: float,
-          min_within: float, sections: dict[str, dict] | None, candidate: str, out_csv: str,
+          min_within: float, sections: dict[str, dict] | None, candidate: Sequence[str], out_csv: str,
           out_summary: str, out_figure: str, out_table: str, out_snippet: str, out_numbers: str,
           without: list[str] = (), partial: bool = False) -> str:
     """Compare a candidate run with the reference run and write every output.
@@ -658,7 +723,7 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
         sections: {study: config section} the candidate ran (:func:`kernels.paper.rows.configured_cases`), which
             also gives the rows without roles theirs (:func:`kernels.paper.collect.with_roles`), or
             None to compare every reference row (rows without roles then have none).
-        candidate: the candidate's folder, as the paper names it.
+        candidate: the candidate's folders (one per second run), as the paper names them.
         without: the studies left out, whose second run is of other code than their rows (or
             absent): the paper names them.
         partial: the candidate measured a part of each study (the quick profile): a claim it
@@ -691,7 +756,7 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
     found = sorted(table["study"].unique())  # in the config's order (sections), as the claims table
     studies = [s for s in (sections or {}) if s in found] + [s for s in found if s not in (sections or {})]
     values = macros(table, claims, tolerance, min_within, candidate, claim_labels(studies),
-                    [r.get("env", {}) for r in cand])
+                    cand)
     write_atomic(out_numbers, numbers(values))
     write_atomic(out_snippet, snippet(values, studies, not outside.empty, size_table(table), impl_table(table), claims,
                                       headline_table(ref_macros, cand_macros, studies), without))

@@ -577,35 +577,63 @@ elif SUBSET_LEFT_OUT:
         )
 ALL_OUTPUTS += [f for s in MEASURED for f in raw_files(s)]
 
-# The reproduction check (workflow/rules/reproduce.smk) compares a second run, CANDIDATE (a folder
-# <candidate>/<study>/<impl>.jsonl), with this run's rows: the quick run's rows with the committed
-# ones of the same cases (REFERENCE), or the second run config reproduce.candidate names with
-# data/raw/<gpu>/, or, when the paper is rendered from the committed rows, the committed second
-# run of that folder (config reproduce.committed).
+# The reproduction check (workflow/rules/reproduce.smk) compares a second run with this run's rows,
+# study by study: CANDIDATE_DIRS maps each study to the folder of its second run
+# (<folder>/<study>/<impl>.jsonl): the quick run's rows against the committed ones of the same cases
+# (REFERENCE), or the second run config reproduce.candidate names against data/raw/<gpu>/, or, when
+# the paper is rendered from the committed rows, the committed second runs of that folder (config
+# reproduce.committed: one folder or a list, each study's second run in one of them). CANDIDATE
+# lists the folders, as the paper names them.
 REFERENCE = f"data/raw/{GPU}"
 if QUICK and config["reproduce"]["candidate"]:
     raise WorkflowError(
         "config reproduce.candidate is set, but the quick run compares its own rows "
         "with the committed ones: leave reproduce.candidate out"
     )
+
+
+def second_run_dirs(folders, key):
+    """{study: folder} of the studies whose rows one of ``folders`` holds (config ``key``); a
+    study in two of them is an error naming both."""
+    dirs = {}
+    for folder in folders:
+        for s in STUDIES:
+            if not list(Path(folder, s).glob("*.jsonl")):
+                continue
+            if s in dirs:
+                raise WorkflowError(
+                    f"config {key}: {dirs[s]}/{s}/ and {folder}/{s}/ both hold a second run "
+                    f"of {s}; name one of them"
+                )
+            dirs[s] = folder
+    if not dirs:
+        raise WorkflowError(
+            f"config {key}: no rows in {', '.join(f'{f}/' for f in folders)} (expected "
+            f"<folder>/<study>/<impl>.jsonl for a study of {STUDIES}, e.g. "
+            f"data/reproductions/<name>/gdn/chunk.jsonl)"
+        )
+    return dirs
+
+
+_committed_second = config["reproduce"]["committed"].get(GPU)
 if QUICK:
-    CANDIDATE = f"{RAW}/{GPU}"
+    CANDIDATE_DIRS = {s: f"{RAW}/{GPU}" for s in STUDIES}
 elif config["reproduce"]["candidate"]:
-    CANDIDATE = config["reproduce"]["candidate"]
-elif not MEASURE and not SMOKE and not SUBSET_LEFT_OUT:  # the paper's second run
-    CANDIDATE = config["reproduce"]["committed"].get(GPU)
-else:
-    CANDIDATE = None
-if (
-    CANDIDATE is not None
-    and not QUICK
-    and not [p for s in STUDIES for p in Path(CANDIDATE, s).glob("*.jsonl")]
-):
-    raise WorkflowError(
-        f"config reproduce.candidate: no rows in {CANDIDATE}/ (expected "
-        f"{CANDIDATE}/<study>/<impl>.jsonl for a study of {STUDIES}, e.g. "
-        f"data/reproductions/<name>/gdn/chunk.jsonl)"
+    CANDIDATE_DIRS = second_run_dirs(
+        [config["reproduce"]["candidate"]], "reproduce.candidate"
     )
+elif _committed_second and not MEASURE and not SMOKE and not SUBSET_LEFT_OUT:
+    CANDIDATE_DIRS = second_run_dirs(
+        (
+            [_committed_second]
+            if isinstance(_committed_second, str)
+            else _committed_second
+        ),
+        f"reproduce.committed.{GPU}",
+    )
+else:
+    CANDIDATE_DIRS = {}
+CANDIDATE = sorted(set(CANDIDATE_DIRS.values())) or None
 if QUICK and not Path(REFERENCE).is_dir():
     _committed = sorted(p.name for p in Path("data/raw").glob("*") if p.is_dir())
     raise WorkflowError(
@@ -614,21 +642,19 @@ if QUICK and not Path(REFERENCE).is_dir():
     )
 # The studies the check compares: those whose second run is of the code that measured the reference
 # rows (kernels.paper.provenance.same_code); in the quick run, those whose committed rows are current.
-if CANDIDATE is None:
-    REPRO_STUDIES = []
-elif QUICK:
+if QUICK:
     REPRO_STUDIES = [s for s in STUDIES if STATES[s].state == provenance.CURRENT]
 else:
     REPRO_STUDIES = [
         s
-        for s in STUDIES
+        for s, folder in CANDIDATE_DIRS.items()
         if provenance.same_code(
             (
                 {provenance.code_digest(FINGERPRINTS[s]["parts"])}
                 if s in MEASURED
                 else provenance.code_identity(provenance.row_envs(COMMITTED, s))
             ),
-            provenance.code_identity(provenance.row_envs(CANDIDATE, s)),
+            provenance.code_identity(provenance.row_envs(folder, s)),
         )
     ]
 # studies without a second run of their code: the paper says so
@@ -641,11 +667,11 @@ if QUICK and not REPRO_STUDIES:
 OTHER_CODE_CANDIDATE = None  # a second run configured, of none of the studies' code
 if CANDIDATE is not None and not REPRO_STUDIES:
     print(
-        f"No study of {CANDIDATE}/ is a second run of the code that measured {COMMITTED}/: "
+        f"No study of {', '.join(CANDIDATE)} is a second run of the code that measured {COMMITTED}/: "
         "nothing to compare.",
         file=sys.stderr,
     )
-    OTHER_CODE_CANDIDATE, CANDIDATE = CANDIDATE, None
+    OTHER_CODE_CANDIDATE, CANDIDATE = ", ".join(CANDIDATE), None
 REPRO = {
     "csv": f"{RESULTS}/reproduction.csv",
     "summary": f"{RESULTS}/reproduction.txt",
@@ -659,12 +685,14 @@ if CANDIDATE is not None and (QUICK or not SUBSET_LEFT_OUT):
 
 
 def repro_candidate_files():
-    """The second run's JSONL files of REPRO_STUDIES: those the quick run measures, or those in the
-    candidate folder."""
+    """The second run's JSONL files of REPRO_STUDIES: those the quick run measures, or those in
+    each study's second-run folder (CANDIDATE_DIRS)."""
     if QUICK:
         return [f for s in REPRO_STUDIES for f in raw_files(s)]
     return sorted(
-        str(p) for s in REPRO_STUDIES for p in Path(CANDIDATE, s).glob("*.jsonl")
+        str(p)
+        for s in REPRO_STUDIES
+        for p in Path(CANDIDATE_DIRS[s], s).glob("*.jsonl")
     )
 
 

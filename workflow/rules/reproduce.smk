@@ -27,6 +27,8 @@ if CANDIDATE is not None:
             "../envs/render.yaml"
         params:
             gpu=GPU,
+            # the second runs' folders, as the paper names them (common.smk)
+            candidate=CANDIDATE,
             tolerance=config["reproduce"]["tolerance"],
             min_within=config["reproduce"]["min_within"],
             # the cases the second run measured: the active section of each study's config
