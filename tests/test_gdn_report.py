@@ -82,6 +82,7 @@ def test_a_study_without_rows_renders_not_measured():
                 assert table.empty, name
         m = report.macros(report.derive(df))
         assert set(m) == set(report.macros(report.derive(tidy())))
+        assert m.pop("GdnFlaBwdTileLang") == "false"  # the paper's switch \ifGdnFlaBwdTileLang
         assert {v for k, v in m.items() if not k.endswith(("Verdict", "Configs"))} == {"n/a"}
 
 
@@ -125,6 +126,20 @@ def test_backward_figures_tables_macros():
     for fn in report.FIGURES.values():
         plt.close(fn(bwd_only))
     assert report.macros(bwd_only)["GdnChunkFwdbwdSpeedupVsFlaBFourTEightK"] == "n/a"
+
+
+def test_fla_backward_dispatch_says_whether_every_backward_row_of_fla_ran_tilelang():
+    """``GdnFlaBwdTileLang`` reads the rows' ``dispatch``: true only where every timed backward row
+    of FLA loaded TileLang; FLA's forward rows, and other implementations' rows, do not count."""
+    df = pd.concat([tidy(), bwd_tidy()], ignore_index=True)
+    fla_bwd = (df.impl == "fla_chunk") & (df["pass"] != "fwd")
+    assert report.macros(report.derive(df))["GdnFlaBwdTileLang"] == "false"  # no dispatch recorded
+    df["dispatch"] = np.where(fla_bwd, "tilelang", "fla_triton")
+    assert report.fla_backward_dispatch(report.derive(df)) == {"GdnFlaBwdTileLang": "true"}
+    df.loc[fla_bwd.idxmax(), "dispatch"] = "fla_triton"
+    assert report.fla_backward_dispatch(report.derive(df)) == {"GdnFlaBwdTileLang": "false"}
+    df.loc[fla_bwd.idxmax(), "dispatch"] = "flash_qla+tilelang"
+    assert report.fla_backward_dispatch(report.derive(df)) == {"GdnFlaBwdTileLang": "true"}
 
 
 def test_main_rows_are_the_rows_of_role_main():

@@ -48,6 +48,29 @@ def test_every_float_of_the_text_is_cited():
     assert labels <= _cited(tex), f"never cited: {sorted(labels - _cited(tex))}"
 
 
+def _claim_rows(tex: str) -> list[str]:
+    """The body rows of the claims table (``tab:claims``): the text between its ``\\midrule`` and
+    ``\\bottomrule``, split at each line that ends a row with ``\\\\``, comments left out."""
+    table = re.sub(r"(?<!\\)%.*", "", tex.split("\\label{tab:claims}", 1)[1].split("\\end{tabular}", 1)[0])
+    body = table.split("\\midrule", 1)[1].split("\\bottomrule", 1)[0]
+    return [row.strip() for row in re.split(r"\\\\\s*$", body, flags=re.M) if row.strip()]
+
+
+def test_every_claim_cites_its_source_and_every_cited_key_is_in_the_bibliography():
+    tex = MAIN.read_text()
+    rows = _claim_rows(tex)
+    assert len(rows) >= 10, f"{len(rows)} rows read from the claims table"
+    for row in rows:
+        claim = row.split("&", 1)[0]
+        assert "\\cite" in claim, f"the claim {' '.join(claim.split())!r} cites no source"
+    bib = (ROOT / "paper" / "references.bib").read_text()
+    keys = set(re.findall(r"@\w+\{([^,\s]+),", bib))
+    text = re.sub(r"(?<!\\)%.*", "", tex)
+    cited = {k.strip() for group in re.findall(r"\\cite[pt]?\*?(?:\[[^]]*\])*\{([^}]*)\}", text)
+             for k in group.split(",")}
+    assert cited <= keys, f"cited but not in paper/references.bib: {sorted(cited - keys)}"
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """The committed data rendered to the paper in a copy of the tracked files (this tree is left alone)."""

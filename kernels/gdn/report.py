@@ -36,7 +36,7 @@ DERIVED = ["speedup_vs_naive", "speedup_vs_fla", "ratio_to_flash_qla", "peak_mem
 #: The tidy table's columns that the report reads: a table without them (the tidy CSV of a study
 #: without rows, read back) gets them all NaN (:func:`kernels.paper.report_kit.tidy_frame`).
 COLUMNS = [*SHAPE, "impl", "status", "device_ms", "q10_ms", "q90_ms", "flops", "tflops", "peak_mem_timed_bytes",
-           "peak_mem_bytes", "host_overhead_ms", "kernels", "rel_err", *GRAD_ERRORS, ROLES, *DERIVED]
+           "peak_mem_bytes", "host_overhead_ms", "kernels", "rel_err", *GRAD_ERRORS, "dispatch", ROLES, *DERIVED]
 
 
 def _speedup_base(df: pd.DataFrame, impl: str) -> pd.Series:
@@ -360,6 +360,17 @@ def flash_qla_verdicts(df: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+def fla_backward_dispatch(df: pd.DataFrame) -> dict[str, str]:
+    """``GdnFlaBwdTileLang``: "true" when every timed backward row of FLA (passes ``bwd`` and
+    ``fwdbwd``) records TileLang among the modules its call loaded (the row's ``dispatch``; FLA runs
+    its gated ``chunk_bwd_dqkwg`` in TileLang on Hopper with Triton 3.4 to 3.7.0, FLA issue 640),
+    else "false": the paper's switch ``\\ifGdnFlaBwdTileLang``."""
+    rows = _tidy(df)
+    d = rows[(rows["impl"] == "fla_chunk") & (rows["pass"] != "fwd") & rows["device_ms"].notna()]
+    tilelang = d["dispatch"].fillna("").astype(str).str.split("+").map(lambda loaded: "tilelang" in loaded)
+    return {"GdnFlaBwdTileLang": "true" if len(d) and tilelang.all() else "false"}
+
+
 #: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
 CLAIMS = {"GdnFlashQlaFwdVerdict": "FlashQLA 2–3× FLA's forward on Hopper",
           "GdnFlashQlaBwdVerdict": "FlashQLA 2× FLA's backward on Hopper",
@@ -412,7 +423,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     memory at the backward's main shapes (``Gdn<Impl>Bwd...``, ``Gdn<Impl>Fwdbwd...``);
     the summed kernel time of the forward at the profiled shape (``Gdn<Impl>KernelMs...``, from
     the breakdown); FlashQLA's speedups over FLA and the verdict on its
-    claim (:func:`flash_qla_verdicts`); a training step's device time against its forward and backward
+    claim (:func:`flash_qla_verdicts`); whether FLA's backward ran TileLang kernels
+    (:func:`fla_backward_dispatch`); a training step's device time against its forward and backward
     timed apart (``Gdn<Impl>FwdbwdMs<shape>``, ``Gdn<Impl>FwdPlusBwdMs<shape>``); the host overhead
     per call (latency minus device time) at the profiled shape (``Gdn<Impl><Pass>HostUs<shape>``,
     µs); the largest
@@ -440,6 +452,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             m[f"Gdn{iname}FwdbwdPeakGib{tag}"] = kit.fmt(_at(df, impl, b, t, h, "peak_mem_gib", "fwdbwd"), 2)
     m.update(flash_qla_verdicts(df))
     m.update(published_verdicts(df))
+    m.update(fla_backward_dispatch(df))
     # A training step timed whole against its forward and backward timed apart: where the step's device
     # time is longer, the GPU idled inside it waiting for the host.
     for (b, t, h), tag in shapes["step"].items():
