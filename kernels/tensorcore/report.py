@@ -83,7 +83,8 @@ def _padding_panel(ax, d: pd.DataFrame) -> None:
            label=f"{_label('bf16')}, unaligned size")
     for xi, t, s in zip(xs[~is_aligned], tflops[~is_aligned], pad["speedup_padded"].to_numpy()[~is_aligned]):
         if np.isfinite(s):
-            ax.annotate(f"{s:.2f}×", (xi, t), ha="center", va="bottom", fontsize=5)
+            ax.annotate(f"{s:.2f}×", (xi, t), ha="center", va="bottom", fontsize=7)
+    ax.set_ylim(0, np.nanmax(tflops) * 1.12)  # room for the labels above the tallest bars
     ax.set_xticks(xs, [str(int(m)) for m in pad["m"]], rotation=90, fontsize=6)
 
 
@@ -105,7 +106,8 @@ def _fp8_panel(ax, d: pd.DataFrame) -> None:
         for size, t, s in zip(rows["size"], rows["tflops"], rows["speedup_vs_bf16"]):
             if np.isfinite(s):
                 ax.annotate(f"{s:.2f}×", (sizes.index(size) + impls.index("fp8") * width, t), ha="center",
-                            va="bottom", fontsize=5)
+                            va="bottom", fontsize=7)
+        ax.set_ylim(0, f8["tflops"].max() * 1.12)  # room for the labels above the bars
 
 
 def fig_gemm(df: pd.DataFrame):
