@@ -177,8 +177,8 @@ def fig_prefill(df: pd.DataFrame):
             low = cross.low if np.isfinite(cross.low) else d["seqlen"].min()
             high = cross.high if np.isfinite(cross.high) else d["seqlen"].max()
             ax.axvspan(low, high, color="0.85", alpha=0.5, lw=0)
-            ax.text(cross.seqlen, 0.97, f" GDN faster from {tokens(cross.seqlen)}", transform=ax.get_xaxis_transform(),
-                    ha="left", va="top", fontsize=7, color="0.3")
+            ax.text(cross.seqlen, 0.03, f" GDN faster from {tokens(cross.seqlen)}", transform=ax.get_xaxis_transform(),
+                    ha="left", va="bottom", fontsize=7, color="0.3")
         ax.set_title(what)
     axes[0].set_ylabel("median device time (ms)")
     return _finish(fig, axes)
