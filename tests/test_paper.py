@@ -1,7 +1,8 @@
 """The paper as a reader gets it: every figure and table placed once and cited in the text
 (a quick check of paper/main.tex against the studies' registries), and the PDF built from
 the committed data: no undefined reference, no overfull box over 1 pt, every font embedded,
-the page count the README states, and commands that survive copying from the PDF."""
+the page count the README states, commands that survive copying from the PDF, no page before
+the references under a third full, and no figure of a measured study with a panel of empty axes."""
 
 import importlib
 import re
@@ -10,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pytest
 import yaml
 
@@ -146,3 +148,72 @@ def test_the_appendix_follows_the_committed_second_run(built):
     for folder in [second] if isinstance(second, str) else second:
         assert "\\texttt{" + folder.replace("_", "\\_").replace("/", "/\\allowbreak{}") + "}" in numbers
     assert "\\ReproRuntrue" in numbers
+
+
+#: Gaps between text lines up to this many PDF points count as filled (:func:`_page_fullness`).
+BRIDGE_PT = 30.0
+
+
+def _page_fullness(pdf: Path) -> list[tuple[float, list[str]]]:
+    """Per page of ``pdf``: the fraction of its text area (the page less paper/main.tex's geometry
+    margin on each side) that holds something, and its lines of text.
+
+    The measure: the union of the vertical extents of the page's text lines (``pdftotext
+    -bbox-layout``), each gap of up to :data:`BRIDGE_PT` between them counted as filled (the space
+    between lines, paragraphs, a float and its caption). A figure's text (title, tick and axis labels,
+    legend; its fonts are embedded as text) spans the figure, so a figure counts at its height; the
+    page number below the text area is left out. Blank space above, between and below floats of a
+    float page counts as empty, as it looks.
+    """
+    margin_cm = float(re.search(r"margin=([\d.]+)cm", MAIN.read_text()).group(1))
+    margin = margin_cm / 2.54 * 72  # PDF points
+    xml = subprocess.run(["pdftotext", "-bbox-layout", str(pdf), "-"], capture_output=True, text=True,
+                         check=True).stdout
+    pages = []
+    for page in re.findall(r"<page [^>]*>.*?</page>", xml, flags=re.S):
+        top, bottom = margin, float(re.search(r'height="([\d.]+)"', page).group(1)) - margin
+        lines = re.findall(r'<line xMin="[\d.]+" yMin="([\d.]+)" xMax="[\d.]+" yMax="([\d.]+)">(.*?)</line>',
+                           page, flags=re.S)
+        spans = sorted((max(float(y0), top), min(float(y1), bottom)) for y0, y1, _ in lines if float(y0) < bottom)
+        filled, start, end = 0.0, None, None
+        for y0, y1 in spans:
+            if end is not None and y0 - end <= BRIDGE_PT:
+                end = max(end, y1)
+                continue
+            filled += 0.0 if end is None else end - start
+            start, end = y0, y1
+        filled += 0.0 if end is None else end - start
+        texts = [" ".join(re.findall(r">([^<]*)</word>", words)) for _, _, words in lines]
+        pages.append((filled / (bottom - top), texts))
+    return pages
+
+
+@pytest.mark.slow
+@needs_tex
+def test_no_page_before_the_references_is_under_a_third_full(built):
+    """A page less than a third full (by :func:`_page_fullness`) is a float page of one small float or
+    a section cut short by floats; the references and the last page may end short."""
+    pages = _page_fullness(built / "paper" / "main.pdf")
+    refs = next((i for i, (_, lines) in enumerate(pages) if "References" in lines), len(pages))
+    thin = [(i + 1, round(full, 2)) for i, (full, _) in enumerate(pages[:min(refs, len(pages) - 1)])
+            if full < 1 / 3]
+    assert not thin, f"pages under a third full (page, fraction of the text area): {thin}"
+
+
+@pytest.mark.slow
+@needs_tex
+def test_every_figure_of_a_measured_study_draws_data_in_each_panel(built):
+    """A figure of a study with rows draws data on each of its panels (``has_data``: a line, bars,
+    markers); only a study without rows may get panels that say "not measured"."""
+    from kernels.paper.render import read_tidy, report_module
+
+    for study in STUDIES:
+        df = read_tidy(built / "results" / "tidy" / f"{study}.csv")
+        if df.empty:
+            continue
+        for name, draw in report_module(study).FIGURES.items():
+            fig = draw(df)
+            empty = [ax.get_title() or f"panel {i + 1}" for i, ax in enumerate(fig.axes)
+                     if ax.get_visible() and not ax.has_data()]
+            plt.close(fig)
+            assert not empty, f"{name} of {study} (which has rows) draws nothing on: {empty}"

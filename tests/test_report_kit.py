@@ -70,10 +70,12 @@ def test_ordered_and_grouped_bars():
     assert kit.ordered(["c", "a", "x", "a"], ["a", "b", "c"]) == ["a", "c", "x"]
     d = pd.DataFrame({"impl": ["a", "b", "a"], "shape": ["s1", "s1", "s2"], "v": [1.0, 2.0, 3.0]})
     fig, ax = plt.subplots()
-    kit.grouped_bars(ax, d, "v", "shape", ["a", "b"], {"a": "red", "b": "blue"}, {"a": "A", "b": "B"})
-    heights = [p.get_height() for p in ax.patches]
-    assert heights[:3] == [1.0, 3.0, 2.0] and np.isnan(heights[3])  # b has no bar at s2
+    centres = kit.grouped_bars(ax, d, "v", "shape", ["a", "b"], {"a": "red", "b": "blue"}, {"a": "A", "b": "B"})
+    assert [p.get_height() for p in ax.patches] == [1.0, 3.0, 2.0]  # b has no bar at s2
     assert [t.get_text() for t in ax.get_xticklabels()] == ["s1", "s2"]
+    # s1's two bars sit either side of its tick; a, alone at s2, stands on it
+    assert centres["a"] == pytest.approx([-0.2, 1.0]) and centres["b"][0] == pytest.approx(0.2)
+    assert np.isnan(centres["b"][1])
     plt.close(fig)
 
 

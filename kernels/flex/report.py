@@ -40,6 +40,7 @@ import itertools
 import numpy as np
 import pandas as pd
 from matplotlib import ticker
+from matplotlib.lines import Line2D
 
 from kernels.paper import report_kit as kit
 from kernels.paper import style
@@ -212,15 +213,6 @@ def _rank_corr(a: pd.Series, b: pd.Series) -> float:
     return float(np.corrcoef(a[ok].rank(), b[ok].rank())[0, 1])
 
 
-def _plain_log(ax, axis: str = "both") -> None:
-    """Plain numbers (0.2, 1, 4) on log axes instead of powers of ten."""
-    fmt = ticker.FuncFormatter(lambda v, _: f"{v:g}")
-    for a in ([ax.xaxis, ax.yaxis] if axis == "both" else [getattr(ax, f"{axis}axis")]):
-        a.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        a.set_major_formatter(fmt)
-        a.set_minor_formatter(ticker.NullFormatter())
-
-
 def _seqlen_ticks(ax, seqlens) -> None:
     """Sequence lengths as 2K, 8K, 32K ticks on a log2 x axis."""
     ax.set_xscale("log", base=2)
@@ -232,6 +224,19 @@ def _seqlen_ticks(ax, seqlens) -> None:
 
 # ----------------------------------------------------------------------------
 # figures
+
+
+def _mask_and_length_legends(fig, families, markers: dict, lines: list) -> None:
+    """Two legends below the panels: the colour of each mask family in ``families`` and the
+    reference ``lines`` (Line2D handles), and beside it the marker of each sequence length
+    (``markers``: its label -> marker), so that a reader matches colour and shape separately
+    instead of reading one entry per mask and length."""
+    masks = [Line2D([], [], ls="", marker="o", color=FAMILY_COLORS[f], label=MASK_LABEL[f]) for f in families]
+    lengths = [Line2D([], [], ls="", marker=m, color="0.4", label=n) for n, m in markers.items()]
+    if masks or lines:
+        fig.legend(handles=masks + lines, loc="upper right", bbox_to_anchor=(0.62, 0.0), ncol=2)
+    if lengths:
+        fig.legend(handles=lengths, loc="upper left", bbox_to_anchor=(0.66, 0.0), ncol=2, title="sequence length")
 
 
 def fig_speedup_density(df: pd.DataFrame):
@@ -266,16 +271,13 @@ def fig_speedup_density(df: pd.DataFrame):
                                marker=markers.get(n, "x"), s=14, label=f"{MASK_LABEL[fam]}, {style.shape(N=n)}")
             ax.set_xscale("log")
             ax.set_yscale("log")
-            _plain_log(ax)
+            style.plain_log(ax)
             ax.set_xlabel("tiles computed / causal's tiles")
             ax.set_ylabel("speedup over its causal")
             ax.set_title(f"{BACKEND_LABEL[backend]}, {style.pass_label(pas)}")
-    handles = {}
-    for ax in axes.flat:  # every family and length that any panel shows, once
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(lab, h)
-    if handles:
-        fig.legend(list(handles.values()), list(handles), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4)
+    _mask_and_length_legends(fig, families, {style.shape(N=n): m for n, m in markers.items()},
+                             [Line2D([], [], color="0.5", lw=0.8, ls="--", label="ideal"),
+                              Line2D([], [], color="0.7", lw=0.6, ls=":", label="80 % of ideal")])
     fig.tight_layout()
     return fig
 
@@ -337,7 +339,7 @@ def fig_memory(df: pd.DataFrame):
                 ax.scatter(oom["seqlen"], [top * 1.3] * len(oom), marker="x", color=colors[impl])
         _seqlen_ticks(ax, p["seqlen"])
         ax.set_yscale("log")
-        _plain_log(ax, "y")
+        style.plain_log(ax, "y")
         ax.set_xlabel("sequence length")
         ax.set_ylabel("peak memory (GiB)")
         ax.set_title(style.pass_label(pas))
@@ -388,8 +390,6 @@ def fig_tile_cost(df: pd.DataFrame):
     (at the same fill the tile cost can differ by half). Uniform document packing sits on the fit like
     the sliding windows; heavy-tailed document lengths sit above it (their rows are uneven, which the
     mean row length hides)."""
-    from matplotlib.lines import Line2D
-
     d = _sparse(df)  # one marker per row length of causal (8191 and 8192 share 64 rows)
     d = d.assign(n_label=(d["seqlen"] / 1024).round().astype(int).astype(str) + "K")
     passes = ["fwd", "fwdbwd"]
@@ -416,12 +416,12 @@ def fig_tile_cost(df: pd.DataFrame):
                     causal_rows = (at_n["tiles_per_row"] * at_n["ideal_ratio"]).median()
                     ax.plot(grid, _row_model(k, grid, causal_rows), color="0.55", lw=0.8, ls=ls, zorder=0,
                             label=f"fit, N{n}")
-            ax.text(0.98, 0.97, f"row = {k:.1f} tiles, R² {r2:.2f}", transform=ax.transAxes, ha="right",
-                    va="top", fontsize=6)
+            ax.text(0.97, 0.96, f"fit: row = {k:.1f} tiles\nR² = {r2:.2f}", transform=ax.transAxes, ha="right",
+                    va="top", fontsize=8)
         ax.axhline(1.0, color="0.3", lw=0.5)
         ax.axhline(1.25, color="0.6", lw=0.7, ls=":")
         ax.set_xscale("log")
-        _plain_log(ax, "x")
+        style.plain_log(ax, "x")
         ax.set_xlabel("tiles computed per query-block row")
         ax.set_ylabel("tile cost (causal = 1)")
     ax = axes[0][2]
@@ -436,12 +436,9 @@ def fig_tile_cost(df: pd.DataFrame):
     ax.axhline(1.25, color="0.6", lw=0.7, ls=":")
     ax.set_xlabel("fill of computed tiles (% allowed)")
     ax.set_ylabel("tile cost (causal = 1)")
-    handles = [Line2D([], [], ls="", marker="o", color=FAMILY_COLORS[f], label=MASK_LABEL[f]) for f in families]
-    handles += [Line2D([], [], ls="", marker=markers[n], color="0.4", label=f"N{n}") for n in n_labels]
-    handles += [Line2D([], [], color="0.55", lw=0.8, ls=ls, label=f"fit, N{n}")
-                for n, ls in zip(n_labels, ["-", "--", ":", "-."])]
-    if handles:
-        fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(handles))
+    _mask_and_length_legends(fig, families, {f"N{n}": markers[n] for n in n_labels},
+                             [Line2D([], [], color="0.55", lw=0.8, ls=ls, label=f"fit, N{n}")
+                              for n, ls in zip(n_labels, ["-", "--", ":", "-."])])
     fig.tight_layout()
     return fig
 

@@ -20,6 +20,7 @@ import json
 
 import numpy as np
 import pandas as pd
+from matplotlib import ticker
 
 from kernels.paper import report_kit as kit
 from kernels.paper import style
@@ -92,21 +93,28 @@ def _label(impl: str) -> str:
 
 
 def _time_vs_seqlen(df: pd.DataFrame, pas: str, what: str):
-    from matplotlib import ticker
-
+    """Median device time of pass ``pas`` against sequence length (:func:`_sweep_rows`): lines on
+    log-log axes where three or more lengths were measured; grouped bars per length (linear axis)
+    where fewer were, which a line would not show as a trend."""
     fig, ax = style.figure(height=2.6)
     d = _sweep_rows(_pass(df, pas))
     pal = style.palette("gdn", _impls(df))
-    for impl in _impls(d) if not d.empty else []:
-        s = d[d["impl"] == impl].sort_values("seqlen")
-        ax.plot(s["seqlen"], s["device_ms"], marker="o", label=_label(impl), color=pal[impl],
-                linestyle="-" if len(s) >= 3 else "none")
-    if not d.empty:
+    lengths = sorted(d["seqlen"].unique())
+    if 0 < len(lengths) < 3:
+        impls = _impls(d)
+        bars = d.sort_values("seqlen").assign(length=lambda x: [f"T{int(t)}" for t in x["seqlen"]])
+        kit.grouped_bars(ax, bars, "device_ms", "length", impls, pal, {i: _label(i) for i in impls})
+    elif lengths:
+        for impl in _impls(d):
+            s = d[d["impl"] == impl].sort_values("seqlen")
+            ax.plot(s["seqlen"], s["device_ms"], marker="o", label=_label(impl), color=pal[impl],
+                    linestyle="-" if len(s) >= 3 else "none")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ticks = sorted(d["seqlen"].unique())
-        ax.set_xticks(ticks, [str(int(t)) for t in ticks], fontsize=6)
+        ax.set_xticks(lengths, [str(int(t)) for t in lengths], fontsize=6)
         ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+        style.plain_log(ax, "y")
+    if not d.empty:
         ax.set_title(f"{what}, " + style.shape(B=d["batch"].iloc[0], H=d["heads"].iloc[0], D=d["head_dim"].iloc[0]))
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("median device time (ms)")
@@ -122,8 +130,9 @@ def fig_time_vs_seqlen(df: pd.DataFrame):
 
 
 def fig_fwdbwd_time_vs_seqlen(df: pd.DataFrame):
-    """Gated DeltaNet training step (forward + backward timed as one call): median device time
-    against sequence length per implementation (log-log)."""
+    """Gated DeltaNet training step (forward + backward timed as one call): median device time per
+    implementation at each sequence length of the backward (bars where fewer than three lengths were
+    measured, else against the length on log-log axes)."""
     return _time_vs_seqlen(df, "fwdbwd", "forward + backward")
 
 
@@ -145,10 +154,12 @@ def _fla_band(df: pd.DataFrame) -> pd.DataFrame:
                      speedup_high=kit.baseline(df, fla, SHAPE, "q90_ms") / df["q10_ms"])
 
 
-def _bars(ax, d, col, log=False):
-    """Grouped bars of ``col`` per shape (x) and impl (colour) from rows carrying ``shape``; on a
-    log axis (``log``) when the values span orders of magnitude. Speedups over FLA carry error bars
-    from the quantiles (:func:`_fla_band`)."""
+def _bars(ax, d, col, values=False):
+    """Grouped bars of ``col`` per shape (x) and impl (colour) from rows carrying ``shape``, on a
+    linear axis from 0; each bar's value written above it (``values``) where bars of very different
+    heights share the axis. Speedups over FLA carry error bars from the quantiles (:func:`_fla_band`)."""
+    from matplotlib.container import BarContainer
+
     impls = _impls(d)
     shapes = list(dict.fromkeys(d["shape"]))
     yerr = {}
@@ -160,23 +171,24 @@ def _bars(ax, d, col, log=False):
             err = np.vstack([(s - rows["speedup_low"]).clip(lower=0), (rows["speedup_high"] - s).clip(lower=0)])
             yerr[impl] = None if np.isnan(err).all() else np.nan_to_num(err)
     kit.grouped_bars(ax, d, col, "shape", impls, style.palette("gdn", impls), {i: _label(i) for i in impls}, yerr)
-    values = pd.to_numeric(d[col], errors="coerce")
-    if log and (values > 0).any():
-        ax.set_yscale("log")
-        ax.set_ylim(values[values > 0].min() / 2, values.max() * 2)
-    elif np.isfinite(values.max()) and values.max() > 0:
-        ax.set_ylim(0, values.max() * 1.1)
+    values_max = pd.to_numeric(d[col], errors="coerce").max()
+    if values:
+        for bars in ax.containers:
+            if isinstance(bars, BarContainer):
+                ax.bar_label(bars, fmt="%.2g", padding=2, fontsize=6)
+    if np.isfinite(values_max) and values_max > 0:
+        ax.set_ylim(0, values_max * (1.18 if values else 1.1))
 
 
 def fig_speedup_main(df: pd.DataFrame):
     """Gated DeltaNet forward at the main shapes: speedup over FLA's chunked kernels by device
-    time, per implementation (1 is FLA; log axis)."""
+    time, per implementation (1 is FLA; each bar's value above it)."""
     fig, ax = style.figure(height=2.4)
     d = _main_rows(_pass(df, "fwd")).dropna(subset=["speedup_vs_fla"])
     if not d.empty:
-        _bars(ax, _fla_band(d).assign(shape=_shape_label(d)), "speedup_vs_fla", log=True)
+        _bars(ax, _fla_band(d).assign(shape=_shape_label(d)), "speedup_vs_fla", values=True)
         ax.axhline(1.0, color="black", lw=0.6)
-    ax.set_ylabel("speedup over FLA (log)")
+    ax.set_ylabel("speedup over FLA")
     ax.set_title("forward")
     fig.tight_layout()
     style.legend_below(fig, [ax], ncol=4)

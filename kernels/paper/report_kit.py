@@ -178,19 +178,32 @@ def ordered(present: Iterable[str], order: Sequence[str]) -> list[str]:
 
 
 def grouped_bars(ax, d: pd.DataFrame, col: str, groups: str, impls: Sequence[str], colors: dict,
-                 labels: dict, yerr: dict | None = None) -> None:
+                 labels: dict, yerr: dict | None = None) -> dict[str, np.ndarray]:
     """Bars of ``col``, one group per value of column ``groups`` of ``d`` (in order of appearance,
-    on x) and one bar per implementation of ``impls`` within it (colour ``colors[impl]``, legend
-    ``labels[impl]``); ``yerr`` maps an impl to its error bars (2 x groups, low and high) where
-    it has them. A group an impl lacks leaves its bar out."""
+    on x, labelled under its centre) and one bar per implementation of ``impls`` within it (colour
+    ``colors[impl]``, legend ``labels[impl]``); ``yerr`` maps an impl to its error bars (2 x groups,
+    low and high) where it has them. A group an impl lacks (no finite value) leaves its bar out and
+    the group's other bars close up around its centre. Returns each impl's bar centres, one per group
+    (NaN where it has no bar)."""
     names = list(dict.fromkeys(d[groups]))
     width = 0.8 / max(len(impls), 1)
-    for j, impl in enumerate(impls):
+    values = {}
+    for impl in impls:
         rows = d[d["impl"] == impl].set_index(groups)
-        rows = rows[~rows.index.duplicated()].reindex(names)
-        ax.bar(np.arange(len(names)) + j * width, rows[col].to_numpy(), width, label=labels[impl],
-               color=colors[impl], yerr=(yerr or {}).get(impl), error_kw={"elinewidth": 0.6, "capsize": 1.5})
-    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, fontsize=6)
+        values[impl] = pd.to_numeric(rows[~rows.index.duplicated()].reindex(names)[col], errors="coerce").to_numpy()
+    present = np.array([np.isfinite(values[impl]) for impl in impls]).reshape(len(impls), len(names))
+    slot = present.cumsum(axis=0) - 1  # an impl's place among the bars of its group
+    centres = {}
+    for j, impl in enumerate(impls):
+        x = np.arange(len(names)) + (slot[j] - (present.sum(axis=0) - 1) / 2) * width
+        centres[impl] = np.where(present[j], x, np.nan)
+        err = (yerr or {}).get(impl)
+        keep = present[j]
+        ax.bar(x[keep], values[impl][keep], width, label=labels[impl], color=colors[impl],
+               yerr=None if err is None else np.asarray(err)[:, keep],
+               error_kw={"elinewidth": 0.6, "capsize": 1.5})
+    ax.set_xticks(np.arange(len(names)), names, fontsize=6)
+    return centres
 
 
 def mark_empty(ax) -> None:

@@ -10,6 +10,7 @@ import io
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -61,13 +62,29 @@ def legend_below(fig, axes, ncol: int = 4) -> None:
                    ncol=min(ncol, len(entries)))
 
 
+def plain_log(ax, axis: str = "both") -> None:
+    """Plain numbers (0.2, 1, 5) instead of powers of ten (``2 × 10^1``) on the log axes of ``ax``
+    (``"x"``, ``"y"`` or ``"both"``; call it after drawing): ticks at 1, 2 and 5 times each power of
+    ten on an axis of up to three decades, at the powers of ten alone on a longer one."""
+    from matplotlib import ticker
+
+    fmt = ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    for name in ("x", "y") if axis == "both" else (axis,):
+        lo, hi = sorted(getattr(ax, f"get_{name}lim")())
+        decades = np.log10(hi / lo) if lo > 0 else np.inf
+        a = getattr(ax, f"{name}axis")
+        a.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 3 else (1.0,)))
+        a.set_major_formatter(fmt)
+        a.set_minor_formatter(ticker.NullFormatter())
+
+
 def apply() -> None:
     """Set the shared seaborn/matplotlib style (call before drawing)."""
     sns.set_theme(context="paper", style="whitegrid", font="DejaVu Sans", font_scale=0.9)
     plt.rcParams.update({
         "pdf.fonttype": 42, "ps.fonttype": 42, "svg.hashsalt": "artifact",
         "figure.dpi": 150, "savefig.bbox": "tight", "legend.frameon": False,
-        "axes.titlesize": 9, "axes.labelsize": 8, "legend.fontsize": 7,
+        "axes.titlesize": 9, "axes.labelsize": 8, "legend.fontsize": 7, "legend.title_fontsize": 7,
         "xtick.labelsize": 7, "ytick.labelsize": 7, "lines.markersize": 3.5,
     })
 

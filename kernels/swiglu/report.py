@@ -115,9 +115,10 @@ def _label(impl: str) -> str:
 
 
 def _plot(ax, line: pd.Series, **kw) -> None:
-    """``line`` against its index: joined by a line where it has three or more points, else markers alone."""
+    """``line`` against its index: joined by a line where it has three or more points, else markers
+    alone, as diamonds drawn larger and above the lines (a point among lines would hide behind them)."""
     if len(line) < 3:
-        kw = {**kw, "linestyle": "none"}
+        kw = {**kw, "linestyle": "none", "marker": "D", "markersize": 5, "zorder": 3}
     ax.plot(line.index, line.values, **kw)
 
 
@@ -213,8 +214,8 @@ def fig_speedup(df: pd.DataFrame):
 def fig_decode(df: pd.DataFrame):
     """Decode sizes (1 to 64 tokens × 14336, bfloat16 forward): device time (left) and the latency
     of a call launched from Python (right), launched per call (filled markers, solid) and replayed
-    from a CUDA graph (open markers, dashed); points measured at fewer than three sizes are not
-    joined; L2 flushed before each repetition."""
+    from a CUDA graph (open markers, dashed); an implementation measured at fewer than three sizes
+    is drawn as diamonds, not joined; L2 flushed before each repetition."""
     d = kit.with_role(_ok(df), "decode")
     d = d[d["dtype"].eq("bfloat16") & d["pass"].eq("fwd")]
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
@@ -234,6 +235,7 @@ def fig_decode(df: pd.DataFrame):
         else:
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
+            style.plain_log(ax, "y")
         ax.set_title(title)
         ax.set_xlabel("tokens")
         ax.set_ylabel("median (µs)")

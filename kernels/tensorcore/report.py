@@ -83,7 +83,8 @@ def _padding_panel(ax, d: pd.DataFrame) -> None:
            label=f"{_label('bf16')}, unaligned size")
     for xi, t, s in zip(xs[~is_aligned], tflops[~is_aligned], pad["speedup_padded"].to_numpy()[~is_aligned]):
         if np.isfinite(s):
-            ax.annotate(f"{s:.2f}×", (xi, t), ha="center", va="bottom", fontsize=5)
+            ax.annotate(f"{s:.2f}×", (xi, t), ha="center", va="bottom", fontsize=7)
+    ax.set_ylim(0, np.nanmax(tflops) * 1.12)  # room for the labels above the tallest bars
     ax.set_xticks(xs, [str(int(m)) for m in pad["m"]], rotation=90, fontsize=6)
 
 
@@ -96,16 +97,16 @@ def _fp8_panel(ax, d: pd.DataFrame) -> None:
         return
     f8 = f8.assign(size=f8["m"].astype(int).astype(str))
     impls = kit.ordered(f8["impl"], ORDER)
-    kit.grouped_bars(ax, f8, "tflops", "size", impls, style.palette("tensorcore", impls),
-                     {i: _label(i) for i in impls})
+    centres = kit.grouped_bars(ax, f8, "tflops", "size", impls, style.palette("tensorcore", impls),
+                               {i: _label(i) for i in impls})
     if "fp8" in impls:
-        width = 0.8 / len(impls)
         sizes = list(dict.fromkeys(f8["size"]))
         rows = f8[f8["impl"].eq("fp8")]
         for size, t, s in zip(rows["size"], rows["tflops"], rows["speedup_vs_bf16"]):
             if np.isfinite(s):
-                ax.annotate(f"{s:.2f}×", (sizes.index(size) + impls.index("fp8") * width, t), ha="center",
-                            va="bottom", fontsize=5)
+                ax.annotate(f"{s:.2f}×", (centres["fp8"][sizes.index(size)], t), ha="center",
+                            va="bottom", fontsize=7)
+        ax.set_ylim(0, f8["tflops"].max() * 1.12)  # room for the labels above the bars
 
 
 def fig_gemm(df: pd.DataFrame):
