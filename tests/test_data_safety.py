@@ -672,6 +672,17 @@ def test_a_study_named_by_measure_is_measured_whatever_its_state(tree):
     fails(proc, "config measure=['tensorcores']: ['tensorcores'] not among the studies of this run")
 
 
+def test_a_measuring_run_on_the_cpu_writes_under_results_never_into_data(tree):
+    """Rows measured on the CPU are never committed data: a measuring run with gpu=cpu (outside
+    the smoke and quick profiles) measures into results/cpu/raw/cpu/, so data/raw/ keeps the one
+    folder of committed rows that a plain render reads."""
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=[tensorcore]", "gpu=cpu")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert "output: results/cpu/raw/cpu/tensorcore/bf16.jsonl" in out and "data/raw/cpu" not in out
+    assert "Measuring into results/cpu/raw/cpu/" in out
+
+
 def test_each_studys_second_run_comes_from_one_of_the_committed_folders(tree):
     """config reproduce.committed lists one folder per second run: the check reads each study's
     rows from the folder holding them, and refuses a study that two of them hold, naming both."""

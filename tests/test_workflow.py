@@ -205,18 +205,18 @@ def test_the_compile_ahead_job_runs_before_the_measurement_that_reads_it(toy_wor
     job reads its file, which is removed once read; its absence then asks for no rerun."""
     path = toy_workflow / "config" / "config.yaml"
     path.write_text(path.read_text().replace("    gdn: [chunk, fla_chunk, flash_qla]\n", "    toy: [scale]\n"))
-    raw = "data/raw/cpu/toy/scale.jsonl"
+    raw = "results/cpu/raw/cpu/toy/scale.jsonl"
     proc = snakemake(toy_workflow, "--config", "measure=true", "gpu=cpu", "--", raw)
     log = proc.stdout + proc.stderr
     assert 0 < log.index("rule compile_ahead:") < log.index("rule measure:")
-    assert "input: .tmp/compile_ahead/data/raw/cpu/toy.json" in log[log.index("rule measure:"):]
+    assert "input: .tmp/compile_ahead/results/cpu/raw/cpu/toy.json" in log[log.index("rule measure:"):]
     rows = _rows(toy_workflow / raw)
     assert [r["status"] for r in rows] == ["ok"] and "compile_ahead" not in rows[0]
-    assert not (toy_workflow / ".tmp" / "compile_ahead" / "data" / "raw" / "cpu" / "toy.json").exists()
-    assert (toy_workflow / "data" / "raw" / "cpu" / "benchmarks" / "compile_ahead_toy.tsv").exists()
+    assert not (toy_workflow / ".tmp" / "compile_ahead" / "results" / "cpu" / "raw" / "cpu" / "toy.json").exists()
+    assert (toy_workflow / "results" / "cpu" / "raw" / "cpu" / "benchmarks" / "compile_ahead_toy.tsv").exists()
     # its rows are now current: a measuring run measures nothing
     again = snakemake(toy_workflow, "-n", "--config", "measure=true", "gpu=cpu")
-    assert "Measuring into data/raw/cpu/: nothing (every study is current)" in again.stderr
+    assert "Measuring into results/cpu/raw/cpu/: nothing (every study is current)" in again.stderr
     assert "rule measure:" not in again.stdout + again.stderr
 
 
@@ -247,7 +247,7 @@ def test_the_compile_ahead_jobs_run_side_by_side_before_any_measurement(toy_work
     path = toy_workflow / "config" / "config.yaml"
     path.write_text(path.read_text().replace("    gdn: [chunk, fla_chunk, flash_qla]\n",
                                              "    toy: [scale]\n    toyb: [scale]\n"))
-    targets = [f"data/raw/cpu/{study}/scale.jsonl" for study in ("toy", "toyb", "toyc")]
+    targets = [f"results/cpu/raw/cpu/{study}/scale.jsonl" for study in ("toy", "toyb", "toyc")]
     # the priority is what puts them first: without it the scheduler's pick among jobs ready at once is a tie-break
     dry = snakemake(toy_workflow, "-n", "--config", "measure=true", "gpu=cpu", "--", *targets).stdout
     blocks = [b.split("\n\n")[0] for b in dry.split("rule ")[1:]]
@@ -262,27 +262,30 @@ def test_the_compile_ahead_jobs_run_side_by_side_before_any_measurement(toy_work
     assert log.count("rule measure:") == 3, log
     # a compile-ahead job writes its lease's wait when it lets go of the lease; a measurement
     # job logs when it gets its own
-    released = max((toy_workflow / f"data/raw/cpu/benchmarks/compile_ahead_{s}.lease.json").stat().st_mtime
+    released = max((toy_workflow / f"results/cpu/raw/cpu/benchmarks/compile_ahead_{s}.lease.json").stat().st_mtime
                    for s in ("toy", "toyb"))
     for study in ("toy", "toyb", "toyc"):
-        text = (toy_workflow / f"results/logs/measure_{study}_scale.log").read_text()
+        text = (toy_workflow / f"results/cpu/logs/measure_{study}_scale.log").read_text()
         [stamp] = [line[:23] for line in text.splitlines() if "leased GPU" in line]
         leased = time.mktime(time.strptime(stamp[:19], "%Y-%m-%d %H:%M:%S")) + int(stamp[20:]) / 1e3
         assert leased >= released - 0.01, (study, leased, released, text)
     for study in ("toy", "toyb", "toyc"):
-        assert [r["status"] for r in _rows(toy_workflow / f"data/raw/cpu/{study}/scale.jsonl")] == ["ok"]
+        assert [r["status"] for r in _rows(toy_workflow / f"results/cpu/raw/cpu/{study}/scale.jsonl")] == ["ok"]
 
 
 @pytest.mark.slow
 def test_quick_run_checks_against_the_committed_rows(toy_workflow):
-    """Two real runs of the toy study on this host: the sweep into data/raw/cpu/ (the committed
-    reference), then the quick profile into results/quick/. With one reference row made 100x
-    faster, one made a failure and one quick row removed, the check catches all three."""
+    """Two real runs of the toy study on this host: the sweep (into results/cpu/, copied to
+    data/raw/cpu/ as the committed reference), then the quick profile into results/quick/. With
+    one reference row made 100x faster, one made a failure and one quick row removed, the check
+    catches all three."""
     (toy_workflow / "config" / "studies" / "toy.yaml").write_text(
         "toy:\n  sweep: {impls: [scale], numel: [4096, 8192, 16384, 32768, 65536]}\n"
         "  quick: {impls: [scale], numel: [4096, 8192, 16384, 32768]}\n  smoke: {impls: [scale], numel: [1024]}\n")
+    measured = "results/cpu/raw/cpu/toy/scale.jsonl"  # a measuring run on the CPU writes there, never to data/raw/
+    snakemake(toy_workflow, "--config", "measure=true", "gpu=cpu", "--", measured)
+    shutil.copytree(toy_workflow / "results" / "cpu" / "raw" / "cpu", toy_workflow / "data" / "raw" / "cpu")
     reference = toy_workflow / "data" / "raw" / "cpu" / "toy" / "scale.jsonl"
-    snakemake(toy_workflow, "--config", "measure=true", "gpu=cpu", "--", str(reference.relative_to(toy_workflow)))
     rows = {r["numel"]: r for r in _rows(reference)}
     assert [r["status"] for r in rows.values()] == ["ok"] * 5
     for times, median in (("times_ms", "median_ms"), ("device_times_ms", "device_ms")):

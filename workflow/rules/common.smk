@@ -235,6 +235,10 @@ else:
                 f"{RAW}/, found {_committed}; set config key 'gpu'"
             )
         GPU = _committed[0]
+    if MEASURE and not QUICK and GPU == "cpu":
+        # rows measured on the CPU are never committed data: they and what is made of them go
+        # under results/cpu/ (as the smoke run's under results/smoke/), never into data/raw/
+        RAW, OUT = "results/cpu/raw", "results/cpu"
 
 RESULTS = "results" if OUT == "." else OUT
 TIDY = f"{RESULTS}/tidy"
@@ -251,12 +255,13 @@ def study_impls(study):
 
 # Each study's fingerprint (kernels/core/fingerprint.py) for the active section, which its measurement
 # jobs record in their rows; and the state of its committed rows in data/raw/<gpu>/ against the
-# code and the sweep section (kernels/paper/provenance.py: current, stale or not measured).
+# code and the sweep section (kernels/paper/provenance.py: current, stale or not measured); a
+# measuring run on the CPU compares with its own earlier rows under results/cpu/raw/cpu/.
 FINGERPRINTS = {
     s: fingerprint(s, config[s][SWEEP], config["timing"], workflow.basedir)
     for s in STUDIES
 }
-COMMITTED = f"data/raw/{GPU}"
+COMMITTED = f"{RAW}/{GPU}" if RAW == "results/cpu/raw" else f"data/raw/{GPU}"
 STATES = (
     {}
     if SMOKE
@@ -468,7 +473,7 @@ def check_measuring_run():
     ):
         return
     folder = f"{RAW}/{GPU}"
-    # a host without a GPU measures on its CPU (folder cpu), as the harness does
+    # a host without a GPU measures on its CPU (folder cpu, under results/cpu/raw/), as the harness does
     here = {gpu_slug(name) for name in _gpus} or {"cpu"}
     if workflow.local_exec and GPU not in here:
         raise WorkflowError(
