@@ -155,11 +155,11 @@ def test_a_ratio_is_byte_stable_and_missing_without_repetitions():
 
 
 def test_an_interval_reads_as_a_tie_when_it_holds_one():
-    assert kit.interval(kit.Ratio(1.02, 0.99, 1.05)) == "[0.99, 1.05] (tie)"
-    assert kit.interval(kit.Ratio(1.08, 1.04, 1.12)) == "[1.04, 1.12]"
+    assert kit.interval(kit.Ratio(1.02, 0.99, 1.05)) == "[0.990, 1.050] (tie)"
+    assert kit.interval(kit.Ratio(1.08, 1.04, 1.12), 2) == "[1.04, 1.12]"
     rs = [kit.Ratio(1.6, 1.58, 1.62), kit.Ratio(1.66, 1.64, 1.69)]
-    assert kit.interval(rs) == "[1.58, 1.69]"  # a range: lowest lower end to highest upper end
-    assert kit.interval([kit.Ratio(1.0, 0.9, 1.1), kit.Ratio(2.0, 1.9, 2.1)]) == "[0.90, 2.10] (1 of 2 ties)"
+    assert kit.interval(rs, 2) == "[1.58, 1.69]"  # a range: lowest lower end to highest upper end
+    assert kit.interval([kit.Ratio(1.0, 0.9, 1.1), kit.Ratio(2.0, 1.9, 2.1)], 2) == "[0.90, 2.10] (1 of 2 ties)"
     assert kit.values(rs) == [1.6, 1.66]
 
 

@@ -319,18 +319,13 @@ def ratios(base: pd.DataFrame, rows: pd.DataFrame, keys: Sequence[str], col: str
     """For each row of ``rows`` (in order), :func:`ratio` of the repetitions ``col`` of the first row of
     ``base`` with the same ``keys`` over its own: each row's speedup over its baseline, with its
     interval; a row without such a baseline row is left out."""
-    keys = list(keys)
-    ref = base.drop_duplicates(keys).set_index(keys)[col]
-    out = []
-    for _, row in rows.iterrows():
-        key = tuple(row[k] for k in keys)
-        key = key[0] if len(keys) == 1 else key
-        if key in ref.index:
-            out.append(ratio(ref.loc[key], row[col]))
-    return out
+    ref = {}
+    for _, row in base.iterrows():
+        ref.setdefault(tuple(row[k] for k in keys), row[col])
+    return [ratio(ref[key], row[col]) for _, row in rows.iterrows() if (key := tuple(row[k] for k in keys)) in ref]
 
 
-def interval(values: Ratio | Sequence[Ratio], digits: int = 2) -> str:
+def interval(values: Ratio | Sequence[Ratio], digits: int = 3) -> str:
     """The :data:`LEVEL` interval of a ratio as the text writes it after the ratio: ``[0.99, 1.05]``,
     followed by ``(tie)`` when it holds 1.0 (:attr:`Ratio.tie`). Of several ratios (a range over sizes,
     written by :func:`span` of their values), from the lowest lower end to the highest upper end, with
