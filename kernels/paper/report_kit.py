@@ -300,8 +300,8 @@ def ratio(num, den, scale: float = 1.0) -> Ratio:
     baseline's times over the candidate's; a throughput ratio: ``scale`` the ratio of the work),
     with a :data:`LEVEL` percentile-bootstrap interval: each of :data:`RESAMPLES` resamples draws
     both rows' repetitions with replacement, each row its own count, independently, and takes the
-    ratio of the two resamples' medians; the interval runs between that ratio's 2.5th and 97.5th
-    percentiles (Efron and Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13). The
+    ratio of the two resamples' medians; the interval runs between that ratio's (1 - :data:`LEVEL`)/2
+    and (1 + :data:`LEVEL`)/2 quantiles, 2.5 % and 97.5 % (Efron and Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13). The
     generator is seeded with :data:`SEED` at each call, so a ratio does not depend on what was
     computed before it. :data:`NO_RATIO` when either row has no repetitions."""
     a, b = repetitions(num), repetitions(den)
@@ -326,7 +326,7 @@ def ratios(base: pd.DataFrame, rows: pd.DataFrame, keys: Sequence[str], col: str
 
 
 def interval(values: Ratio | Sequence[Ratio], digits: int = 3) -> str:
-    """The :data:`LEVEL` interval of a ratio as the text writes it after the ratio: ``[0.99, 1.05]``,
+    """The :data:`LEVEL` interval of a ratio as the text writes it after the ratio: ``[0.990, 1.050]``,
     followed by ``(tie)`` when it holds 1.0 (:attr:`Ratio.tie`). Of several ratios (a range over sizes,
     written by :func:`span` of their values), from the lowest lower end to the highest upper end, with
     ``(tie)`` when every interval holds 1.0 and ``(k of n ties)`` when k do.
