@@ -254,3 +254,20 @@ def test_a_long_refusal_is_cut_at_message_chars():
     long = report._message("Unsupported: flex_flash: RuntimeError: " + "x" * 500, "flex_flash")
     assert len(long) == report.MESSAGE_CHARS and long.startswith("RuntimeError: x") and long.endswith("…")
     assert report._message("flex_flash: missing flash-attn-4", "flex_flash") == "missing flash-attn-4"
+
+
+def test_the_memory_claim_is_judged_by_slopes_and_their_intervals():
+    """O(N²) against O(N): peak memory per sequence against N at a constant batch x N; the
+    materialised baselines' slopes must show 2 and flex's 1 (report_kit.follows_power)."""
+    def rows(growth):
+        return pd.DataFrame([_row(impl, "fwd", 32768 // n, n, "causal", 1.0, 1.0,
+                                  peak_mem_bytes=(32768 // n) * n ** growth[impl] * (1 + 0.01 * (i % 2)))
+                             for impl in growth for i, n in enumerate((2048, 4096, 8192, 16384, 32768))])
+
+    m = report.memory_slopes(rows({"naive": 2, "sdpa_masked": 2, "flex": 1}))
+    assert (m["FlexNaiveMemSlope"], m["FlexFlexMemSlope"], m["FlexMemoryVerdict"]) == ("2.00", "1.00", "holds")
+    assert float(m["FlexNaiveMemSlopeLow"]) < 2 < float(m["FlexNaiveMemSlopeHigh"])
+    m = report.memory_slopes(rows({"naive": 2, "sdpa_masked": 1.3, "flex": 1}))
+    assert m["FlexMemoryVerdict"] == "partly holds"  # the masked SDPA's growth is not shown quadratic
+    m = report.memory_slopes(rows({"naive": 1.2, "sdpa_masked": 1.3, "flex": 1.7}))
+    assert m["FlexMemoryVerdict"] == "not reached"

@@ -229,3 +229,19 @@ def test_every_published_configuration_of_the_sweep_has_published_times():
     from kernels.gdn import published
 
     assert report._configured_published() <= set(published.TIMES)
+
+
+def test_speedups_over_fla_carry_their_intervals_and_a_tie_reads_as_one():
+    """Each speedup over FLA gets the 95 % interval of a bootstrap over both rows' repetitions;
+    chunk's 1.11x inside 40 % noise is a tie, FlashQLA's 2.5x is not."""
+    import json
+
+    df = report.derive(tidy())
+    rng = np.random.default_rng(0)
+    df["device_times_ms"] = [json.dumps(list(ms * (1 + 0.4 * rng.standard_normal(50)))) if ms == ms else "[]"
+                             for ms in df["device_ms"]]
+    m = report.macros(df)
+    assert m["GdnChunkSpeedupVsFlaBFourTEightKCi"].endswith("(tie)")
+    low, high = (float(x) for x in m["GdnFlashQlaSpeedupVsFlaBFourTEightKCi"].strip("[]").split(", "))
+    assert low < 2.5 < high and low > 1
+    assert report.macros(tidy())["GdnChunkSpeedupVsFlaBFourTEightKCi"] == "n/a"  # rows without repetitions

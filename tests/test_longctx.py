@@ -226,6 +226,18 @@ def test_a_quadratic_gdn_fails_the_linear_verdict():
     assert math.isnan(report.crossover_of(df.iloc[:0], "chunk").seqlen)
 
 
+def test_a_slope_whose_interval_does_not_rule_linear_growth_out_is_not_quadratic():
+    """The verdicts read the slopes' 95 % intervals: attention times that scatter by 3x about a
+    quadratic growth fit a slope near 2 whose interval reaches below 1.5, which shows no power."""
+    df = _synthetic()
+    attn = df["impl"].isin(report.ATTENTION) & (df["phase"] == "prefill")
+    scatter = np.where(np.log2(df["seqlen"]).astype(int) % 2 == 0, 3.0, 1 / 3)
+    df.loc[attn, "device_ms"] = df.loc[attn, "device_ms"] * scatter[attn.to_numpy()]
+    fitted = report.slopes(df)[("Fwd", "sdpa_cudnn")]
+    assert fitted.low < 1.5 < fitted.high
+    assert report.verdicts(df)["LongctxLinearVerdict"] == "partly holds"
+
+
 # ----------------------------------------------------------------------------
 # on a GPU
 

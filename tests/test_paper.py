@@ -73,6 +73,28 @@ def test_every_claim_cites_its_source_and_every_cited_key_is_in_the_bibliography
     assert cited <= keys, f"cited but not in paper/references.bib: {sorted(cited - keys)}"
 
 
+def _ratios_without_interval(tex: str) -> list[str]:
+    """The ratio macros of ``tex`` (a macro followed by ``$\\times$``) that are not followed by their
+    interval (the same name with ``Ci``, :func:`kernels.paper.report_kit.interval`); the published
+    numbers that the text sets beside ours (``...Theirs``) have none."""
+    found = re.finditer(r"\\([A-Za-z]+)\$\\times\$(?:~|\s*)(\\[A-Za-z]+)?", tex)
+    return [m.group(1) for m in found
+            if not m.group(1).endswith("Theirs") and m.group(2) != f"\\{m.group(1)}Ci"]
+
+
+def test_every_ratio_of_the_abstract_and_the_claims_table_carries_its_interval():
+    tex = MAIN.read_text()
+    abstract = tex[tex.index("\\begin{abstract}"):tex.index("\\end{abstract}")]
+    claims = tex[tex.index("\\label{tab:claims}"):]
+    claims = claims[:claims.index("\\end{table}")]
+    for part, name in ((abstract, "the abstract"), (claims, "the claims table")):
+        assert "$\\times$" in part
+        missing = _ratios_without_interval(part)
+        assert not missing, f"ratios without an interval in {name}: {missing}"
+    assert _ratios_without_interval("\\FooSpeedup$\\times$ (B4)") == ["FooSpeedup"]
+    assert not _ratios_without_interval("\\FooSpeedup$\\times$~\\FooSpeedupCi{} (B4)")
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """The committed data rendered to the paper in a copy of the tracked files (this tree is left alone)."""

@@ -120,6 +120,8 @@ def test_tidy_rows_spread_the_compile_ahead_answer_into_columns():
     df = tidy([row], "h200")
     assert "compile_ahead" not in df and df.loc[0, "ahead_compile_s"] == 6.5 and df.loc[0, "compile_s"] == 0.1
     assert df.loc[0, "ahead_setup_s"] == 30.0 and df.loc[0, "ahead_workers"] == 16
+    # the repetitions stay, as JSON cells, for the intervals of the ratios (report_kit.ratio)
+    assert (df.loc[0, "device_times_ms"], df.loc[0, "times_ms"]) == ("[1.0]", "[2.0]")
 
 
 def test_timing_drift_and_warmup_macros():

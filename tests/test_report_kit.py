@@ -98,8 +98,11 @@ def test_kernel_names_lose_namespaces_templates_and_arguments():
 
 def test_claim_verdicts_follow_the_stated_criterion():
     assert kit.claim_verdict([2.6, 3.0], 2.5, 3.5) == "holds"
-    assert kit.claim_verdict([2.6, 4.0], 2.5, 3.5) == "holds"  # within and beyond
+    assert kit.claim_verdict([2.5, 3.5], 2.5, 3.5) == "holds"  # the ends belong to the range
+    assert kit.claim_verdict([2.6, 4.0], 2.5, 3.5) == "exceeded"  # within and beyond: not contained
     assert kit.claim_verdict([3.6, 4.0], 2.5, 3.5) == "exceeded"
+    assert kit.claim_verdict([2.12, 3.73], 2, 3) == "exceeded"
+    assert kit.claim_verdict([5.0], 2.0) == "holds"  # a single claimed factor: from it upwards
     assert kit.claim_verdict([84.6, 91.2], 85, 92) == "partly holds"
     assert kit.claim_verdict([1.7, 1.74], 2.5, 3.5) == "not reached"
     assert kit.claim_verdict([float("nan")], 2.5) == "n/a"
@@ -127,3 +130,54 @@ def test_a_tidy_frame_without_rows_gets_the_columns_a_report_selects_on():
     full = pd.DataFrame({"impl": ["a"], "x": [1.0]})
     assert list(kit.tidy_frame(full, ["impl", "y"]).columns) == ["impl", "x", "y"]
     assert kit.tidy_frame(full, ["impl"]) is full
+
+
+def _reps(median, n=200, spread=0.01, seed=1):
+    """``n`` synthetic repetitions around ``median`` (relative spread ``spread``)."""
+    return list(median * (1 + spread * np.random.default_rng(seed).standard_normal(n)))
+
+
+def test_a_ratio_of_medians_has_a_bootstrap_interval_around_it():
+    r = kit.ratio(_reps(2.0), _reps(1.0, seed=2))
+    assert r.low < r.value < r.high and abs(r.value - 2.0) < 0.01 and r.high - r.low < 0.02
+    assert not r.tie
+    noisy = kit.ratio(_reps(1.02, spread=0.2), _reps(1.0, spread=0.2, seed=2))
+    assert noisy.tie and noisy.low < 1.0 < noisy.high  # a 2 % difference inside 20 % noise
+    few = kit.ratio(_reps(1.0, n=5, spread=0.05), _reps(1.0, n=5, spread=0.05, seed=2))
+    many = kit.ratio(_reps(1.0, spread=0.05), _reps(1.0, spread=0.05, seed=2))
+    assert few.high - few.low > many.high - many.low  # fewer repetitions, a wider interval
+    assert kit.ratio(json.dumps(_reps(3.0)), _reps(1.0), scale=0.5).value == pytest.approx(1.5, rel=0.01)
+
+
+def test_a_ratio_is_byte_stable_and_missing_without_repetitions():
+    a, b = _reps(1.1, spread=0.05), _reps(1.0, spread=0.05, seed=2)
+    assert kit.ratio(a, b) == kit.ratio(a, b)  # a fixed seed: the same interval at every call
+    assert np.isnan(kit.ratio([], b).value) and np.isnan(kit.ratio(a, float("nan")).low)
+    assert kit.interval(kit.ratio([], b)) == "n/a"
+
+
+def test_an_interval_reads_as_a_tie_when_it_holds_one():
+    assert kit.interval(kit.Ratio(1.02, 0.99, 1.05)) == "[0.990, 1.050] (tie)"
+    assert kit.interval(kit.Ratio(1.08, 1.04, 1.12), 2) == "[1.04, 1.12]"
+    rs = [kit.Ratio(1.6, 1.58, 1.62), kit.Ratio(1.66, 1.64, 1.69)]
+    assert kit.interval(rs, 2) == "[1.58, 1.69]"  # a range: lowest lower end to highest upper end
+    assert kit.interval([kit.Ratio(1.0, 0.9, 1.1), kit.Ratio(2.0, 1.9, 2.1)], 2) == "[0.90, 2.10] (1 of 2 ties)"
+    assert kit.values(rs) == [1.6, 1.66]
+
+
+def test_ratios_pair_each_row_with_its_baseline_by_keys():
+    base = pd.DataFrame({"n": [1, 2], "device_times_ms": [json.dumps(_reps(2.0)), json.dumps(_reps(4.0))]})
+    rows = pd.DataFrame({"n": [2, 1, 3], "device_times_ms": [json.dumps(_reps(1.0))] * 3})
+    got = kit.ratios(base, rows, ["n"])
+    assert [round(r.value) for r in got] == [4, 2]  # the row of n=3 has no baseline
+
+
+def test_a_slope_shows_a_power_when_its_interval_is_near_it_and_excludes_the_other():
+    assert kit.follows_power(0.95, 1.05, 1) and kit.follows_power(1.96, 2.0, 2)
+    assert not kit.follows_power(1.06, 2.0, 2)  # holds 2 but does not rule linear growth out
+    assert not kit.follows_power(1.2, 1.4, 1)  # below 1.5 but not near 1
+    assert not kit.follows_power(float("nan"), float("nan"), 1)
+    assert kit.scaling_verdict([(0.9, 1.1)], [(1.9, 2.05)]) == "holds"
+    assert kit.scaling_verdict([(0.9, 1.1)], [(1.06, 2.0)]) == "partly holds"
+    assert kit.scaling_verdict([(1.6, 1.9)]) == "not reached"
+    assert kit.scaling_verdict([]) == "n/a"

@@ -315,6 +315,10 @@ def test_headline_table_sets_each_studys_abstract_numbers_of_both_runs_side_by_s
     assert table.iloc[0].tolist() == [gdn.HEADLINES[first], "1.07", "1.05"]
     flops = table[table["number"] == flex.HEADLINES["FlexFwdCausalTflops"]].iloc[0]
     assert (flops["reference"], flops["second run"]) == ("412", "n/a")
+    # a ratio with its interval in each run
+    table = reproduce.headline_table({first: "1.07", f"{first}Ci": "[1.068, 1.070]"},
+                                     {first: "0.99", f"{first}Ci": "[0.985, 1.002] (tie)"}, ["gdn"])
+    assert table.iloc[0].tolist() == [gdn.HEADLINES[first], "1.07 [1.068, 1.070]", "0.99 [0.985, 1.002] (tie)"]
 
 
 def test_a_perturbed_second_run_is_caught(tmp_path):

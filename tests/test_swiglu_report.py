@@ -1,5 +1,7 @@
 """The SwiGLU report on a small synthetic tidy table: derive, every figure, table and macro."""
 
+import json
+
 import matplotlib
 import numpy as np
 import pandas as pd
@@ -20,7 +22,8 @@ def _row(impl, p, numel, us, tokens=None, hidden=8192, series="flat", launch="st
                 latency_ms=ms + 0.005 if status == "ok" else np.nan, host_overhead_ms=0.005,
                 bytes=nbytes, flops=flops, gbps=nbytes / (ms / 1e3) / 1e9, tflops=flops / (ms / 1e3) / 1e12,
                 gpu="h200", rel_err=1e-3, compile_s=9.5 if impl.startswith("compile") else np.nan,
-                roles=" ".join([series, *roles]))
+                roles=" ".join([series, *roles]), device_times_ms=json.dumps([ms] * 10 if status == "ok" else []),
+                times_ms=json.dumps([ms + 0.005] * 10 if status == "ok" else []))
 
 
 @pytest.fixture
@@ -101,6 +104,12 @@ def test_macros(tidy):
     assert all(name.isalpha() and name.startswith("Swiglu") for name in m)
     assert m["SwigluTritonFwdPctCopyMin"] == f"{100 / 1.03:.1f}"
     assert m["SwigluClaimLatencyVerdict"] == "not reached"  # 1.7/1.05 < 2.5
+    # the latency claim is judged by latency (the host's 5 us included), each ratio with its interval
+    large = [6 * 2**k / 4.27e3 / 1e6 for k in (26, 30)]  # the copy's ms at the sizes from 2^26 up
+    assert m["SwigluSeedLatencySpeedupLargeRange"] == "--".join(
+        f"{(1.7 * c + 0.005) / (1.05 * c + 0.005):.2f}" for c in large)
+    assert m["SwigluSeedSpeedupLargeRange"] == f"{1.7 / 1.05:.2f}"
+    assert m["SwigluSeedSpeedupLargeRangeCi"] == f"[{1.7 / 1.05:.3f}, {1.7 / 1.05:.3f}]"
     assert m["SwigluTritonFwdbwdSpeedupEightB"] == f"{286 / 168:.2f}"
     assert m["SwigluDecodeGraphUs"] == "2.50" and m["SwigluDecodeEagerUs"] == "8.60"
     assert m["SwigluGemmFusedSpeedupEightB"] == f"{3.1 / 2.9:.2f}"

@@ -80,7 +80,7 @@ DERIVED = ["tflops_elements", "tflops_blocks", "speedup_vs_flash", "speedup_vs_c
 #: The tidy table's columns that the figures, tables and macros select on: every selection starts at
 #: :func:`_main_gpu`, which gives a table without rows these columns (:func:`kernels.paper.report_kit.tidy_frame`).
 COLUMNS = [*SHAPE, *MASK_KNOBS, "impl", "status", "error", "score_mod", "device_ms", "flops", "flops_blocks",
-           "density_blocks", "density_elements", ROLES, *DERIVED]
+           "density_blocks", "density_elements", ROLES, kit.DEVICE_REPS, *DERIVED]
 
 
 def _num(df: pd.DataFrame, col: str) -> pd.Series:
@@ -639,7 +639,8 @@ def backend_macros(d: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
     ``d`` is the derived tidy table's ok rows of one GPU (refused rows are not read). At the
     reference shape: the causal time, TFLOP/s and speed over FA2 and cuDNN per pass
     (``<prefix><Pass>Causal{Ms,Tflops,VsFlash,VsCudnn}``), the sliding window 1024's forward speedup
-    over the backend's own causal (``<prefix>FwdWindowThousandSpeedup``) and the verdict on "2-4x
+    over the backend's own causal (``<prefix>FwdWindowThousandSpeedup``), each speedup's 95 % interval
+    (``...Ci``, :func:`kernels.paper.report_kit.interval`) and the verdict on "2-4x
     faster prefill" from the causal forward over FA2 and cuDNN (``<prefix>PrefillVerdict``). At N >=
     8K: the sliding windows' and documents' percentage of the ideal speedup over the backend's own
     causal (``<prefix><Family><Pass>PctIdeal{Min,Median}``, ``...TargetMet``: cases >= 80 %), the
@@ -652,11 +653,18 @@ def backend_macros(d: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
     """
     out: dict[str, str] = {}
     base = _at_reference(d)
+
+    def reps(pas, **where):
+        return kit.first(_where(base, score_mod="none", **{"pass": pas}, **where), kit.DEVICE_REPS)
+
     for pas, pname in PASS_NAMES.items():
         causal = _where(base, impl=impl, mask="causal", score_mod="none", **{"pass": pas})
         out[f"{prefix}{pname}CausalMs"] = kit.fmt(kit.first(causal, "device_ms"), 3)
         out[f"{prefix}{pname}CausalVsFlash"] = kit.fmt(kit.first(causal, "speedup_vs_flash"), 2)
         out[f"{prefix}{pname}CausalVsCudnn"] = kit.fmt(kit.first(causal, "speedup_vs_cudnn"), 2)
+        for other, oname in (("sdpa_flash", "Flash"), ("sdpa_cudnn", "Cudnn")):
+            out[f"{prefix}{pname}CausalVs{oname}Ci"] = kit.interval(
+                kit.ratio(reps(pas, impl=other, mask="causal"), kit.first(causal, kit.DEVICE_REPS)))
         out[f"{prefix}{pname}CausalTflops"] = kit.fmt(kit.first(causal, "tflops_elements"), 0)
     # the >= 80 % of ideal target, sliding windows and document packing at N >= 8K
     rows = d[(d["impl"] == impl) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)]
@@ -676,6 +684,8 @@ def backend_macros(d: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
         [kit.first(fwd, "speedup_vs_flash"), kit.first(fwd, "speedup_vs_cudnn")], 2.0, 4.0)
     w = _where(base, impl=impl, mask="window", window=1024, score_mod="none", **{"pass": "fwd"})
     out[f"{prefix}FwdWindowThousandSpeedup"] = kit.fmt(kit.first(w, "speedup_vs_causal"), 2)
+    out[f"{prefix}FwdWindowThousandSpeedupCi"] = kit.interval(
+        kit.ratio(reps("fwd", impl=impl, mask="causal"), kit.first(w, kit.DEVICE_REPS)))
     mine = d[d["impl"] == impl]
     # the cases that compiled in the timed job (one process, in sweep order), and their cold compile
     # seconds: in the compile-ahead child where one prepared the case (a fresh process each)
@@ -774,7 +784,6 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             out[f"{prefix}{pname}{mname}Slowdown"] = kit.fmt(kit.first(r, "slowdown_vs_plain"), 2)
     # memory: largest seqlen each materialised baseline ran, and its memory over flex's there
     causal = _where(d, mask="causal", score_mod="none", **{"pass": "fwd"})
-    growth: list[float] = []
     for impl, iname in (("naive", "Naive"), ("sdpa_masked", "SdpaMasked")):
         r = causal[causal["impl"] == impl]
         out[f"Flex{iname}MaxSeqlen"] = str(int(r["seqlen"].max())) if not r.empty else "n/a"
@@ -783,11 +792,29 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         if not both.empty:
             ratio = (_num(both, "peak_mem_bytes") / _num(both, "peak_mem_bytes_flex")).iloc[-1]
         out[f"Flex{iname}MemOverFlex"] = kit.fmt(ratio, 1)
-        if len(both) >= 2:  # how the ratio grows from the shortest to the longest length both ran
-            ratios = _num(both, "peak_mem_bytes") / _num(both, "peak_mem_bytes_flex")
-            growth.append(ratios.iloc[-1] / ratios.iloc[0])
-        out[f"Flex{iname}MemMinSeqlen"] = str(int(both["seqlen"].min())) if len(both) else "n/a"
-        out[f"Flex{iname}MemRatioGrowth"] = kit.fmt(growth[-1] if len(both) >= 2 else np.nan, 1)
-    # O(N^2) against O(N): the materialised baselines' memory over flex's grows with N (by > 10 %)
-    out["FlexMemoryVerdict"] = kit.claim_verdict(growth, 1.1)
+    out.update(memory_slopes(d))
+    return out
+
+
+def memory_slopes(d: pd.DataFrame) -> dict[str, str]:
+    """O(N²) against O(N) memory: the log-log slope of each implementation's peak memory per
+    sequence (peak over batch) against N in the causal forward of the sequence-length series (a
+    constant batch x N), with its 95 % interval (:func:`kernels.longctx.scaling.fit_slope`):
+    ``Flex<Impl>MemSlope``, ``...Low``, ``...High`` of naive attention (``Naive``), materialised-mask
+    SDPA (``SdpaMasked``) and flex (``Flex``); an attention whose memory holds the N x N scores or mask has slope 2, one that holds only
+    the inputs, the output and their statistics slope 1. ``FlexMemoryVerdict``:
+    :func:`kernels.paper.report_kit.scaling_verdict`, flex's slope against 1 and the two
+    materialised baselines' against 2."""
+    from kernels.longctx.scaling import fit_slope
+
+    rows = _where(_seqlen_series(d), mask="causal", score_mod="none", **{"pass": "fwd"})
+    out, fitted = {}, {}
+    for impl, iname in (("naive", "Naive"), ("sdpa_masked", "SdpaMasked"), ("flex", "Flex")):
+        r = rows[rows["impl"] == impl]
+        s = fitted[impl] = fit_slope(r["seqlen"], _num(r, "peak_mem_bytes") / _num(r, "batch"))
+        for end, value in (("", s.p), ("Low", s.low), ("High", s.high)):
+            out[f"Flex{iname}MemSlope{end}"] = kit.fmt(value, 2)
+    out["FlexMemoryVerdict"] = kit.scaling_verdict(
+        [(fitted["flex"].low, fitted["flex"].high)] if fitted["flex"].n else [],
+        [(s.low, s.high) for impl, s in fitted.items() if impl != "flex" and s.n])
     return out

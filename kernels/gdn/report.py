@@ -37,7 +37,8 @@ DERIVED = ["speedup_vs_naive", "speedup_vs_fla", "ratio_to_flash_qla", "peak_mem
 #: The tidy table's columns that the report reads: a table without them (the tidy CSV of a study
 #: without rows, read back) gets them all NaN (:func:`kernels.paper.report_kit.tidy_frame`).
 COLUMNS = [*SHAPE, "impl", "status", "device_ms", "q10_ms", "q90_ms", "flops", "tflops", "peak_mem_timed_bytes",
-           "peak_mem_bytes", "host_overhead_ms", "kernels", "rel_err", *GRAD_ERRORS, "dispatch", ROLES, *DERIVED]
+           "peak_mem_bytes", "host_overhead_ms", "kernels", "rel_err", *GRAD_ERRORS, "dispatch", ROLES, kit.DEVICE_REPS,
+           *DERIVED]
 
 
 def _speedup_base(df: pd.DataFrame, impl: str) -> pd.Series:
@@ -330,11 +331,13 @@ def published_verdicts(df: pd.DataFrame) -> dict[str, str]:
     configurations, per pass, from this run's rows and from its published times:
     ``GdnPublishedFwdVerdict`` / ``GdnPublishedBwdVerdict`` (:func:`kernels.paper.report_kit.claim_verdict`
     on the measured speedups of the configurations measured here), ``GdnPublished<Pass>Speedups``
-    (those speedups, ``1.9--2.8``) and ``GdnPublished<Pass>SpeedupsTheirs`` (the published ones at
+    (those speedups, ``1.9--2.8``, and ``...Ci`` their intervals, :func:`kernels.paper.report_kit.interval`) and
+    ``GdnPublished<Pass>SpeedupsTheirs`` (the published ones at
     the same configurations), ``GdnPublished<Pass>Configs`` (how many)."""
     from kernels.gdn import published
 
     t = table_published(df)
+    rows = _published_rows(df)
     out = {}
     for pas, name in (("fwd", "Fwd"), ("bwd", "Bwd")):
         p = t[t.index.get_level_values("pass") == style.pass_label(pas)]
@@ -343,6 +346,9 @@ def published_verdicts(df: pd.DataFrame) -> dict[str, str]:
         low, high = published.CLAIMED[pas]
         out[f"GdnPublished{name}Verdict"] = kit.claim_verdict(list(measured), low, high)
         out[f"GdnPublished{name}Speedups"] = kit.span(measured)
+        mine = rows[rows["pass"].eq(pas) & rows["config"].isin([c for c in published.TIMES if c[0] == pas and c in _configured_published()])]
+        out[f"GdnPublished{name}SpeedupsCi"] = kit.interval(
+            kit.ratios(mine[mine["impl"].eq("fla_chunk")], mine[mine["impl"].eq("flash_qla")], ["config"]))
         out[f"GdnPublished{name}SpeedupsTheirs"] = kit.span(theirs)
         out[f"GdnPublished{name}Configs"] = str(len(measured))
     return out
@@ -357,6 +363,12 @@ def _at(df, impl, b, t, h, col="device_ms", pas="fwd"):
     s = d[(d["impl"] == impl) & (d["batch"] == b) & (d["seqlen"] == t) & (d["heads"] == h)
           & (d["varlen"] != True)][col].dropna()  # noqa: E712
     return s.iloc[0] if len(s) else None
+
+
+def _vs_fla(df, impl, b, t, h, pas="fwd") -> kit.Ratio:
+    """``impl``'s speedup over FLA's chunked kernels at a shape, with its interval
+    (:func:`kernels.paper.report_kit.ratio` of the two rows' device times)."""
+    return kit.ratio(_at(df, "fla_chunk", b, t, h, kit.DEVICE_REPS, pas), _at(df, impl, b, t, h, kit.DEVICE_REPS, pas))
 
 
 def flash_qla_verdicts(df: pd.DataFrame) -> dict[str, str]:
@@ -433,6 +445,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     shape); ``chunk``'s and FLA's forward on the longest packed-sequence case
     (``Gdn<Impl>VarlenMs``, ``GdnVarlenCase``); backward and forward + backward times, speedups over FLA and peak
     memory at the backward's main shapes (``Gdn<Impl>Bwd...``, ``Gdn<Impl>Fwdbwd...``);
+    each speedup over FLA's 95 % interval (``...Ci``, :func:`kernels.paper.report_kit.interval`);
     the summed kernel time of the forward at the profiled shape (``Gdn<Impl>KernelMs...``, from
     the breakdown); FlashQLA's speedups over FLA and the verdict on its
     claim (:func:`flash_qla_verdicts`); whether FLA's backward ran TileLang kernels
@@ -452,6 +465,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         m[f"GdnChunkSpeedupVsFla{tag}"] = kit.fmt(_at(df, "chunk", b, t, h, "speedup_vs_fla"), 2)
         m[f"GdnChunkRatioToFlashQla{tag}"] = kit.fmt(_at(df, "chunk", b, t, h, "ratio_to_flash_qla"), 2)
         m[f"GdnFlashQlaSpeedupVsFla{tag}"] = kit.fmt(_at(df, "flash_qla", b, t, h, "speedup_vs_fla"), 2)
+        for impl, iname in (("chunk", "Chunk"), ("flash_qla", "FlashQla")):
+            m[f"Gdn{iname}SpeedupVsFla{tag}Ci"] = kit.interval(_vs_fla(df, impl, b, t, h))
         m[f"GdnChunkTflops{tag}"] = kit.fmt(_at(df, "chunk", b, t, h, "tflops"), 0)
     for (b, t, h), tag in shapes["backward"].items():
         for pas, pname in (("bwd", "Bwd"), ("fwdbwd", "Fwdbwd")):
@@ -460,6 +475,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             m[f"GdnChunk{pname}SpeedupVsFla{tag}"] = kit.fmt(_at(df, "chunk", b, t, h, "speedup_vs_fla", pas), 2)
             m[f"GdnChunk{pname}RatioToFlashQla{tag}"] = kit.fmt(_at(df, "chunk", b, t, h, "ratio_to_flash_qla", pas), 2)
             m[f"GdnFlashQla{pname}SpeedupVsFla{tag}"] = kit.fmt(_at(df, "flash_qla", b, t, h, "speedup_vs_fla", pas), 2)
+            for impl, iname in (("chunk", "Chunk"), ("flash_qla", "FlashQla")):
+                m[f"Gdn{iname}{pname}SpeedupVsFla{tag}Ci"] = kit.interval(_vs_fla(df, impl, b, t, h, pas))
         for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
             m[f"Gdn{iname}FwdbwdPeakGib{tag}"] = kit.fmt(_at(df, impl, b, t, h, "peak_mem_gib", "fwdbwd"), 2)
     m.update(flash_qla_verdicts(df))

@@ -9,12 +9,12 @@ launch over this row's. Slopes and crossovers: :mod:`kernels.longctx.scaling`, f
 (:func:`kernels.paper.report_kit.study_config`). The figures, tables and macros read the tidy table as
 the collect step derived it (:func:`derive`). Built on :mod:`kernels.paper.report_kit`.
 
-Verdicts (the claims table's): the move from softmax to linear attention turns O(n²) into O(n)
-(``LongctxLinearVerdict``: "holds" when every Gated DeltaNet prefill slope is at most
-1 + :data:`SLOPE_TOLERANCE` and every attention one at least 2 − :data:`SLOPE_TOLERANCE`, "partly
-holds" when one of the two is so); FlashAttention-style kernels keep attention's memory O(N)
-(``LongctxMemoryVerdict``: every attention's prefill peak-memory slope at most 1 +
-:data:`SLOPE_TOLERANCE`; "partly holds" when some are); linear attention is the faster above
+Verdicts (the claims table's), from the slopes' 95 % intervals
+(:func:`kernels.paper.report_kit.scaling_verdict`): the move from softmax to linear attention turns
+O(n²) into O(n) (``LongctxLinearVerdict``: every Gated DeltaNet prefill time's slope shows power 1
+and every attention's power 2, :func:`kernels.paper.report_kit.follows_power`; "partly holds" when
+some do); FlashAttention-style kernels keep attention's memory O(N) (``LongctxMemoryVerdict``: every
+attention's prefill peak-memory slope shows power 1); linear attention is the faster above
 :data:`OVERTAKE_SEQLEN` tokens (``LongctxOvertakeVerdict``: :func:`kernels.paper.report_kit.claim_verdict`
 of our chunked kernel's ``speedup_vs_attention`` in prefill at those lengths against 1).
 """
@@ -39,9 +39,7 @@ KEYS = ["gpu", "phase", "pass", "dtype", "seqlen", "launch"]
 #: The tidy table's columns that the report reads (:func:`kernels.paper.report_kit.tidy_frame`).
 COLUMNS = [*KEYS, "impl", "status", "batch", "heads", "kv_heads", "value_heads", "head_dim", "device_ms", "q10_ms",
            "q90_ms", "latency_ms", "peak_mem_bytes", "peak_mem_timed_bytes", "cache_bytes", "rel_err", "check_seqlen",
-           ROLES, "family", "peak_mem_gib", "cache_mib", "speedup_vs_attention"]
-#: How far a fitted slope may lie from its power (1 for linear, 2 for quadratic) for the verdicts.
-SLOPE_TOLERANCE = 0.1
+           ROLES, kit.DEVICE_REPS, "family", "peak_mem_gib", "cache_mib", "speedup_vs_attention"]
 #: The context length above which the source expects linear attention to win (its "above 100K").
 OVERTAKE_SEQLEN = 100_000
 #: The series whose slopes are fitted: (name in macros and tables, phase, pass, column).
@@ -271,9 +269,10 @@ def table_main(df: pd.DataFrame) -> pd.DataFrame:
 TABLES = {"longctx_table": table_main, "longctx_slopes": table_slopes}
 
 
-def _verdict_slopes(fitted: dict, series: str) -> tuple[list[float], list[float]]:
-    gdn = [s.p for (n, i), s in fitted.items() if n == series and i in GDN and s.n]
-    attn = [s.p for (n, i), s in fitted.items() if n == series and i in ATTENTION and s.n]
+def _verdict_slopes(fitted: dict, series: str) -> tuple[list[tuple], list[tuple]]:
+    """The 95 % intervals ``(low, high)`` of the GDN and the attention slopes of ``series``."""
+    gdn = [(s.low, s.high) for (n, i), s in fitted.items() if n == series and i in GDN and s.n]
+    attn = [(s.low, s.high) for (n, i), s in fitted.items() if n == series and i in ATTENTION and s.n]
     return gdn, attn
 
 
@@ -281,20 +280,21 @@ def verdicts(df: pd.DataFrame) -> dict[str, str]:
     """``LongctxLinearVerdict``, ``LongctxMemoryVerdict``, ``LongctxOvertakeVerdict`` (module docstring)."""
     fitted = slopes(df)
     gdn, attn = _verdict_slopes(fitted, "Fwd")
-    if gdn and attn:
-        linear = all(p <= 1 + SLOPE_TOLERANCE for p in gdn)
-        quadratic = all(p >= 2 - SLOPE_TOLERANCE for p in attn)
-        linear_verdict = "holds" if linear and quadratic else "partly holds" if linear or quadratic else "not reached"
-    else:
-        linear_verdict = style.MISSING
     _, mem = _verdict_slopes(fitted, "Mem")
-    within = [p <= 1 + SLOPE_TOLERANCE for p in mem]
-    memory_verdict = (style.MISSING if not within else "holds" if all(within)
-                      else "partly holds" if any(within) else "not reached")
     d = _rows(df, "prefill")
     over = d[(d["impl"] == "chunk") & (d["seqlen"] > OVERTAKE_SEQLEN)]["speedup_vs_attention"].dropna()
-    return {"LongctxLinearVerdict": linear_verdict, "LongctxMemoryVerdict": memory_verdict,
+    return {"LongctxLinearVerdict": kit.scaling_verdict(gdn, attn) if gdn and attn else style.MISSING,
+            "LongctxMemoryVerdict": kit.scaling_verdict(mem),
             "LongctxOvertakeVerdict": kit.claim_verdict(list(over), 1.0)}
+
+
+def _vs_attention(df: pd.DataFrame, impl: str, pas: str, seqlen) -> kit.Ratio:
+    """``impl``'s prefill speedup over the fastest attention at ``seqlen``, with its interval
+    (:func:`kernels.paper.report_kit.ratio` of the two rows' device times)."""
+    d = _rows(df, "prefill", pas)
+    d = d[(d["seqlen"] == seqlen) & d["device_ms"].notna()]
+    attn = d[d["impl"].isin(ATTENTION)].sort_values("device_ms")
+    return kit.ratio(kit.first(attn, kit.DEVICE_REPS), kit.first(d[d["impl"] == impl], kit.DEVICE_REPS))
 
 
 def _headline_length() -> int:
@@ -329,7 +329,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     ``...High``, in K tokens); at each table length (``T<size>``, :func:`kernels.paper.report_kit.size_name`)
     the prefill times (``LongctxMs<Impl><Pass>T...``, ms), the decode step (``LongctxDecodeUs<Impl>T...``,
     and ``LongctxDecodeGraphLatencyUs<Impl>T...``, µs), decode's memory (``LongctxCacheMib<Impl>T...``)
-    and the GDN speedups over the fastest attention (``LongctxSpeedup<Impl><Pass>T...``); the layer's
+    and the GDN speedups over the fastest attention (``LongctxSpeedup<Impl><Pass>T...``, and ``...Ci`` their
+    95 % intervals, :func:`kernels.paper.report_kit.interval`); the layer's
     shapes (``LongctxAttentionShape``, ``LongctxGdnShape``), the lengths (``LongctxSeqlenRange``,
     ``LongctxFitMin``, ``LongctxCheckSeqlen``), the largest check error (``LongctxErrMax``),
     ``LongctxMeasured`` ("true" when a row was timed, else "false": the paper's switch
@@ -362,6 +363,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
                 if impl in GDN:
                     m[f"LongctxSpeedup{c}{pname}{tag}"] = kit.fmt(_at(d, impl, "prefill", pas, t,
                                                                       "speedup_vs_attention"), 1)
+                    m[f"LongctxSpeedup{c}{pname}{tag}Ci"] = kit.interval(_vs_attention(d, impl, pas, t), 1)
             m[f"LongctxDecodeUs{c}{tag}"] = kit.fmt(_at(d, impl, "decode", "fwd", t) * 1e3, 1)
             m[f"LongctxDecodeGraphLatencyUs{c}{tag}"] = kit.fmt(
                 _at(d, impl, "decode", "fwd", t, "latency_ms", "graph") * 1e3, 1)

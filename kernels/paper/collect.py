@@ -12,9 +12,10 @@ study's ``cases``) are kept; a row measured before rows carried them gets those
 of the same case in the config section the data were measured with
 (:func:`with_roles`), none where the config no longer makes its case.
 
-The tidy table has one row per raw row: every field but ``env``, ``timing``
-and the repetition lists (a per-kernel breakdown ``kernels`` as one JSON text
-cell, ``roles`` as one text cell, space-separated), the environment as ``env_*`` columns and the timing block as
+The tidy table has one row per raw row: every field but ``env`` and ``timing``
+(the repetition lists ``device_times_ms`` and ``times_ms`` and a per-kernel breakdown ``kernels``
+each as one JSON text cell, the repetitions for the intervals of
+:func:`kernels.paper.report_kit.ratio`; ``roles`` as one text cell, space-separated), the environment as ``env_*`` columns and the timing block as
 ``timing_*`` columns, the compile-ahead answer (``compile_ahead``: the cold preparation in a child
 process, :func:`kernels.core.ahead.compile_ahead`) as ``ahead_*`` columns, plus ``gpu`` (the data folder), ``gpu_name``,
 ``n_reps``; from the device times (``device_times_ms``: the GPU's work alone,
@@ -134,7 +135,7 @@ def with_roles(rows: list[dict], study: str, section: dict | None) -> list[dict]
     return out
 
 
-#: Raw list fields that the tidy table summarises instead of copying.
+#: Raw list fields that the tidy table summarises, and keeps as JSON text cells.
 _LISTS = ("times_ms", "device_times_ms")
 
 
@@ -166,6 +167,8 @@ def tidy(rows: list[dict], gpu: str) -> pd.DataFrame:
         rec[rows_mod.ROLES] = " ".join(row.get(rows_mod.ROLES, []))
         if "kernels" in row:  # per-kernel breakdown, kept as one JSON text cell
             rec["kernels"] = json.dumps(row["kernels"])
+        for name in _LISTS:  # the repetitions, kept as JSON text cells (ok rows only)
+            rec[name] = json.dumps(row.get(name, []) if ok else [])
         device_ms, q10, q90 = _quantiles(device, ok)
         latency_ms, lat_q10, lat_q90 = _quantiles(latency, ok)
         rec.update(

@@ -222,12 +222,16 @@ def claim_verdicts(macros: dict[str, str]) -> dict[str, str]:
 def headline_table(reference: dict[str, str], candidate: dict[str, str], studies) -> pd.DataFrame:
     """The abstract's numbers of both runs (each study's ``report.HEADLINES``, in ``studies``' order,
     from :func:`study_macros` of each run): columns ``number`` (its words), ``reference`` and
-    ``second run`` (the macros' text; "n/a" where a run lacks it)."""
+    ``second run`` (the macros' text, followed by its interval where the run has one, the macro of the
+    same name with ``Ci``, :func:`kernels.paper.report_kit.interval`; "n/a" where a run lacks it)."""
+    def text(macros: dict[str, str], name: str) -> str:
+        value = macros.get(name, style.MISSING)
+        return f"{value} {macros[name + 'Ci']}" if value != style.MISSING and name + "Ci" in macros else value
+
     rows = []
     for study in studies:
         for name, words in getattr(render.report_module(study), "HEADLINES", {}).items():
-            rows.append({"number": words, "reference": reference.get(name, style.MISSING),
-                         "second run": candidate.get(name, style.MISSING)})
+            rows.append({"number": words, "reference": text(reference, name), "second run": text(candidate, name)})
     return pd.DataFrame(rows, columns=["number", "reference", "second run"])
 
 

@@ -29,7 +29,8 @@ from kernels.tensorcore.impls import IMPLS
 ORDER = tuple(IMPLS)
 #: The tidy table's columns that the report reads: a table without them (the tidy CSV of a study
 #: without rows, read back) gets them all NaN (:func:`kernels.paper.report_kit.tidy_frame`).
-COLUMNS = ["gpu", "impl", "status", "dtype", "m", "n", "k", "aligned", "device_ms", "tflops", "warmup_ms", ROLES]
+COLUMNS = ["gpu", "impl", "status", "dtype", "m", "n", "k", "aligned", "device_ms", "tflops", "warmup_ms", "flops",
+           ROLES, kit.DEVICE_REPS]
 #: The range both claims give, as a factor (lower, upper).
 CLAIMED = (2.0, 4.0)
 #: Opacity of an unaligned size's bar against its aligned size's.
@@ -185,6 +186,17 @@ def _at(d: pd.DataFrame, impl: str, size: int, col: str) -> float:
     return kit.median(d, col, impl=impl, m=size, n=size, k=size)
 
 
+def _throughput_ratio(d: pd.DataFrame, impl: str, size: int, base_impl: str, base_size: int) -> kit.Ratio:
+    """``impl``'s TFLOP/s at ``size`` over ``base_impl``'s at ``base_size`` with its interval: the
+    ratio of the device times (:func:`kernels.paper.report_kit.ratio`) times that of the FLOPs."""
+    def row(i, n):
+        return d[d["impl"].eq(i) & d["m"].eq(n) & d["n"].eq(n) & d["k"].eq(n)]
+
+    mine, base = row(impl, size), row(base_impl, base_size)
+    return kit.ratio(kit.first(base, kit.DEVICE_REPS), kit.first(mine, kit.DEVICE_REPS),
+                     float(kit.first(mine, "flops")) / float(kit.first(base, "flops")))
+
+
 #: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
 CLAIMS = {"TensorcorePaddingVerdict": "Padding matrix dimensions to multiples of 64/128: 2–4× tensor-core FLOP "
                                       "throughput",
@@ -197,7 +209,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     ``...EightK``, ``...EightKMinusOne``), the aligned size's over each neighbour's
     (``TensorcorePaddedSpeedup<name>``) and their range (``TensorcorePaddedSpeedupRange``); FP8 and
     bf16 TFLOP/s at every FP8 size (``TensorcoreFpEightTflops<size>``, ``TensorcoreBfSixteenTflops<size>``),
-    FP8's over bf16's (``TensorcoreFpEightSpeedup<size>``) and their range; the verdicts on the
+    FP8's over bf16's (``TensorcoreFpEightSpeedup<size>``) and their range; each ratio's and range's
+    95 % interval (``...Ci``, :func:`kernels.paper.report_kit.interval`); the verdicts on the
     claimed 2-4x (``TensorcorePaddingVerdict``, ``TensorcoreFpEightVerdict``); the warm-up of the
     sweep's cases (``TensorcoreWarmupMs``, its ``warmup_ms``); ``TensorcoreMeasured`` ("true" when a
     row was timed, else "false": the paper's switch ``\\ifTensorcoreMeasured``). 'n/a' where not
@@ -205,22 +218,28 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     sizes = paper_sizes(kit.study_config("tensorcore"))
     d = _ok(df)
     out = {}
-    pad, padded = kit.with_role(d, "padding"), []
+    pad, padded, padded_ci = kit.with_role(d, "padding"), [], []
     for aligned, named in sizes["padding"].items():
         for size, name in named:
             out[f"TensorcoreBfSixteenTflops{name}"] = kit.fmt(_at(pad, "bf16", size, "tflops"), 0)
             if size != aligned:
                 padded.append(_at(pad, "bf16", size, "speedup_padded"))
+                padded_ci.append(_throughput_ratio(pad, "bf16", aligned, "bf16", size))
                 out[f"TensorcorePaddedSpeedup{name}"] = kit.fmt(padded[-1])
+                out[f"TensorcorePaddedSpeedup{name}Ci"] = kit.interval(padded_ci[-1])
     out["TensorcorePaddedSpeedupRange"] = kit.span(padded)
+    out["TensorcorePaddedSpeedupRangeCi"] = kit.interval(padded_ci)
     out["TensorcorePaddingVerdict"] = kit.claim_verdict(padded, *CLAIMED)
-    f8, fp8 = kit.with_role(d, "fp8"), []
+    f8, fp8, fp8_ci = kit.with_role(d, "fp8"), [], []
     for size, name in sizes["fp8"]:
         out[f"TensorcoreBfSixteenTflops{name}"] = kit.fmt(_at(f8, "bf16", size, "tflops"), 0)
         out[f"TensorcoreFpEightTflops{name}"] = kit.fmt(_at(f8, "fp8", size, "tflops"), 0)
         fp8.append(_at(f8, "fp8", size, "speedup_vs_bf16"))
+        fp8_ci.append(_throughput_ratio(f8, "fp8", size, "bf16", size))
         out[f"TensorcoreFpEightSpeedup{name}"] = kit.fmt(fp8[-1])
+        out[f"TensorcoreFpEightSpeedup{name}Ci"] = kit.interval(fp8_ci[-1])
     out["TensorcoreFpEightSpeedupRange"] = kit.span(fp8)
+    out["TensorcoreFpEightSpeedupRangeCi"] = kit.interval(fp8_ci)
     out["TensorcoreFpEightVerdict"] = kit.claim_verdict(fp8, *CLAIMED)
     out["TensorcoreWarmupMs"] = kit.fmt(kit.study_config("tensorcore").get("warmup_ms"), 0)
     out["TensorcoreMeasured"] = "true" if len(d) else "false"
