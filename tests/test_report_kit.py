@@ -157,7 +157,10 @@ def test_a_ratio_is_byte_stable_and_missing_without_repetitions():
 
 
 def test_an_interval_reads_as_a_tie_when_it_holds_one():
-    assert kit.interval(kit.Ratio(1.02, 0.99, 1.05)) == "[0.990, 1.050] (tie)"
+    assert kit.interval(kit.Ratio(1.02, 0.99, 1.05)) == "[0.99, 1.05] (tie)"
+    # rounded outwards, so that it holds the ratio as printed (0.6655 reads 0.67)
+    assert kit.interval(kit.Ratio(0.6655, 0.6641, 0.6662)) == "[0.66, 0.67]"
+    assert kit.interval(kit.Ratio(0.6655, 0.6641, 0.6662), 3) == "[0.664, 0.667]"
     assert kit.interval(kit.Ratio(1.08, 1.04, 1.12), 2) == "[1.04, 1.12]"
     rs = [kit.Ratio(1.6, 1.58, 1.62), kit.Ratio(1.66, 1.64, 1.69)]
     assert kit.interval(rs, 2) == "[1.58, 1.69]"  # a range: lowest lower end to highest upper end

@@ -19,6 +19,7 @@ range (:func:`claim_verdict`) and that on a claimed growth from fitted log-log s
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -338,17 +339,22 @@ def ratios(base: pd.DataFrame, rows: pd.DataFrame, keys: Sequence[str], col: str
     return [ratio(ref[key], row[col]) for _, row in rows.iterrows() if (key := tuple(row[k] for k in keys)) in ref]
 
 
-def interval(values: Ratio | Sequence[Ratio], digits: int = 3) -> str:
-    """The :data:`LEVEL` interval of a ratio as the text writes it after the ratio: ``[0.990, 1.050]``,
-    followed by ``(tie)`` when it holds 1.0 (:attr:`Ratio.tie`). Of several ratios (a range over sizes,
-    written by :func:`span` of their values), from the lowest lower end to the highest upper end, with
-    ``(tie)`` when every interval holds 1.0 and ``(k of n ties)`` when k do.
+def interval(values: Ratio | Sequence[Ratio], digits: int = 2) -> str:
+    """The :data:`LEVEL` interval of a ratio as the text writes it after the ratio, with ``digits``
+    decimals like the ratio itself, rounded outwards (the lower end down, the upper end up) so that
+    it holds the ratio as printed: ``[0.99, 1.05]``, followed by ``(tie)`` when it holds 1.0
+    (:attr:`Ratio.tie`, of the unrounded interval). Of several ratios (a range over sizes, written by
+    :func:`span` of their values), from the lowest lower end to the highest upper end, with ``(tie)``
+    when every interval holds 1.0 and ``(k of n ties)`` when k do.
     :data:`kernels.paper.style.MISSING` when none is finite."""
     rs = [values] if isinstance(values, Ratio) else list(values)
     rs = [r for r in rs if np.isfinite(r.low) and np.isfinite(r.high)]
     if not rs:
         return style.MISSING
-    text = f"[{fmt(min(r.low for r in rs), digits)}, {fmt(max(r.high for r in rs), digits)}]"
+    unit = 10.0 ** digits
+    low = math.floor(min(r.low for r in rs) * unit + 1e-9) / unit  # 1e-9: 1.04 * 100 is 104.00000000000001
+    high = math.ceil(max(r.high for r in rs) * unit - 1e-9) / unit
+    text = f"[{fmt(low, digits)}, {fmt(high, digits)}]"
     ties = sum(r.tie for r in rs)
     if ties == len(rs):
         return f"{text} (tie)"

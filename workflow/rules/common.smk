@@ -318,7 +318,11 @@ if MEASURE and not SMOKE and not QUICK and workflow.is_main_process:
     )
     print(
         f"Measuring into {RAW}/{GPU}/: "
-        f"{', '.join(MEASURED) or 'nothing (every study is current)'} ({_which}).",
+        + (
+            f"{', '.join(MEASURED)} ({_which})."
+            if MEASURED
+            else "nothing (every study is current)."
+        ),
         file=sys.stderr,
     )
 
@@ -585,9 +589,9 @@ ALL_OUTPUTS += [f for s in MEASURED for f in raw_files(s)]
 # The reproduction check (workflow/rules/reproduce.smk) compares a second run with this run's rows,
 # study by study: CANDIDATE_DIRS maps each study to the folder of its second run
 # (<folder>/<study>/<impl>.jsonl): the quick run's rows against the committed ones of the same cases
-# (REFERENCE), or the second run config reproduce.candidate names against data/raw/<gpu>/, or, when
-# the paper is rendered from the committed rows, the committed second runs of that folder (config
-# reproduce.committed: one folder or a list, each study's second run in one of them). CANDIDATE
+# (REFERENCE), or the second run config reproduce.candidate names against data/raw/<gpu>/, or the
+# committed second runs of that folder (config reproduce.committed: one folder or a list, each
+# study's second run in one of them) of the studies this run does not measure. CANDIDATE
 # lists the folders, as the paper names them.
 REFERENCE = f"data/raw/{GPU}"
 if QUICK and config["reproduce"]["candidate"]:
@@ -627,15 +631,20 @@ elif config["reproduce"]["candidate"]:
     CANDIDATE_DIRS = second_run_dirs(
         [config["reproduce"]["candidate"]], "reproduce.candidate"
     )
-elif _committed_second and not MEASURE and not SMOKE and not SUBSET_LEFT_OUT:
-    CANDIDATE_DIRS = second_run_dirs(
-        (
-            [_committed_second]
-            if isinstance(_committed_second, str)
-            else _committed_second
-        ),
-        f"reproduce.committed.{GPU}",
-    )
+elif _committed_second and not SMOKE and not SUBSET_LEFT_OUT and RAW == "data/raw":
+    # a study this run measures has new rows: its committed second run is of other rows
+    CANDIDATE_DIRS = {
+        s: folder
+        for s, folder in second_run_dirs(
+            (
+                [_committed_second]
+                if isinstance(_committed_second, str)
+                else _committed_second
+            ),
+            f"reproduce.committed.{GPU}",
+        ).items()
+        if s not in MEASURED
+    }
 else:
     CANDIDATE_DIRS = {}
 CANDIDATE = sorted(set(CANDIDATE_DIRS.values())) or None
