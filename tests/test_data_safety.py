@@ -702,6 +702,18 @@ def test_each_studys_second_run_comes_from_one_of_the_committed_folders(tree):
                 f"hold a second run of {study}; name one of them")
 
 
+def test_a_measuring_run_compares_the_second_runs_of_the_studies_it_does_not_measure(tree):
+    """A study the run measures gets new rows, which its committed second run is not of: the check
+    leaves it out and still compares the other studies' committed second runs."""
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=[tensorcore]", "gpu=h200",
+                     "overwrite=[tensorcore]", "-R", "reproduce")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [line] = [x.strip() for x in (proc.stdout + proc.stderr).splitlines()
+              if x.strip().startswith("input: data/reproductions/")]
+    compared = {p.split("/")[3] for p in line.removeprefix("input: ").split(", ") if p.startswith("data/reproductions/")}
+    assert "tensorcore" not in compared and {"swiglu", "longctx"} <= compared
+
+
 def test_the_check_compares_only_studies_whose_second_run_is_of_their_code(tree):
     """The committed second run is of ff5a205's code: its GDN rows are not compared with GDN rows
     of another fingerprint, and the paper says that study has no second run of its code."""
