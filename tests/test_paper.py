@@ -147,7 +147,8 @@ def test_the_built_paper_embeds_its_fonts_and_has_the_stated_pages(built):
 def test_commands_copied_from_the_pdf_keep_their_double_dashes(built):
     text = subprocess.run(["pdftotext", str(built / "paper" / "main.pdf"), "-"], capture_output=True,
                           text=True, check=True).stdout
-    for command in ("snakemake --cores all", "--config measure=true", "--resources gpu=N",
+    text = " ".join(text.split())  # a command the line breaks is copied with a space there
+    for command in ("snakemake --cores all", "--config \"measure=[swiglu]\"", "--resources gpu=N",
                     "--profile profiles/quick", "--workflow-profile profiles/slurm"):
         assert command in text, f"{command!r} not in the PDF's text"
 

@@ -601,9 +601,10 @@ if QUICK and config["reproduce"]["candidate"]:
     )
 
 
-def second_run_dirs(folders, key):
+def second_run_dirs(folders, key, required=True):
     """{study: folder} of the studies whose rows one of ``folders`` holds (config ``key``); a
-    study in two of them is an error naming both."""
+    study in two of them is an error naming both, and so, where ``required`` (a second run the
+    command line names), is none."""
     dirs = {}
     for folder in folders:
         for s in STUDIES:
@@ -615,7 +616,7 @@ def second_run_dirs(folders, key):
                     f"of {s}; name one of them"
                 )
             dirs[s] = folder
-    if not dirs:
+    if required and not dirs:
         raise WorkflowError(
             f"config {key}: no rows in {', '.join(f'{f}/' for f in folders)} (expected "
             f"<folder>/<study>/<impl>.jsonl for a study of {STUDIES}, e.g. "
@@ -642,6 +643,7 @@ elif _committed_second and not SMOKE and not SUBSET_LEFT_OUT and RAW == "data/ra
                 else _committed_second
             ),
             f"reproduce.committed.{GPU}",
+            required=False,
         ).items()
         if s not in MEASURED
     }
