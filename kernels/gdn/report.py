@@ -338,6 +338,7 @@ def published_verdicts(df: pd.DataFrame) -> dict[str, str]:
 
     t = table_published(df)
     rows = _published_rows(df)
+    compared = set(published.TIMES) & _configured_published()  # the configurations of table_published
     out = {}
     for pas, name in (("fwd", "Fwd"), ("bwd", "Bwd")):
         p = t[t.index.get_level_values("pass") == style.pass_label(pas)]
@@ -346,7 +347,7 @@ def published_verdicts(df: pd.DataFrame) -> dict[str, str]:
         low, high = published.CLAIMED[pas]
         out[f"GdnPublished{name}Verdict"] = kit.claim_verdict(list(measured), low, high)
         out[f"GdnPublished{name}Speedups"] = kit.span(measured)
-        mine = rows[rows["pass"].eq(pas) & rows["config"].isin([c for c in published.TIMES if c[0] == pas and c in _configured_published()])]
+        mine = rows[rows["config"].isin([c for c in compared if c[0] == pas])]
         out[f"GdnPublished{name}SpeedupsCi"] = kit.interval(
             kit.ratios(mine[mine["impl"].eq("fla_chunk")], mine[mine["impl"].eq("flash_qla")], ["config"]))
         out[f"GdnPublished{name}SpeedupsTheirs"] = kit.span(theirs)

@@ -323,12 +323,6 @@ def rows_needed(timed: int, min_within: float) -> int:
     return math.ceil(min_within * timed)
 
 
-def _study_claims(claims: pd.DataFrame, study: str) -> pd.DataFrame:
-    """The claims of ``study``: verdict macros named after it (``Swiglu...Verdict``, each report's
-    prefix :func:`kernels.paper.report_kit.camel`)."""
-    return claims[claims["claim"].astype(str).str.startswith(kit.camel(study))]
-
-
 def _reasons(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) -> list[str]:
     """Why the rows of ``table`` with ``claims`` are not reproduced (empty when they are): the share
     within the tolerance below ``min_within``, rows missing or of changed status, verdicts that differ."""
@@ -347,33 +341,35 @@ def _reasons(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) -> li
 
 
 def study_outcomes(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) -> dict[str, list[str]]:
-    """Each study of ``table`` (its rows and its claims, :func:`_study_claims`; a claim named after
-    no study of the table counts for each): why it is not reproduced (:func:`_reasons`), an empty
-    list where it is. A study is the unit of reproduction: each is checked against ``min_within``
-    on its own."""
-    studies = list(table["study"].unique())
-    known = pd.Series(False, index=claims.index)
-    for study in studies:
-        known |= claims["claim"].astype(str).str.startswith(kit.camel(study))
-    shared = claims[~known]
-    return {study: _reasons(table[table["study"] == study],
-                            pd.concat([_study_claims(claims, study), shared]), min_within)
-            for study in studies}
+    """Each study of ``table`` with its rows and its claims (verdict macros named after it,
+    ``Swiglu...Verdict``: each report's prefix :func:`kernels.paper.report_kit.camel`; a claim named
+    after no study of the table counts for each): why it is not reproduced (:func:`_reasons`), an
+    empty list where it is. A study is the unit of reproduction: each is checked against
+    ``min_within`` on its own."""
+    prefixes = {study: kit.camel(study) for study in table["study"].unique()}
+    owner = claims["claim"].astype(str).map(
+        lambda claim: next((s for s, prefix in prefixes.items() if claim.startswith(prefix)), None))
+    return {study: _reasons(table[table["study"] == study], claims[(owner == study) | owner.isna()], min_within)
+            for study in prefixes}
+
+
+def reproduced(outcomes: dict[str, list[str]]) -> bool:
+    """Whether the runs are reproduced: every study of :func:`study_outcomes` is (and there is one)."""
+    return bool(outcomes) and not any(outcomes.values())
 
 
 def is_reproduced(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) -> bool:
     """True when every study of ``table`` is (:func:`study_outcomes`): at least ``min_within`` of
     its rows timed in both runs are reproduced, none is missing or changed status, and each of its
     claims' verdicts is the same."""
-    outcomes = study_outcomes(table, claims, min_within)
-    return bool(outcomes) and not any(outcomes.values())
+    return reproduced(study_outcomes(table, claims, min_within))
 
 
-def outcome_by_study(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) -> str:
-    """Each study's outcome in the paper's words, e.g. ``Long context: reproduced; SwiGLU: not
-    reproduced (91.0 % of rows within, needs 95 %)``."""
+def outcome_by_study(outcomes: dict[str, list[str]]) -> str:
+    """Each study's outcome (:func:`study_outcomes`) in the paper's words, e.g. ``Long context:
+    reproduced; SwiGLU: not reproduced (91.0 % of rows within, needs 95 %)``."""
     return "; ".join(f"{style.study_label(study)}: " + (f"not reproduced ({', '.join(why)})" if why else "reproduced")
-                     for study, why in study_outcomes(table, claims, min_within).items())
+                     for study, why in outcomes.items())
 
 
 def percent(part: int, whole: int) -> str:
@@ -398,7 +394,7 @@ def summary_line(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, mi
     n = _counts(table)
     timed = n["reproduced"] + n["slower"] + n["faster"]
     outcomes = study_outcomes(table, claims, min_within)
-    ok = bool(outcomes) and not any(outcomes.values())
+    ok = reproduced(outcomes)
     if timed:
         rows_part = (f"{n['reproduced']} of {timed} rows within ±{100 * tolerance:g} % of "
                      f"device time ({percent(n['reproduced'], timed)} %)")
@@ -491,13 +487,14 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
     out["ReproByStudy"] = ", ".join(by_study) or "none"
     out["ReproStudies"] = kit.and_list([style.study_label(s) for s in table["study"].unique()]) or "none"
     n = _counts(table)
+    outcomes = study_outcomes(table, claims, min_within)
     different = [(labels or {}).get(c, c) for c in claims.loc[~claims["same"], "claim"]]
     out.update(ReproRowsMissing=str(n["missing"]), ReproRowsStatusChanged=str(n["status changed"]),
                ReproTolerancePct=f"{100 * tolerance:g}",
                ReproClaimsSame=str(int(claims["same"].sum())), ReproClaimsCompared=str(len(claims)),
                ReproClaimsDifferent=render.escape_latex("; ".join(different) if different else "none"),
-               ReproOutcome="reproduced" if is_reproduced(table, claims, min_within) else "not reproduced",
-               ReproOutcomeByStudy=render.escape_latex(outcome_by_study(table, claims, min_within)),
+               ReproOutcome="reproduced" if reproduced(outcomes) else "not reproduced",
+               ReproOutcomeByStudy=render.escape_latex(outcome_by_study(outcomes)),
                ReproCandidate=kit.and_list([r"\texttt{" + render.escape_latex(f).replace("/", r"/\allowbreak{}") + "}"
                                             for f in candidate]))
     return out
