@@ -91,19 +91,19 @@ def test_check_config_value_heads_multiple_of_heads():
 
 def test_committed_sweep_runs_flash_qla_configurations():
     """FlashQLA's published configurations (forward: five h_qk/h_v at their token counts;
-    backward: the one it quotes against FLA, 16/32 at 1 x 32768) run for chunk, fla_chunk and
-    flash_qla, and FlashQLA's backward runs nowhere else but B4 T8192 H16."""
+    backward: its four, 16/32 at 1 x 8192 and 16/32, 8/16, 2/4 at 1 x 32768) run for chunk,
+    fla_chunk and flash_qla, and FlashQLA's backward runs nowhere else but B4 T8192 H16."""
     with open(Path(__file__).parents[1] / "config/studies/gdn.yaml") as f:
         sweep = yaml.safe_load(f)["gdn"]["sweep"]
     fwd = {(4, 8192, 16, None), (1, 32768, 16, 32), (1, 32768, 32, None), (4, 8192, 16, 64), (1, 32768, 2, 8)}
-    bwd = {(1, 32768, 16, 32)}
+    bwd = {(1, 8192, 16, 32), (1, 32768, 16, 32), (1, 32768, 8, 16), (1, 32768, 2, 4)}
     for impl in ("chunk", "fla_chunk", "flash_qla"):
         rows = cases(sweep, impl)
         assert fwd <= set(gva_shapes(rows, "fwd")) and bwd <= set(gva_shapes(rows, "bwd"))
         assert set(gva_shapes(rows, "bwd")) == set(gva_shapes(rows, "fwdbwd"))
     qla = cases(sweep, "flash_qla")
     assert set(gva_shapes(qla, "bwd")) == {(4, 8192, 16, None)} | bwd
-    assert len(shapes(cases(sweep, "fla_chunk"), "bwd")) == 4 + 1
+    assert len(shapes(cases(sweep, "fla_chunk"), "bwd")) == 4 + 4
     assert not any("value_heads" in c for c in cases(sweep, "naive") + cases(sweep, "recurrent"))
 
 
