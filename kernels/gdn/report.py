@@ -443,7 +443,8 @@ HEADLINES = _headlines()
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text: forward times, speedups and TFLOP/s at the main
     shapes, the speedup over naive at the largest seqlen naive ran (and that
-    shape); ``chunk``'s and FLA's forward on the longest packed-sequence case
+    shape, both times there and naive's per token, µs: ``GdnChunkMsAtNaiveMax``,
+    ``GdnNaiveMsAtNaiveMax``, ``GdnNaiveUsPerToken``); ``chunk``'s and FLA's forward on the longest packed-sequence case
     (``Gdn<Impl>VarlenMs``, ``GdnVarlenCase``); backward and forward + backward times, speedups over FLA and peak
     memory at the backward's main shapes (``Gdn<Impl>Bwd...``, ``Gdn<Impl>Fwdbwd...``);
     each speedup over FLA's 95 % interval (``...Ci``, :func:`kernels.paper.report_kit.interval`);
@@ -521,6 +522,10 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         row = d.assign(tokens=d["batch"] * d["seqlen"] * d["heads"]).sort_values(["seqlen", "tokens"]).iloc[-1]
         m["GdnChunkSpeedupVsNaive"] = kit.fmt(row["speedup_vs_naive"], 0)
         m["GdnNaiveMaxShape"] = f"B{int(row['batch'])} T{int(row['seqlen'])} H{int(row['heads'])}"
+        m["GdnChunkMsAtNaiveMax"] = kit.fmt(row["device_ms"], 3)
+        m["GdnNaiveMsAtNaiveMax"] = kit.fmt(row["device_ms"] * row["speedup_vs_naive"], 0)
+        m["GdnNaiveUsPerToken"] = kit.fmt(1e3 * row["device_ms"] * row["speedup_vs_naive"] / row["seqlen"], 0)
     else:
         m["GdnChunkSpeedupVsNaive"] = m["GdnNaiveMaxShape"] = "n/a"
+        m["GdnChunkMsAtNaiveMax"] = m["GdnNaiveMsAtNaiveMax"] = m["GdnNaiveUsPerToken"] = "n/a"
     return m

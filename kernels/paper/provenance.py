@@ -32,7 +32,7 @@ from kernels.core.files import write_atomic
 from kernels.core.fingerprint import ROOT, differences, fingerprint, measured_modules
 from kernels.paper.render import job_minutes, macro_lines, table_to_latex
 from kernels.paper.report_kit import and_list, camel, escape_latex
-from kernels.paper.style import study_label
+from kernels.paper.style import study_label, study_name
 
 CURRENT, STALE, NOT_MEASURED = "current", "stale", "not measured"
 
@@ -230,7 +230,7 @@ def render_provenance(studies: list[str], folder: str | Path, sections: dict[str
                         r" rows. Each study is one run; different studies may come from different runs and GPUs.}",
                         r"\label{tab:provenance}", table_to_latex(frame).rstrip("\n"), r"\end{table}"])
     gpus = {g for s in found for g in s.gpus}
-    stale = [study_label(s.study) for s in found if s.state == STALE]
+    stale = [study_name(s.study) for s in found if s.state == STALE]
     values = {"ProvenanceCurrent": str(sum(s.state == CURRENT for s in found)),
               "ProvenanceStaleText": f"; the rows of {and_list(stale)} are stale, measured by earlier code"
               if stale else "",

@@ -256,7 +256,7 @@ def timing_macros(timing: dict, other_timing: Sequence[str] = ()) -> dict[str, s
     studies ``other_timing`` whose rows were timed with other settings than these (their
     fingerprint's ``timing`` part differs: :class:`kernels.paper.provenance.StudyState`), empty
     when there are none."""
-    names = report_kit.and_list([style.study_label(s) for s in other_timing])
+    names = report_kit.and_list([style.study_name(s) for s in other_timing])
     note = (rf" The rows of {names} were timed with other settings than these (their fingerprint's timing part"
             r" differs: Table~\ref{tab:provenance})." if names else "")
     return {"TimingRowsNote": note, "TimingSpinMinUs": f"{MIN_SPIN_US:g}",
@@ -330,7 +330,8 @@ def render_numbers(studies: list[str], tidy_csvs: list[str], out: str,
     settings (:func:`timing_macros`, from ``timing``, the config's, naming the studies
     ``other_timing`` whose rows were timed with other settings), the rows
     that drifted while timed (:func:`drift_macros`), the warm-up and spin
-    (:func:`warmup_macros`) and each study's ``report.macros``.
+    (:func:`warmup_macros`), the constants of the verdicts' criteria
+    (:func:`kernels.paper.report_kit.criterion_macros`) and each study's ``report.macros``.
     """
     frames = [read_tidy(p) for p in tidy_csvs]
     values = environment_macros(frames)
@@ -338,6 +339,7 @@ def render_numbers(studies: list[str], tidy_csvs: list[str], out: str,
     values.update(first_call_macros(frames))
     values.update(drift_macros(frames))
     values.update(warmup_macros(frames))
+    values.update(report_kit.criterion_macros())
     if timing is not None:
         values.update(timing_macros(timing, other_timing))
     for study, df in zip(studies, frames):

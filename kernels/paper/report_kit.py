@@ -369,17 +369,29 @@ def values(rs: Iterable[Ratio]) -> list[float]:
 #: How far from its power (1 linear, 2 quadratic) a fitted log-log slope's interval may reach and
 #: still show that power (:func:`follows_power`).
 SLOPE_TOLERANCE = 0.1
+#: The slope that divides linear from quadratic growth: a slope's interval must lie wholly on its
+#: power's side of it (:func:`follows_power`).
+SLOPE_DIVIDE = 1.5
 
 
 def follows_power(low: float, high: float, power: int) -> bool:
     """Whether a fitted log-log slope's :data:`LEVEL` interval ``[low, high]`` shows a cost growing
     as the ``power``-th power of the length, linear (1) or quadratic (2): the interval holds a value
-    within ``power`` ± :data:`SLOPE_TOLERANCE` and lies wholly on ``power``'s side of 1.5, so that
-    it also rules the other power out. False for a NaN interval (too few lengths)."""
+    within ``power`` ± :data:`SLOPE_TOLERANCE` and lies wholly on ``power``'s side of
+    :data:`SLOPE_DIVIDE`, so that it also rules the other power out. False for a NaN interval (too
+    few lengths)."""
     if not (np.isfinite(low) and np.isfinite(high)):
         return False
     near = low <= power + SLOPE_TOLERANCE and high >= power - SLOPE_TOLERANCE
-    return bool(near and (low > 1.5 if power == 2 else high < 1.5))
+    return bool(near and (low > SLOPE_DIVIDE if power == 2 else high < SLOPE_DIVIDE))
+
+
+def criterion_macros() -> dict[str, str]:
+    """The constants of the verdicts' criteria as the paper states them: ``CiLevelPct`` (the
+    intervals' level, %, :data:`LEVEL`), ``CiResamples`` (bootstrap resamples, :data:`RESAMPLES`),
+    ``SlopeTolerance`` (:data:`SLOPE_TOLERANCE`) and ``SlopeDivide`` (:data:`SLOPE_DIVIDE`)."""
+    return {"CiLevelPct": f"{LEVEL * 100:g}", "CiResamples": f"{RESAMPLES:,}".replace(",", r"\,"),
+            "SlopeTolerance": f"{SLOPE_TOLERANCE:g}", "SlopeDivide": f"{SLOPE_DIVIDE:g}"}
 
 
 def scaling_verdict(linear: Sequence[tuple[float, float]], quadratic: Sequence[tuple[float, float]] = ()) -> str:

@@ -368,7 +368,7 @@ def is_reproduced(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) 
 def outcome_by_study(outcomes: dict[str, list[str]]) -> str:
     """Each study's outcome (:func:`study_outcomes`) in the paper's words, e.g. ``Long context:
     reproduced; SwiGLU: not reproduced (91.0 % of rows within, needs 95 %)``."""
-    return "; ".join(f"{style.study_label(study)}: " + (f"not reproduced ({', '.join(why)})" if why else "reproduced")
+    return "; ".join(f"{style.study_name(study)}: " + (f"not reproduced ({', '.join(why)})" if why else "reproduced")
                      for study, why in outcomes.items())
 
 
@@ -429,7 +429,7 @@ def second_runs(run: list[dict]) -> str:
         key = (str(env.get("git_commit") or "n/a")[:7], str(env.get("gpu_uuid") or "n/a")[:12])
         if row["study"] not in by_run[key]:
             by_run[key].append(row["study"])
-    return "; ".join(f"{', '.join(style.study_label(s) for s in studies)}: commit {commit}, {gpu}"
+    return "; ".join(f"{', '.join(style.study_name(s) for s in studies)}: commit {commit}, {gpu}"
                      for (commit, gpu), studies in sorted(by_run.items()))
 
 
@@ -483,9 +483,9 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
     for study, g in table.groupby("study", sort=False):
         name = kit.camel(study)
         out[f"ReproRowsWithin{name}"], out[f"ReproRowsCompared{name}"], out[f"ReproPercentWithin{name}"] = within(g)
-        by_study.append(f"{style.study_label(study)} {out[f'ReproPercentWithin{name}']}\\,\\%")
+        by_study.append(f"{style.study_name(study)} {out[f'ReproPercentWithin{name}']}\\,\\%")
     out["ReproByStudy"] = ", ".join(by_study) or "none"
-    out["ReproStudies"] = kit.and_list([style.study_label(s) for s in table["study"].unique()]) or "none"
+    out["ReproStudies"] = kit.and_list([style.study_name(s) for s in table["study"].unique()]) or "none"
     n = _counts(table)
     outcomes = study_outcomes(table, claims, min_within)
     different = [(labels or {}).get(c, c) for c in claims.loc[~claims["same"], "claim"]]
@@ -621,7 +621,7 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
     outside the tolerance; ``sizes``: :func:`size_table`; ``impls``: :func:`impl_table`;
     ``claims``: :func:`compare_claims`; ``headlines``: :func:`headline_table`; ``without``: the
     studies without a second run of their code, which the paragraph names)."""
-    per_study = ", ".join(rf"{style.study_label(study)} \ReproRowsWithin{kit.camel(study)}{{}} of"
+    per_study = ", ".join(rf"{style.study_name(study)} \ReproRowsWithin{kit.camel(study)}{{}} of"
                           rf" \ReproRowsCompared{kit.camel(study)}{{}} (\ReproPercentWithin{kit.camel(study)}\,\%)"
                           for study in studies)
     table_ref = (r"Table~\ref{tab:reproduction_impls} counts the rows outside it per implementation and"
@@ -650,7 +650,7 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
         r"\ReproRowsNotTimed{} cases that neither run timed, with the same status in both, are left out.",
         r"Shares are given to one decimal, rounded down. Outcome: \ReproOutcome{} (\ReproOutcomeByStudy)."])
     if without:
-        names = kit.and_list([style.study_label(s) for s in without])
+        names = kit.and_list([style.study_name(s) for s in without])
         text += ("\n" + rf"No second run of the code that measured the rows of {names} is committed yet:"
                  r" their rows are not compared, and the outcome holds for the studies named above only.")
     floats = [r"\begin{figure}[tbp]", r"\centering", r"\fitgraphics{reproduction.pdf}",

@@ -24,8 +24,17 @@ COLUMN_WIDTH = 3.4
 FULL_WIDTH = 7.0
 
 def study_label(study: str) -> str:
-    """The display name of ``study`` (``STUDY_LABEL`` of its registry module; else ``study``)."""
+    """The display name of ``study`` (``STUDY_LABEL`` of its registry module; else ``study``), as a
+    table cell, a legend or the start of a sentence writes it."""
     return getattr(registry_module(study), "STUDY_LABEL", study)
+
+
+def study_name(study: str) -> str:
+    """:func:`study_label` as the middle of a sentence writes it: a label that is a name (any letter
+    after its first upper case: "SwiGLU", "Gated DeltaNet") as it is, a phrase ("Long context",
+    "Tensor cores") with its first letter in lower case."""
+    text = study_label(study)
+    return text if any(c.isupper() for c in text[1:]) else text[:1].lower() + text[1:]
 
 
 #: Display names of passes.
