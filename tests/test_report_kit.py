@@ -184,3 +184,22 @@ def test_a_slope_shows_a_power_when_its_interval_is_near_it_and_excludes_the_oth
     assert kit.scaling_verdict([(0.9, 1.1)], [(1.06, 2.0)]) == "partly holds"
     assert kit.scaling_verdict([(1.6, 1.9)]) == "not reached"
     assert kit.scaling_verdict([]) == "n/a"
+
+
+def test_criterion_macros_state_the_constants_the_verdicts_apply(monkeypatch):
+    """The paper's criteria read the constants that follows_power and ratio apply, so a change of
+    one changes the text with the verdicts."""
+    assert kit.criterion_macros() == {"CiLevelPct": "95", "CiResamples": r"4\,000", "SlopeTolerance": "0.1",
+                                      "SlopeDivide": "1.5"}
+    monkeypatch.setattr(kit, "SLOPE_DIVIDE", 1.3)
+    assert kit.criterion_macros()["SlopeDivide"] == "1.3"
+    assert kit.follows_power(1.35, 1.95, 2) and not kit.follows_power(1.2, 1.95, 2)
+
+
+def test_a_study_is_named_in_lower_case_mid_sentence_only_when_its_label_is_a_phrase():
+    """study_name keeps names ("SwiGLU", "Gated DeltaNet") and lowers phrases ("long context")."""
+    from kernels.paper import style
+
+    assert [style.study_name(s) for s in ("swiglu", "flex", "gdn", "longctx", "tensorcore")] == [
+        "SwiGLU", "FlexAttention", "Gated DeltaNet", "long context", "tensor cores"]
+    assert style.study_label("longctx") == "Long context"
