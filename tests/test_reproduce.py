@@ -189,11 +189,11 @@ def test_host_bound_rows_are_flagged_and_split_by_size():
     assert (m["ReproRowsOutside"], m["ReproRowsOutsideBelowTenUs"], m["ReproRowsOutsideFromOneMs"]) == ("2", "1", "1")
     assert m["ReproOutsideFromOneMsList"] == "scale (torch.mul) at 20.000 ms: 1.50 (host-bound)"  # 30 ms in the second run
     assert (m["ReproRowsNotTimed"], m["ReproPercentWithin"]) == ("0", "50.0")
-    assert m["ReproOutcomeByStudy"] == r"Toy: not reproduced (50.0 \% of rows within, needs 95 \%)"
+    assert m["ReproOutcomeByStudy"] == r"toy: not reproduced (50.0 \% of rows within, needs 95 \%)"
     env = {"git_commit": "85bec7eca74", "gpu_uuid": "GPU-640a6f14-1889"}
     m = reproduce.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, ["x"],
                          run=[{"study": "toy", "env": env}, {"study": "toy", "env": env}])
-    assert m["ReproRuns"] == "Toy: commit 85bec7e, GPU-640a6f14"
+    assert m["ReproRuns"] == "toy: commit 85bec7e, GPU-640a6f14"
     assert reproduce.outside_table(table)["verdict"].tolist() == ["slower, host-bound", "slower"]
     impls = reproduce.impl_table(table)
     assert impls.to_dict("list") == {"study": ["Toy"], "implementation": ["scale (torch.mul)"], "rows": [4], "slower": [2], "faster": [0],

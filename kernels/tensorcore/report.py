@@ -197,6 +197,10 @@ def _throughput_ratio(d: pd.DataFrame, impl: str, size: int, base_impl: str, bas
                      float(kit.first(mine, "flops")) / float(kit.first(base, "flops")))
 
 
+#: Elements of bfloat16 in 16 bytes: the padding set's neighbours that are a multiple of it
+#: ("RowAligned", 8200, 8256, ...) and those that are not ("Odd", 8191, 8193, ...) are quoted apart.
+ROW_ALIGN = 8
+
 #: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
 CLAIMS = {"TensorcorePaddingVerdict": "Padding matrix dimensions to multiples of 64/128: 2–4× tensor-core FLOP "
                                       "throughput",
@@ -207,7 +211,10 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text, at the sizes of the config's sweep (:func:`paper_sizes`):
     bf16 TFLOP/s at every padding size (``TensorcoreBfSixteenTflops<name>``, e.g.
     ``...EightK``, ``...EightKMinusOne``), the aligned size's over each neighbour's
-    (``TensorcorePaddedSpeedup<name>``) and their range (``TensorcorePaddedSpeedupRange``); FP8 and
+    (``TensorcorePaddedSpeedup<name>``) and their range (``TensorcorePaddedSpeedupRange``), apart
+    for the neighbours that are not a multiple of :data:`ROW_ALIGN` and those that are
+    (``TensorcorePaddedSpeedupOddRange``, ``...RowAlignedRange``, and the sizes measured of each,
+    ``TensorcorePaddedOddSizes``, ``...RowAlignedSizes``); FP8 and
     bf16 TFLOP/s at every FP8 size (``TensorcoreFpEightTflops<size>``, ``TensorcoreBfSixteenTflops<size>``),
     FP8's over bf16's (``TensorcoreFpEightSpeedup<size>``) and their range; each ratio's and range's
     95 % interval (``...Ci``, :func:`kernels.paper.report_kit.interval`); the verdicts on the
@@ -229,6 +236,12 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
                 out[f"TensorcorePaddedSpeedup{name}Ci"] = kit.interval(padded_ci[-1])
     out["TensorcorePaddedSpeedupRange"] = kit.span(padded)
     out["TensorcorePaddedSpeedupRangeCi"] = kit.interval(padded_ci)
+    neighbours = [size for named in sizes["padding"].values() for size, _ in named[1:]]
+    for kind, keep in (("Odd", lambda n: n % ROW_ALIGN), ("RowAligned", lambda n: not n % ROW_ALIGN)):
+        pick = [i for i, n in enumerate(neighbours) if keep(n) and np.isfinite(padded[i])]
+        out[f"TensorcorePaddedSpeedup{kind}Range"] = kit.span([padded[i] for i in pick])
+        out[f"TensorcorePaddedSpeedup{kind}RangeCi"] = kit.interval([padded_ci[i] for i in pick])
+        out[f"TensorcorePadded{kind}Sizes"] = kit.and_list([str(neighbours[i]) for i in pick]) or style.MISSING
     out["TensorcorePaddingVerdict"] = kit.claim_verdict(padded, *CLAIMED)
     f8, fp8, fp8_ci = kit.with_role(d, "fp8"), [], []
     for size, name in sizes["fp8"]:
