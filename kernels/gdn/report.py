@@ -333,7 +333,8 @@ def published_verdicts(df: pd.DataFrame) -> dict[str, str]:
     on the measured speedups of the configurations measured here), ``GdnPublished<Pass>Speedups``
     (those speedups, ``1.9--2.8``, and ``...Ci`` their intervals, :func:`kernels.paper.report_kit.interval`) and
     ``GdnPublished<Pass>SpeedupsTheirs`` (the published ones at
-    the same configurations), ``GdnPublished<Pass>Configs`` (how many)."""
+    the same configurations), ``GdnPublished<Pass>Configs`` (how many); our chunked kernels' speedup
+    over FLA there, ``GdnPublished<Pass>OursVsFla`` and its ``...Ci``."""
     from kernels.gdn import published
 
     t = table_published(df)
@@ -352,6 +353,9 @@ def published_verdicts(df: pd.DataFrame) -> dict[str, str]:
             kit.ratios(mine[mine["impl"].eq("fla_chunk")], mine[mine["impl"].eq("flash_qla")], ["config"]))
         out[f"GdnPublished{name}SpeedupsTheirs"] = kit.span(theirs)
         out[f"GdnPublished{name}Configs"] = str(len(measured))
+        ours = kit.ratios(mine[mine["impl"].eq("fla_chunk")], mine[mine["impl"].eq("chunk")], ["config"])
+        out[f"GdnPublished{name}OursVsFla"] = kit.span(kit.values(ours))
+        out[f"GdnPublished{name}OursVsFlaCi"] = kit.interval(ours)
     return out
 
 
