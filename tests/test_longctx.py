@@ -218,6 +218,17 @@ def test_the_report_fits_the_slopes_finds_the_crossover_and_gives_the_verdicts()
         fig(df)
 
 
+def test_the_memory_figure_names_the_series_that_coincide():
+    df = _synthetic()  # every prefill needs the same memory, attention's decode the same cache
+    df.loc[df["impl"].isin(report.GDN), "peak_mem_gib"] *= 4
+    fig = report.fig_memory(df)
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "cuDNN attention" in texts and "FA2 attention (= cuDNN attention)" in texts
+    assert "GDN chunked (ours)" in texts and "GDN FLA (= GDN chunked (ours))" in texts
+    cudnn = next(ln for ln in fig.axes[1].lines if ln.get_label() == "cuDNN attention")
+    assert cudnn.get_markerfacecolor() == "none"  # under FA2's cache: drawn over it, hollow
+
+
 def test_a_quadratic_gdn_fails_the_linear_verdict():
     df = _synthetic()
     gdn = df["impl"].isin(report.GDN) & (df["phase"] == "prefill")

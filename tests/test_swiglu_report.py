@@ -86,6 +86,18 @@ def test_figures_draw(tidy, name, subset):
     matplotlib.pyplot.close(fig)
 
 
+def test_our_kernel_stays_visible_where_liger_lies_on_it(tidy):
+    ours = tidy["impl"].eq("triton") & tidy["pass"].eq("fwd") & tidy["series"].eq("flat")
+    liger = tidy["impl"].eq("liger") & tidy["pass"].eq("fwd")
+    tidy.loc[liger, "device_ms"] = tidy.loc[ours, "device_ms"].to_numpy() * 1.001  # 0.1 % apart
+    fig = report.fig_speedup(report.derive(tidy))
+    lines = {ln.get_label(): ln for ln in fig.axes[0].lines}
+    ours, liger = lines[report._label("triton")], lines[f"{report._label('liger')} (≈ {report._label('triton')})"]
+    assert ours.get_markerfacecolor() == "none" and ours.get_zorder() > liger.get_zorder()
+    assert ours.get_markersize() > liger.get_markersize()
+    matplotlib.pyplot.close(fig)
+
+
 def test_tables(tidy):
     df = report.derive(tidy)
     shapes = report.TABLES["swiglu_model_shapes"](df)

@@ -61,7 +61,8 @@ FAMILY_COLORS = dict(zip(MASK_LABEL, ["#000000", "#4C72B0", "#DD8452", "#8172B3"
 #: causal rows: impl -> the prefix of its macros (the default Triton backend's ``Flex...``, the
 #: FLASH backend's, FlashAttention-4's CuTe kernels, ``FlexFlash...``).
 BACKENDS = {"flex": "Flex", "flex_flash": "FlexFlash"}
-#: Markers of the memory figure's implementations, in turn (hollow, shrinking: coinciding ones stay visible).
+#: Markers of the memory figure's implementations, in turn (one that another hides is drawn over it in
+#: hollow rings: :func:`kernels.paper.style.reveal_hidden`).
 MEMORY_MARKERS = "osD^v<>p"
 #: Each backend's name in the tables and figures that set the two side by side.
 BACKEND_LABEL = {"flex": "Triton", "flex_flash": "FLASH"}
@@ -314,8 +315,8 @@ def fig_memory(df: pd.DataFrame):
     """Peak device memory of causal attention against sequence length (32768 tokens per batch): the
     materialised mask of SDPA (and the scores of naive attention) grow with N at a constant number of
     tokens (N² per sequence), FlexAttention's block mask does not; crosses mark out-of-memory runs.
-    Hollow markers of different shapes and sizes stay visible where implementations need the same
-    memory (the dense kernels and flex hold only the inputs, the output and their statistics)."""
+    The dense kernels and flex need about the same memory: only the inputs, the output and their
+    statistics."""
     d = _seqlen_series(_main_gpu(df))
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
     impls = sorted(d["impl"].unique())
@@ -329,10 +330,9 @@ def fig_memory(df: pd.DataFrame):
         for i, impl in enumerate(impls):
             g = p[p["impl"] == impl].sort_values("seqlen")
             ok = g[(g["status"] == "ok") & _num(g, "peak_mem_bytes").notna()]
-            k = i % len(MEMORY_MARKERS)
             if not ok.empty:
-                ax.plot(ok["seqlen"], _num(ok, "peak_mem_bytes") / 2**30, marker=MEMORY_MARKERS[k],
-                        markersize=7 - 0.6 * k, fillstyle="none", color=colors[impl],
+                ax.plot(ok["seqlen"], _num(ok, "peak_mem_bytes") / 2**30, color=colors[impl],
+                        marker=MEMORY_MARKERS[i % len(MEMORY_MARKERS)],
                         label=style.label("flex", impl), linestyle="-" if len(ok) >= 3 else "none", lw=0.9)
             oom = g[g["status"] == "oom"]
             if not oom.empty and np.isfinite(top):

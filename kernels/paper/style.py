@@ -60,8 +60,151 @@ def shape(**dims) -> str:
     return " ".join(f"{k}{int(v)}" for k, v in dims.items())
 
 
+#: Two markers whose centres lie closer than this on the page (in points, 1/72 inch) are drawn one
+#: over the other: about the radius of a marker (``lines.markersize`` of :func:`apply`).
+HIDDEN_PT = 2.0
+#: Two series closer than this at every point (in points) read as one line: about a line's width.
+COINCIDE_PT = 1.0
+
+
+def _series(line) -> tuple:
+    """The key of the series that ``line`` draws in its figure: its colour and marker (one
+    implementation, and one launch mode where a figure draws several, in every panel)."""
+    from matplotlib import colors
+
+    return colors.to_hex(line.get_color()), line.get_marker()
+
+
+def _on_page(ax, line) -> np.ndarray:
+    """The points of ``line`` where it has markers, in points on the page (``NaN`` rows dropped)."""
+    ax.get_xlim(), ax.get_ylim()  # the view limits up to date
+    xy = _finite(line)
+    return ax.transData.transform(xy) * 72.0 / ax.figure.dpi if len(xy) else xy
+
+
+def _marker_lines(ax) -> list:
+    """The lines of ``ax`` with a filled-shape marker, in the order drawn (by zorder, then as added):
+    plain lines and the caps of error bars are not series here."""
+    from matplotlib.lines import Line2D
+
+    return sorted((ln for ln in ax.get_lines() if ln.get_marker() in Line2D.filled_markers), key=Line2D.get_zorder)
+
+
+def _near(xy: np.ndarray, other: np.ndarray, tol_pt: float) -> np.ndarray:
+    """Per point of ``xy`` (page points): whether a point of ``other`` lies within ``tol_pt``."""
+    if not len(xy) or not len(other):
+        return np.zeros(len(xy), bool)
+    return np.linalg.norm(xy[:, None, :] - other[None, :, :], axis=2).min(axis=1) <= tol_pt
+
+
+def hidden_series(axes, tol_pt: float = HIDDEN_PT) -> list[tuple]:
+    """The series (:func:`_series` keys, in the order found) that lines drawn after them hide: in a
+    panel of ``axes``, at least half of the series' markers lie within ``tol_pt`` points of a marker of
+    a later line of another series (later lines are drawn on top; :func:`_marker_lines`)."""
+    hidden = []
+    for ax in axes:
+        lines = _marker_lines(ax)
+        pages = [_on_page(ax, ln) for ln in lines]
+        for i, (line, xy) in enumerate(zip(lines, pages)):
+            if not len(xy) or _series(line) in hidden:
+                continue
+            covered = np.zeros(len(xy), bool)
+            for other, page in zip(lines[i + 1:], pages[i + 1:]):
+                if _series(other) != _series(line):
+                    covered |= _near(xy, page, tol_pt)
+            if 2 * covered.sum() >= len(xy):
+                hidden.append(_series(line))
+    return hidden
+
+
+def _rings(axes, hidden: list[tuple], tol_pt: float) -> dict[tuple, int]:
+    """A rank per hidden series, different for any two that have markers within ``tol_pt`` of each
+    other in a panel (greedy, in the order of ``hidden``): the k-th ring size around a point."""
+    touching = set()
+    for ax in axes:
+        lines = [(ln, _on_page(ax, ln)) for ln in _marker_lines(ax) if _series(ln) in hidden]
+        for ln, xy in lines:
+            for other, page in lines:
+                if _series(other) != _series(ln) and _near(xy, page, tol_pt).any():
+                    touching.add((_series(ln), _series(other)))
+    ranks = {}
+    for key in hidden:
+        taken = {ranks[o] for o in ranks if (key, o) in touching}
+        ranks[key] = min(set(range(len(hidden) + 1)) - taken)
+    return ranks
+
+
+def _lies_on(ax, line, other, tol_pt: float) -> tuple[bool, bool]:
+    """Whether every point of ``line`` has a point of ``other`` at the same x within ``tol_pt``
+    points on the page in y, and whether at the same y exactly."""
+    mine = _finite(line)
+    theirs = dict(_finite(other))
+    if not len(mine) or any(x not in theirs for x, _ in mine):
+        return False, False
+    ys = np.array([theirs[x] for x, _ in mine])
+    page = ax.transData.transform(np.vstack([mine, np.column_stack([mine[:, 0], ys])]))[:, 1] * 72.0 / ax.figure.dpi
+    gap = np.abs(page[:len(mine)] - page[len(mine):])
+    return bool(np.all(gap <= tol_pt)), bool(np.array_equal(mine[:, 1], ys))
+
+
+def _finite(line) -> np.ndarray:
+    """The points of ``line`` in data coordinates, rows with a ``NaN`` dropped."""
+    xy = np.column_stack([np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)])
+    return xy[np.isfinite(xy).all(axis=1)]
+
+
+def coinciding(axes, tol_pt: float = COINCIDE_PT) -> dict[str, str]:
+    """``{label: note}`` for each labelled series of ``axes`` whose every point lies on a labelled
+    series drawn before it (within ``tol_pt`` points at the same x) in every panel that draws both:
+    ``"= B"`` when the values are equal everywhere, else ``"≈ B"``, B the first drawn of those."""
+    order, pairs = [], {}
+    for ax in axes:
+        ax.get_xlim(), ax.get_ylim()  # the view limits up to date
+        lines = [ln for ln in _marker_lines(ax) if not ln.get_label().startswith("_")]
+        order += [ln.get_label() for ln in lines if ln.get_label() not in order]
+        for line in lines:
+            for other in lines:
+                key = (line.get_label(), other.get_label())
+                if key[0] != key[1] and pairs.get(key, (True, True))[0]:
+                    near, equal = _lies_on(ax, line, other, tol_pt)
+                    pairs[key] = (near, equal and pairs.get(key, (True, True))[1])
+    out = {}
+    for label in order:
+        on = [b for b in order[:order.index(label)] if pairs.get((label, b), (False,))[0]]
+        if on:
+            out[label] = f"{'=' if pairs[(label, on[0])][1] else '≈'} {on[0]}"
+    return out
+
+
+def reveal_hidden(axes, tol_pt: float = HIDDEN_PT) -> list[tuple]:
+    """Make every series that a later line hides (:func:`hidden_series`) visible, in every panel of
+    ``axes``: drawn on top with hollow markers, larger than a marker, and larger again for each other
+    hidden series near it (:func:`_rings`: rings around a point), so the markers underneath show
+    inside. Returns the series revealed."""
+    hidden = hidden_series(axes, tol_pt)
+    ranks = _rings(axes, hidden, tol_pt)
+    top = max((ln.get_zorder() for ax in axes for ln in ax.get_lines()), default=2)
+    base = plt.rcParams["lines.markersize"]
+    for ax in axes:
+        for line in ax.get_lines():
+            if _series(line) in hidden:
+                line.set_markerfacecolor("none")
+                line.set_markersize(base * (1.5 + 0.5 * ranks[_series(line)]))
+                line.set_zorder(top + 1)
+    return hidden
+
+
 def legend_below(fig, axes, ncol: int = 4) -> None:
-    """One legend for the labelled artists of ``axes``, centred below the panels (off the data)."""
+    """One legend for the labelled artists of ``axes``, centred below the panels (off the data).
+    Series that others would hide are drawn visible first (:func:`reveal_hidden`), and the label of one
+    that lies on another everywhere says so (``"A (= B)"`` or ``"A (≈ B)"``, :func:`coinciding`)."""
+    notes = coinciding(axes)  # in the order drawn, before the hidden series move on top
+    reveal_hidden(axes)
+    for text, note in notes.items():
+        for ax in axes:
+            for line in ax.get_lines():
+                if line.get_label() == text:
+                    line.set_label(f"{text} ({note})")
     entries = {}
     for ax in axes:
         for handle, text in zip(*ax.get_legend_handles_labels()):

@@ -214,8 +214,8 @@ def fig_speedup(df: pd.DataFrame):
 
 def fig_decode(df: pd.DataFrame):
     """Decode sizes (1 to 64 tokens × 14336, bfloat16 forward): device time (left) and the latency
-    of a call launched from Python (right), launched per call (filled markers, solid) and replayed
-    from a CUDA graph (open markers, dashed); an implementation measured at fewer than three sizes
+    of a call launched from Python (right), launched per call (circles, solid) and replayed from a
+    CUDA graph (open squares, dashed); an implementation measured at fewer than three sizes
     is drawn as diamonds, not joined; L2 flushed before each repetition."""
     d = kit.with_role(_ok(df), "decode")
     d = d[d["dtype"].eq("bfloat16") & d["pass"].eq("fwd")]

@@ -1,0 +1,56 @@
+"""The shared figure style: series that others would hide are found, drawn visible and named."""
+
+import numpy as np
+
+from kernels.paper import style
+
+X = np.array([1.0, 2.0, 4.0, 8.0])
+
+
+def _figure(*series, ncols=1):
+    """A figure of one panel per list in ``series``: each list of ``(label, y, color)`` drawn in turn."""
+    fig, axes = style.figure(width=style.FULL_WIDTH, ncols=ncols, squeeze=False)
+    for ax, lines in zip(axes[0], series):
+        for text, y, color in lines:
+            ax.plot(X, y, marker="o", color=color, label=text)
+        ax.set_yscale("log")
+    fig.tight_layout()
+    return fig, list(axes[0])
+
+
+def test_a_line_under_a_later_one_is_hidden_and_a_distinct_one_is_not():
+    fig, axes = _figure([("ours", X * 100, "C0"), ("theirs", X * 100.5, "C1"), ("far", X * 10, "C2")])
+    assert style.hidden_series(axes) == [style._series(axes[0].lines[0])]
+
+
+def test_error_bar_caps_and_plain_lines_are_not_series():
+    fig, ax = style.figure()
+    ax.errorbar(X, X, yerr=0 * X, fmt="o", color="C0", capsize=2)
+    ax.plot(X, X, color="C1")
+    assert style.hidden_series([ax]) == []
+
+
+def test_hidden_series_are_drawn_on_top_in_hollow_rings_of_distinct_sizes():
+    fig, axes = _figure([("a", X * 100, "C0"), ("b", X * 100, "C1"), ("c", X * 100, "C2"), ("d", X * 10, "C3")])
+    a, b, c, d = axes[0].lines
+    assert style.reveal_hidden(axes) == [style._series(a), style._series(b)]
+    assert a.get_markerfacecolor() == b.get_markerfacecolor() == "none"
+    assert a.get_markersize() != b.get_markersize() and min(a.get_markersize(), b.get_markersize()) > \
+        c.get_markersize()
+    assert min(a.get_zorder(), b.get_zorder()) > c.get_zorder()
+    assert d.get_markerfacecolor() != "none" and d.get_markersize() == c.get_markersize()
+
+
+def test_coinciding_names_the_first_drawn_in_every_panel():
+    fig, axes = _figure([("a", X * 100, "C0"), ("b", X * 100, "C1"), ("c", X * 100.3, "C2")],
+                        [("a", X, "C0"), ("b", X, "C1"), ("c", X * 3, "C2")], ncols=2)
+    assert style.coinciding(axes) == {"b": "= a"}  # c lies on a in one panel only
+    fig, axes = _figure([("a", X * 100, "C0"), ("c", X * 100.3, "C2")])
+    assert style.coinciding(axes) == {"c": "≈ a"}
+
+
+def test_legend_says_which_series_coincide():
+    fig, axes = _figure([("a", X * 100, "C0"), ("b", X * 100, "C1")])
+    style.legend_below(fig, axes)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["a", "b (= a)"]
+    assert axes[0].lines[0].get_markerfacecolor() == "none"
