@@ -419,3 +419,24 @@ def test_the_quick_profile_leaves_out_a_claim_it_cannot_derive():
     assert list(reproduce.compare_claims(reference, candidate, partial=True)["claim"]) == ["AVerdict"]
     full = reproduce.compare_claims(reference, candidate)
     assert list(full["claim"]) == ["AVerdict", "BVerdict"] and not full["same"].all()
+
+
+def test_each_verdict_of_the_claims_table_gets_its_reproduction_status():
+    """Same, different (with the second run's verdict), not compared (its study's rows compared, the
+    verdict not) or no second run (its study's code has none): one macro per verdict of every study."""
+    reference = {"SwigluClaimLatencyVerdict": "not reached", "SwigluClaimBandwidthVerdict": "holds",
+                 "SwigluClaimFusionVerdict": "n/a", "TensorcorePaddingVerdict": "holds"}
+    candidate = {"SwigluClaimLatencyVerdict": "not reached", "SwigluClaimBandwidthVerdict": "partly holds",
+                 "TensorcorePaddingVerdict": "holds"}
+    claims = reproduce.compare_claims(reference, candidate)
+    status = reproduce.claim_status(claims, ["swiglu", "tensorcore"], ["swiglu", "tensorcore", "gdn"])
+    names = [name for study in ("swiglu", "tensorcore", "gdn") for name in reproduce.claim_labels([study])]
+    assert sorted(status) == sorted(f"Repro{name}" for name in names)
+    assert status["ReproSwigluClaimLatencyVerdict"] == reproduce.SAME
+    assert status["ReproSwigluClaimBandwidthVerdict"] == reproduce.DIFFERENT + "partly holds"
+    assert status["ReproSwigluClaimFusionVerdict"] == reproduce.NOT_COMPARED
+    assert status["ReproGdnFlashQlaFwdVerdict"] == reproduce.NO_SECOND_RUN
+    # no second run at all: every verdict says so
+    none = reproduce.no_second_run_numbers(None, ["swiglu", "gdn"])
+    for name in reproduce.claim_labels(["swiglu", "gdn"]):
+        assert f"\\newcommand{{\\Repro{name}}}{{{reproduce.NO_SECOND_RUN}}}" in none
