@@ -401,10 +401,10 @@ def _graph_removed_pct(dec: pd.DataFrame) -> list[float]:
     """Of decode rows ``dec`` (ok, forward), for each implementation and shape timed both launched
     (``stream``) and replayed from a CUDA graph: the share of the launched call's host overhead
     (latency minus device time, medians) that the replay removes, (launched latency - replayed
-    latency) / launched host overhead, in %."""
+    latency) / launched host overhead, in % (of each one's median where several rows share a case)."""
     keys = ["impl", "dtype", *SHAPE]
-    stream = dec[dec["launch"].eq("stream")].set_index(keys)
-    graph = dec[dec["launch"].eq("graph")].set_index(keys)
+    stream, graph = (dec[dec["launch"].eq(launch)].groupby(keys)[["latency_us", "us"]].median()
+                     for launch in ("stream", "graph"))
     both = stream.index.intersection(graph.index)
     overhead = stream.loc[both, "latency_us"] - stream.loc[both, "us"]
     return list(100.0 * (stream.loc[both, "latency_us"] - graph.loc[both, "latency_us"]) / overhead)
