@@ -690,7 +690,7 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
                r"\caption{The verdicts of Table~\ref{tab:claims} derived from each run.}",
                r"\label{tab:reproduction_claims}",
                _columns(render.table_to_latex(claims_latex(claims, claim_labels(studies))),
-                        r"p{0.34\linewidth}p{0.25\linewidth}p{0.25\linewidth}l"), r"\end{table}",
+                        r"p{0.55\linewidth}lll"), r"\end{table}",
                r"\begin{table}[tbp]", r"\centering", r"\small",
                r"\caption{The numbers of the abstract from each run.}", r"\label{tab:reproduction_headlines}",
                _columns(render.table_to_latex(headlines.set_index("number")), r"p{0.55\linewidth}ll"),
