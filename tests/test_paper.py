@@ -73,6 +73,37 @@ def test_every_claim_cites_its_source_and_every_cited_key_is_in_the_bibliography
     assert cited <= keys, f"cited but not in paper/references.bib: {sorted(cited - keys)}"
 
 
+def test_every_claim_row_has_a_verdict_and_its_reproduction_status():
+    """Each row of the claims table ends in one study's verdict macro followed by its reproduction status,
+    the macro the reproduction check writes for it (``\\reprostatus{\\Repro<verdict>}``,
+    :func:`kernels.paper.reproduce.claim_status`), and every verdict of every study (``report.CLAIMS``) has
+    its row: among them the SwiGLU study's on pointwise fusion and on CUDA graphs in decode."""
+    verdicts = []
+    for row in _claim_rows(MAIN.read_text()):
+        cell = row.rsplit("&", 1)[1].strip()
+        match = re.fullmatch(r"\\([A-Za-z]+Verdict)\\reprostatus\{\\Repro([A-Za-z]+)\}", cell)
+        assert match and match.group(1) == match.group(2), f"verdict cell {cell!r}: not a verdict with its status"
+        verdicts.append(match.group(1))
+    claims = [name for study in STUDIES for name in importlib.import_module(f"kernels.{study}.report").CLAIMS]
+    assert sorted(verdicts) == sorted(claims)
+    assert {"SwigluClaimFusionVerdict", "SwigluClaimGraphVerdict"} <= set(verdicts)
+
+
+def test_a_tie_word_stands_beside_its_ratio_and_interval():
+    """A ratio worded by the report (``...Tie``: faster, slower or a tie, from its interval) is quoted in
+    the same sentence with its interval, and the text words no such ratio itself."""
+    tex = MAIN.read_text()
+    words = set(re.findall(r"\\([A-Za-z]+)Tie\b", tex))
+    assert words, "no ratio worded from its interval in paper/main.tex"
+    for name in words:
+        for m in re.finditer(rf"\\{name}Tie\b", tex):
+            sentence = tex[m.start():tex.find(".", m.end())]
+            assert f"\\{name}$\\times$" in sentence and f"\\{name}Ci" in sentence, f"{name}: {sentence!r}"
+        for m in re.finditer(rf"\\{name}\$\\times\$", tex):
+            around = tex[max(0, m.start() - 80):m.end() + 80]
+            assert not re.search(r"\b(faster|slower)\b", around), f"{name} worded by hand: {around!r}"
+
+
 def _ratios_without_interval(tex: str) -> list[str]:
     """The ratio macros of ``tex`` (a macro followed by ``$\\times$``) that are not followed by their
     interval (the same name with ``Ci``, :func:`kernels.paper.report_kit.interval`); the published
@@ -171,6 +202,21 @@ def test_the_appendix_follows_the_committed_second_run(built):
     for folder in [second] if isinstance(second, str) else second:
         assert "\\texttt{" + folder.replace("_", "\\_").replace("/", "/\\allowbreak{}") + "}" in numbers
     assert "\\ReproRuntrue" in numbers
+
+
+@pytest.mark.slow
+@needs_tex
+def test_no_ratio_whose_interval_holds_one_is_called_faster_or_slower(built):
+    """Where the text words a ratio by hand (``faster``/``slower`` within the clause after
+    ``\\<ratio>$\\times$``), its interval as rendered (``\\<ratio>Ci``) does not hold 1.0."""
+    numbers = (built / "paper" / "generated" / "numbers.tex").read_text()
+    values = dict(re.findall(r"\\newcommand\{\\([A-Za-z]+)\}\{(.*)\}$", numbers, flags=re.M))
+    tex = re.sub(r"(?<!\\)%.*", "", MAIN.read_text())
+    worded = [m.group(1) for m in re.finditer(r"\\([A-Za-z]+)\$\\times\$([^.;:,)]*)", tex)
+              if re.search(r"\b(faster|slower)\b", m.group(2))]
+    assert worded, "no ratio worded faster or slower in paper/main.tex"
+    ties = [name for name in worded if "tie" in values.get(name + "Ci", "")]
+    assert not ties, f"called faster or slower with an interval that holds 1: {ties}"
 
 
 #: Gaps between text lines up to this many PDF points count as filled (:func:`_page_fullness`).

@@ -168,6 +168,14 @@ def test_an_interval_reads_as_a_tie_when_it_holds_one():
     assert kit.values(rs) == [1.6, 1.66]
 
 
+def test_a_ratio_is_worded_a_tie_when_its_interval_holds_one():
+    assert kit.tie_word(kit.Ratio(1.05, 0.99, 1.07)) == "a tie"
+    assert kit.tie_word(kit.Ratio(1.07, 1.05, 1.09)) == "faster"
+    assert kit.tie_word(kit.Ratio(0.9, 0.85, 0.95)) == "slower"
+    assert kit.tie_word(kit.Ratio(0.9, 0.85, 0.95), "ahead", "behind") == "behind"
+    assert kit.tie_word(kit.NO_RATIO) == "n/a"
+
+
 def test_ratios_pair_each_row_with_its_baseline_by_keys():
     base = pd.DataFrame({"n": [1, 2], "device_times_ms": [json.dumps(_reps(2.0)), json.dumps(_reps(4.0))]})
     rows = pd.DataFrame({"n": [2, 1, 3], "device_times_ms": [json.dumps(_reps(1.0))] * 3})

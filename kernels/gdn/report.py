@@ -404,7 +404,7 @@ def fla_backward_dispatch(df: pd.DataFrame) -> dict[str, str]:
 CLAIMS = {"GdnFlashQlaFwdVerdict": "FlashQLA 2–3× FLA's forward on Hopper",
           "GdnFlashQlaBwdVerdict": "FlashQLA 2× FLA's backward on Hopper",
           "GdnPublishedFwdVerdict": "FlashQLA 2–3× FLA's forward at its own configurations",
-          "GdnPublishedBwdVerdict": "FlashQLA 2× FLA's backward at its own configuration"}
+          "GdnPublishedBwdVerdict": "FlashQLA 2× FLA's backward at its own configurations"}
 
 
 def paper_shapes(sweep: dict) -> dict[str, dict[tuple, str]]:

@@ -361,6 +361,15 @@ def interval(values: Ratio | Sequence[Ratio], digits: int = 2) -> str:
     return f"{text} ({ties} of {len(rs)} ties)" if ties else text
 
 
+def tie_word(r: Ratio, above: str = "faster", below: str = "slower") -> str:
+    """How the text words a ratio ``r``: "a tie" when its interval holds 1.0 (:attr:`Ratio.tie`),
+    else ``above`` (the ratio above 1: a speedup's "faster") or ``below``;
+    :data:`kernels.paper.style.MISSING` when it is not finite."""
+    if not (np.isfinite(r.low) and np.isfinite(r.high)):
+        return style.MISSING
+    return "a tie" if r.tie else above if r.value > 1.0 else below
+
+
 def values(rs: Iterable[Ratio]) -> list[float]:
     """The point estimates of ratios ``rs`` (what :func:`claim_verdict` and :func:`span` read)."""
     return [r.value for r in rs]

@@ -68,6 +68,8 @@ else:
         params:
             # a second run configured for this folder, of other code than its rows' (common.smk)
             other_code=OTHER_CODE_CANDIDATE,
-            code=code_version("kernels/paper/reproduce.py"),
+            # every study's verdicts read "no second run" in the claims table
+            studies=STUDIES,
+            code=code_version("kernels/paper/reproduce.py", *[f"kernels/{s}/report.py" for s in STUDIES]),
         script:
             "../scripts/reproduction_none.py"

@@ -6,4 +6,5 @@ from kernels.paper.reproduce import no_second_run, no_second_run_numbers
 
 setup_logging(snakemake.log[0])  # noqa: F821
 write_atomic(snakemake.output.snippet, no_second_run(snakemake.params.other_code))  # noqa: F821
-write_atomic(snakemake.output.numbers, no_second_run_numbers(snakemake.params.other_code))  # noqa: F821
+write_atomic(snakemake.output.numbers, no_second_run_numbers(snakemake.params.other_code,  # noqa: F821
+                                                                 list(snakemake.params.studies)))  # noqa: F821
