@@ -70,6 +70,9 @@ else:
             other_code=OTHER_CODE_CANDIDATE,
             # every study's verdicts read "no second run" in the claims table
             studies=STUDIES,
-            code=code_version("kernels/paper/reproduce.py", *[f"kernels/{s}/report.py" for s in STUDIES]),
+            code=code_version(
+                "kernels/paper/reproduce.py",
+                *[f"kernels/{s}/report.py" for s in STUDIES],
+            ),
         script:
             "../scripts/reproduction_none.py"
