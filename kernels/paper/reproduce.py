@@ -446,9 +446,9 @@ def summary_line(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, mi
 
 
 def second_runs(run: list[dict]) -> str:
-    """The second run's commits and GPUs by study, in the paper's words: ``Long context, Tensor
+    """The second run's commits and GPUs by study, in the paper's words: ``long context, tensor
     cores: commit 8da63ca, GPU-deab70f9; SwiGLU: commit b8612a2, GPU-775c3238`` (from the rows'
-    ``env``; the studies of one commit and GPU together)."""
+    ``env``; the studies of one commit and GPU together; :func:`kernels.paper.style.study_name`)."""
     by_run = defaultdict(list)
     for row in run:
         env = row.get("env", {})

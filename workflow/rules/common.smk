@@ -221,8 +221,9 @@ else:
     elif MEASURE:
         if not _gpus:
             raise WorkflowError(
-                "config measure=true but no GPU found by nvidia-smi: "
-                "set config key 'gpu' (e.g. --config gpu=h200) for a dry run"
+                "config measure=true but no GPU found by nvidia-smi: set config key 'gpu' "
+                "(--config gpu=h200 for a dry run of the H200's jobs, gpu=cpu to measure on this "
+                "host's CPU into results/cpu/)"
             )
         GPU = gpu_slug(_gpus[0])
     else:
@@ -314,7 +315,7 @@ if MEASURE and not SMOKE and not QUICK and workflow.is_main_process:
     _which = (
         "named by config measure"
         if MEASURE_NAMED is not None
-        else "the studies whose committed rows are not current"
+        else "the studies without current rows there"
     )
     print(
         f"Measuring into {RAW}/{GPU}/: "
