@@ -392,8 +392,9 @@ def is_reproduced(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) 
 
 
 def outcome_by_study(outcomes: dict[str, list[str]]) -> str:
-    """Each study's outcome (:func:`study_outcomes`) in the paper's words, e.g. ``Long context:
-    reproduced; SwiGLU: not reproduced (91.0 % of rows within, needs 95 %)``."""
+    """Each study's outcome (:func:`study_outcomes`) in the paper's words, e.g. ``long context:
+    reproduced; SwiGLU: not reproduced (91.0 % of rows within, needs 95 %)``
+    (:func:`kernels.paper.style.study_name`)."""
     return "; ".join(f"{style.study_name(study)}: " + (f"not reproduced ({', '.join(why)})" if why else "reproduced")
                      for study, why in outcomes.items())
 

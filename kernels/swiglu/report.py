@@ -456,7 +456,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             eager, mine = frame[frame["impl"].eq("eager")], frame[frame["impl"].eq(impl)]
             speedups = kit.ratios(eager, mine, keys)
             out[f"Swiglu{iname}Speedup{fname}RangeCi"] = kit.interval(speedups)
-            fused += speedups if fname == "Large" else []
+            if fname == "Large":
+                fused += speedups
         eager, mine = large[large["impl"].eq("eager")], large[large["impl"].eq(impl)]
         latency[impl] = kit.ratios(eager, mine, keys, kit.LATENCY_REPS)
         out[f"Swiglu{iname}LatencySpeedupLargeRange"] = kit.span(kit.values(latency[impl]))

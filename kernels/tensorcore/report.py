@@ -225,18 +225,18 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     sizes = paper_sizes(kit.study_config("tensorcore"))
     d = _ok(df)
     out = {}
-    pad, padded, padded_ci = kit.with_role(d, "padding"), [], []
+    pad, neighbours, padded, padded_ci = kit.with_role(d, "padding"), [], [], []
     for aligned, named in sizes["padding"].items():
         for size, name in named:
             out[f"TensorcoreBfSixteenTflops{name}"] = kit.fmt(_at(pad, "bf16", size, "tflops"), 0)
             if size != aligned:
+                neighbours.append(size)
                 padded.append(_at(pad, "bf16", size, "speedup_padded"))
                 padded_ci.append(_throughput_ratio(pad, "bf16", aligned, "bf16", size))
                 out[f"TensorcorePaddedSpeedup{name}"] = kit.fmt(padded[-1])
                 out[f"TensorcorePaddedSpeedup{name}Ci"] = kit.interval(padded_ci[-1])
     out["TensorcorePaddedSpeedupRange"] = kit.span(padded)
     out["TensorcorePaddedSpeedupRangeCi"] = kit.interval(padded_ci)
-    neighbours = [size for named in sizes["padding"].values() for size, _ in named[1:]]
     for kind, keep in (("Odd", lambda n: n % ROW_ALIGN), ("RowAligned", lambda n: not n % ROW_ALIGN)):
         pick = [i for i, n in enumerate(neighbours) if keep(n) and np.isfinite(padded[i])]
         out[f"TensorcorePaddedSpeedup{kind}Range"] = kit.span([padded[i] for i in pick])
