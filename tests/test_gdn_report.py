@@ -228,6 +228,26 @@ def test_published_table_sets_flash_qlas_times_beside_this_runs():
     assert (m["GdnPublishedBwdVerdict"], m["GdnPublishedBwdConfigs"]) == ("n/a", "0")
     # ours at 16/32: 1.4 / 1.2 ms (the main shapes of tidy() have no repetitions to pair)
     assert (m["GdnPublishedFwdOursVsFla"], m["GdnPublishedBwdOursVsFla"]) == ("1.17", "n/a")
+    # each anchor's time over its published one, by batch: FlashQLA 0.7 ms at 16/32 and tidy()'s 25.6 ms at
+    # 32/32 (one sequence), its 12.8 ms at 16/16 (four)
+    one = sorted([0.7 / theirs["flash_qla"], 25.6 / published.TIMES[("fwd", 32, 32, 1, 32768)]["flash_qla"]])
+    assert m["GdnPublishedFlashQlaVsTheirsBOne"] == f"{one[0]:.2f}--{one[1]:.2f}"
+    assert m["GdnPublishedFlashQlaVsTheirsBFour"] == f"{12.8 / published.TIMES[('fwd', 16, 16, 4, 8192)]['flash_qla']:.2f}"
+
+
+def test_host_overhead_macros_set_the_enqueue_and_the_launches_beside_it():
+    """At the profiled shape: latency minus device time, the host's enqueue of one call measured
+    alone (the row's timing.enqueue_us) and the kernels the call launches (its breakdown's calls)."""
+    df = tidy()
+    at = (df.impl == "chunk") & (df.batch == 4) & (df.seqlen == 8192)
+    df["host_overhead_ms"], df["timing_enqueue_us"], df["kernels"] = np.nan, np.nan, None
+    df.loc[at, ["host_overhead_ms", "timing_enqueue_us"]] = [0.3262, 504.6]
+    df.loc[at, "kernels"] = json.dumps([{"name": "a", "calls": 1.0, "us": 300.0}, {"name": "b", "calls": 4.0,
+                                                                                  "us": 100.0}])
+    m = report.macros(report.derive(df))
+    assert (m["GdnChunkFwdHostUsBFourTEightK"], m["GdnChunkFwdEnqueueUsBFourTEightK"]) == ("326", "505")
+    assert (m["GdnChunkKernelLaunchesBFourTEightK"], m["GdnChunkKernelMsBFourTEightK"]) == ("5", "0.400")
+    assert m["GdnFlaFwdEnqueueUsBFourTEightK"] == m["GdnFlaKernelLaunchesBFourTEightK"] == "n/a"
 
 
 def test_every_published_configuration_of_the_sweep_has_published_times():

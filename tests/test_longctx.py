@@ -205,6 +205,10 @@ def test_the_report_fits_the_slopes_finds_the_crossover_and_gives_the_verdicts()
     assert m["LongctxCrossoverChunkFwd"] == "8K"   # the fastest attention (cuDNN) meets it at 8K
     low, high = (float(m[f"LongctxCrossoverChunkFwd{e}"].rstrip("K")) for e in ("Low", "High"))
     assert low < 8 < high
+    assert m["LongctxCrossoverChunkFwdBetween"] == "8K and 16K"   # the measured lengths it lies between
+    # at 512K only cuDNN's attention is configured (the others' max_seqlen), at 128K FLASH's too
+    assert m["LongctxAttentionsFwdTFiveHundredTwelveK"] == "cuDNN attention"
+    assert m["LongctxAttentionsFwdTOneHundredTwentyEightK"] == "cuDNN attention and Flex FLASH attention"
     assert m["LongctxSpeedupChunkFwdTFiveHundredTwelveK"] == "64.0"   # 512K / 8K
     assert m["LongctxLinearVerdict"] == "holds" and m["LongctxMemoryVerdict"] == "holds"
     assert m["LongctxOvertakeVerdict"] == "holds"

@@ -11,10 +11,6 @@ without an initial state. No import of torch.
 
 from __future__ import annotations
 
-#: Where the numbers come from, as the table's caption cites it.
-SOURCE = "QwenLM/FlashQLA benchmark/benchmark_results_H200.txt, commit 6e5d2ea"
-#: How they were timed.
-METHOD = "CUDA-graph replay, 10 warm-up and 100 timed calls, initial state passed"
 #: (pass, heads, value_heads, batch, seqlen) -> {implementation: ms per call}, FlashQLA's and FLA's.
 TIMES = {
     ("fwd", 16, 16, 4, 8192): {"flash_qla": 0.392, "fla_chunk": 0.969},

@@ -37,8 +37,8 @@ DERIVED = ["speedup_vs_naive", "speedup_vs_fla", "ratio_to_flash_qla", "peak_mem
 #: The tidy table's columns that the report reads: a table without them (the tidy CSV of a study
 #: without rows, read back) gets them all NaN (:func:`kernels.paper.report_kit.tidy_frame`).
 COLUMNS = [*SHAPE, "impl", "status", "device_ms", "q10_ms", "q90_ms", "flops", "tflops", "peak_mem_timed_bytes",
-           "peak_mem_bytes", "host_overhead_ms", "kernels", "rel_err", *GRAD_ERRORS, "dispatch", ROLES, kit.DEVICE_REPS,
-           *DERIVED]
+           "peak_mem_bytes", "host_overhead_ms", "timing_enqueue_us", "kernels", "rel_err", *GRAD_ERRORS, "dispatch",
+           ROLES, kit.DEVICE_REPS, *DERIVED]
 
 
 def _speedup_base(df: pd.DataFrame, impl: str) -> pd.Series:
@@ -300,7 +300,8 @@ def _configured_published() -> set[tuple]:
 
 def table_published(df: pd.DataFrame) -> pd.DataFrame:
     """FlashQLA's published H200 times (ms; FlashQLA and FLA in its repository's benchmark file at
-    commit 6e5d2ea, timed from CUDA graphs with an initial state) beside this run's median device
+    commit 6e5d2ea, timed from CUDA graphs with an initial state, with torch 2.9.1, FLA 0.5.1 and
+    TileLang 0.1.9) beside this run's median device
     times at the same configurations (query/key heads / value heads, B sequences x T tokens; here B
     batches without an initial state), and FLA's time over FlashQLA's; n/a: not measured here."""
     # the configurations: the sweep's (config key gdn.sweep.published), of those published.TIMES holds
@@ -334,7 +335,9 @@ def published_verdicts(df: pd.DataFrame) -> dict[str, str]:
     (those speedups, ``1.9--2.8``, and ``...Ci`` their intervals, :func:`kernels.paper.report_kit.interval`) and
     ``GdnPublished<Pass>SpeedupsTheirs`` (the published ones at
     the same configurations), ``GdnPublished<Pass>Configs`` (how many); our chunked kernels' speedup
-    over FLA there, ``GdnPublished<Pass>OursVsFla`` and its ``...Ci``."""
+    over FLA there, ``GdnPublished<Pass>OursVsFla`` and its ``...Ci``; FlashQLA's and FLA's device
+    time here over their published time, the range over both passes' configurations of batch B
+    (``GdnPublishedFlashQlaVsTheirsB<B in words>``, ``GdnPublishedFlaVsTheirsB<B>``)."""
     from kernels.gdn import published
 
     t = table_published(df)
@@ -356,6 +359,13 @@ def published_verdicts(df: pd.DataFrame) -> dict[str, str]:
         ours = kit.ratios(mine[mine["impl"].eq("fla_chunk")], mine[mine["impl"].eq("chunk")], ["config"])
         out[f"GdnPublished{name}OursVsFla"] = kit.span(kit.values(ours))
         out[f"GdnPublished{name}OursVsFlaCi"] = kit.interval(ours)
+    # each anchor's time here over its published time, by the configurations' batch (both passes)
+    mine = rows[rows["config"].isin(compared)]
+    for impl, iname in (("flash_qla", "FlashQla"), ("fla_chunk", "Fla")):
+        d = mine[mine["impl"].eq(impl)].drop_duplicates("config")
+        here_vs_theirs = d["device_ms"] / [published.TIMES[c][impl] for c in d["config"]]
+        for b in sorted({c[3] for c in compared}):
+            out[f"GdnPublished{iname}VsTheirsB{kit.words(b)}"] = kit.span(here_vs_theirs[d["batch"].eq(b)])
     return out
 
 
@@ -458,7 +468,9 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     (:func:`fla_backward_dispatch`); a training step's device time against its forward and backward
     timed apart (``Gdn<Impl>FwdbwdMs<shape>``, ``Gdn<Impl>FwdPlusBwdMs<shape>``); the host overhead
     per call (latency minus device time) at the profiled shape (``Gdn<Impl><Pass>HostUs<shape>``,
-    µs); the largest
+    µs) beside the host's time to enqueue one call, measured alone (``Gdn<Impl><Pass>EnqueueUs<shape>``,
+    µs, the row's ``timing.enqueue_us``) and the kernels a forward launches (``Gdn<Impl>KernelLaunches<shape>``,
+    from the breakdown); the largest
     output and gradient RMSE/RMS of ``chunk`` against float64 (``GdnChunkOutErrMax``,
     ``GdnChunkGradErrMax``). The shapes and their names: :func:`paper_shapes` of the config's
     ``sweep``, the section the paper's rows are measured with."""
@@ -502,9 +514,13 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             for pas, pname in (("fwd", "Fwd"), ("fwdbwd", "Fwdbwd")):  # latency minus device time, µs
                 host = _at(df, impl, b, t, h, "host_overhead_ms", pas)
                 m[f"Gdn{iname}{pname}HostUs{tag}"] = kit.fmt(None if host is None else host * 1e3, 0)
+                m[f"Gdn{iname}{pname}EnqueueUs{tag}"] = kit.fmt(_at(df, impl, b, t, h, "timing_enqueue_us", pas), 0)
             cell = _at(df, impl, b, t, h, "kernels")
-            total = sum(e["us"] for e in json.loads(cell)) / 1e3 if isinstance(cell, str) else None
-            m[f"Gdn{iname}KernelMs{tag}"] = kit.fmt(total, 3)
+            breakdown = json.loads(cell) if isinstance(cell, str) else None
+            m[f"Gdn{iname}KernelMs{tag}"] = kit.fmt(None if breakdown is None else
+                                                    sum(e["us"] for e in breakdown) / 1e3, 3)
+            m[f"Gdn{iname}KernelLaunches{tag}"] = kit.fmt(None if breakdown is None else
+                                                          sum(e["calls"] for e in breakdown), 0)
     rows = _tidy(df)
     g = rows[(rows["impl"] == "chunk") & (rows["pass"] != "fwd")][GRAD_ERRORS].astype(float)
     m["GdnChunkGradErrMax"] = kit.fmt(g.max().max() if g.notna().any().any() else None, 4)

@@ -322,15 +322,31 @@ def _cross_text(cross, end: float, d: pd.DataFrame) -> str:
     return f"below {tokens(lengths.min())}" if cross.where == "below" else f"above {tokens(lengths.max())}"
 
 
+def _bracket(df: pd.DataFrame, impl: str, pas: str, at: float) -> tuple[float, float]:
+    """The measured lengths on either side of a crossover at ``at`` tokens (GDN ``impl``'s prefill
+    against the fastest attention, pass ``pas``): the longest length at or below it and the shortest
+    above it at which both were timed, between which :func:`crossover_of` interpolates; NaN where
+    there is none."""
+    d = _rows(df, "prefill", pas)
+    own = set(d.loc[(d["impl"] == impl) & d["device_ms"].notna(), "seqlen"])
+    both = sorted(own & set(_fastest_attention(d)["seqlen"]))
+    if not np.isfinite(at):
+        return np.nan, np.nan
+    below, above = [t for t in both if t <= at], [t for t in both if t > at]
+    return (below[-1] if below else np.nan), (above[0] if above else np.nan)
+
+
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text: each implementation's slope of each series with its interval
     (``LongctxSlope<Impl><Series>``, ``...Low``, ``...High``); where our and the other GDN kernels
     overtake the fastest attention in prefill (``LongctxCrossover<Impl><Pass>``, ``...Low``,
-    ``...High``, in K tokens); at each table length (``T<size>``, :func:`kernels.paper.report_kit.size_name`)
+    ``...High``, in K tokens, and ``...Between``, the measured lengths it is interpolated between,
+    :func:`_bracket`); at each table length (``T<size>``, :func:`kernels.paper.report_kit.size_name`)
     the prefill times (``LongctxMs<Impl><Pass>T...``, ms), the decode step (``LongctxDecodeUs<Impl>T...``,
     and ``LongctxDecodeGraphLatencyUs<Impl>T...``, µs), decode's memory (``LongctxCacheMib<Impl>T...``)
     and the GDN speedups over the fastest attention (``LongctxSpeedup<Impl><Pass>T...``, and ``...Ci`` their
-    95 % intervals, :func:`kernels.paper.report_kit.interval`); the layer's
+    95 % intervals, :func:`kernels.paper.report_kit.interval`) with the attentions timed there, of
+    which it is the fastest (``LongctxAttentions<Pass>T...``, their labels); the layer's
     shapes (``LongctxAttentionShape``, ``LongctxGdnShape``), the lengths (``LongctxSeqlenRange``,
     ``LongctxFitMin``, ``LongctxCheckSeqlen``), the largest check error (``LongctxErrMax``),
     ``LongctxMeasured`` ("true" when a row was timed, else "false": the paper's switch
@@ -354,6 +370,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             m[name] = _cross_text(cross, cross.seqlen, rows) if cross.where != "none" else style.MISSING
             m[name + "Low"] = _cross_text(cross, cross.low, rows) if cross.where != "none" else style.MISSING
             m[name + "High"] = _cross_text(cross, cross.high, rows) if cross.where != "none" else style.MISSING
+            lo, hi = _bracket(d, impl, pas, cross.seqlen)
+            m[name + "Between"] = f"{tokens(lo)} and {tokens(hi)}" if np.isfinite(hi) else style.MISSING
     for t in cfg["table_seqlens"]:
         tag = f"T{kit.size_name(t)}"
         for impl in ORDER:
@@ -368,6 +386,11 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             m[f"LongctxDecodeGraphLatencyUs{c}{tag}"] = kit.fmt(
                 _at(d, impl, "decode", "fwd", t, "latency_ms", "graph") * 1e3, 1)
             m[f"LongctxCacheMib{c}{tag}"] = kit.fmt(_at(d, impl, "decode", "fwd", t, "cache_mib"), 1)
+        for pas, pname in (("fwd", "Fwd"), ("fwdbwd", "Fwdbwd")):
+            timed = _rows(d, "prefill", pas)
+            timed = timed[timed["impl"].isin(ATTENTION) & (timed["seqlen"] == t) & timed["device_ms"].notna()]
+            m[f"LongctxAttentions{pname}{tag}"] = (kit.and_list([_label(i) for i in ORDER if i in set(timed["impl"])])
+                                                     or style.MISSING)
     a, g = cfg["attention"], cfg["gdn"]
     m["LongctxAttentionShape"] = style.shape(B=cfg["batch"], H=a["heads"], KV=a["kv_heads"], D=a["head_dim"])
     m["LongctxGdnShape"] = style.shape(B=cfg["batch"], H=g["heads"], HV=g["value_heads"], D=g["head_dim"])
