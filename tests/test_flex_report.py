@@ -271,3 +271,12 @@ def test_the_memory_claim_is_judged_by_slopes_and_their_intervals():
     assert m["FlexMemoryVerdict"] == "partly holds"  # the masked SDPA's growth is not shown quadratic
     m = report.memory_slopes(rows({"naive": 1.2, "sdpa_masked": 1.3, "flex": 1.7}))
     assert m["FlexMemoryVerdict"] == "not reached"
+
+
+def test_the_memory_figure_draws_the_dense_kernels_as_one_band(derived):
+    fig = report.FIGURES["flex_memory"](derived)
+    lines = {ln.get_label() for ax in fig.axes for ln in ax.get_lines()}
+    bands = [c for ax in fig.axes for c in ax.collections if c.get_label().startswith("dense")]
+    plt.close(fig)
+    assert len(bands) == 2 and "FA2" in bands[0].get_label()  # one band per panel, its kernels named
+    assert {"Flex", "naive"} <= lines and not lines & {"FA2", "cuDNN", "Flex FLASH"}

@@ -64,6 +64,10 @@ BACKENDS = {"flex": "Flex", "flex_flash": "FlexFlash"}
 #: Markers of the memory figure's implementations, in turn (one that another hides is drawn over it in
 #: hollow rings: :func:`kernels.paper.style.reveal_hidden`).
 MEMORY_MARKERS = "osD^v<>p"
+#: The implementations that the memory figure draws as one grey band, the range of their peaks at
+#: each length: the dense kernels, which keep neither a mask nor the scores, and whose peaks lie
+#: within a few percent of each other (as lines, their markers would hide one another).
+MEMORY_BAND = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex_flash")
 #: Each backend's name in the tables and figures that set the two side by side.
 BACKEND_LABEL = {"flex": "Triton", "flex_flash": "FLASH"}
 #: The order of passes and of backends in the tables (their rank, a sort key).
@@ -315,22 +319,29 @@ def fig_memory(df: pd.DataFrame):
     """Peak device memory of causal attention against sequence length (32768 tokens per batch): the
     materialised mask of SDPA (and the scores of naive attention) grow with N at a constant number of
     tokens (N² per sequence), FlexAttention's block mask does not; crosses mark out-of-memory runs.
-    The dense kernels and flex need about the same memory: only the inputs, the output and their
-    statistics."""
+    The grey band spans the dense kernels (FlashAttention-2, cuDNN and memory-efficient SDPA, and
+    FlexAttention's FLASH backend): flex needs about their memory, only the inputs, the output and
+    their statistics."""
     d = _seqlen_series(_main_gpu(df))
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
     impls = sorted(d["impl"].unique())
     colors = style.palette("flex", impls)
+    banded = [i for i in MEMORY_BAND if i in impls]
     for ax, pas in zip(axes[0], ["fwd", "fwdbwd"]):
         p = d[d["pass"] == pas]
         if p.empty:
             kit.mark_empty(ax)
             continue
         top = _num(p, "peak_mem_bytes").max() / 2**30
+        band = p[p["impl"].isin(banded) & (p["status"] == "ok")].assign(gib=lambda x: _num(x, "peak_mem_bytes") / 2**30)
+        band = band.groupby("seqlen")["gib"].agg(["min", "max"]).dropna()
+        if not band.empty:
+            ax.fill_between(band.index, band["min"], band["max"], color="0.75", lw=3, zorder=1,
+                            label="dense: " + kit.and_list([style.label("flex", i) for i in banded]))
         for i, impl in enumerate(impls):
             g = p[p["impl"] == impl].sort_values("seqlen")
             ok = g[(g["status"] == "ok") & _num(g, "peak_mem_bytes").notna()]
-            if not ok.empty:
+            if not ok.empty and impl not in banded:
                 ax.plot(ok["seqlen"], _num(ok, "peak_mem_bytes") / 2**30, color=colors[impl],
                         marker=MEMORY_MARKERS[i % len(MEMORY_MARKERS)],
                         label=style.label("flex", impl), linestyle="-" if len(ok) >= 3 else "none", lw=0.9)
@@ -344,7 +355,7 @@ def fig_memory(df: pd.DataFrame):
         ax.set_ylabel("peak memory (GiB)")
         ax.set_title(style.pass_label(pas))
     fig.tight_layout()
-    style.legend_below(fig, axes[0], ncol=7)
+    style.legend_below(fig, axes[0], ncol=4)
     return fig
 
 
