@@ -654,7 +654,9 @@ def backend_macros(d: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
     (``...Ci``, :func:`kernels.paper.report_kit.interval`) and the verdict on "2-4x
     faster prefill" from the causal forward over FA2 and cuDNN (``<prefix>PrefillVerdict``). At N >=
     8K: the sliding windows' and documents' percentage of the ideal speedup over the backend's own
-    causal (``<prefix><Family><Pass>PctIdeal{Min,Median}``, ``...TargetMet``: cases >= 80 %), the
+    causal (``<prefix><Family><Pass>PctIdeal{Min,Median}``, ``...TargetMet``: cases >= 80 %; the
+    median's 95 % interval, ``...PctIdealMedianCi``, :func:`kernels.paper.report_kit.median_ratio` of the
+    speedups over causal as fractions of the ideal, written as percentages), the
     verdict on "speed follows sparsity" from the forward cases (``<prefix>SparsityVerdict``), the
     fixed cost per query-block row fitted to their tile costs (:func:`row_cost_fit`:
     ``<prefix><Pass>RowCost{Tiles,Rsq}``, rank correlations, mean residuals per family, the worst
@@ -679,12 +681,17 @@ def backend_macros(d: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
         out[f"{prefix}{pname}CausalTflops"] = kit.fmt(kit.first(causal, "tflops_elements"), 0)
     # the >= 80 % of ideal target, sliding windows and document packing at N >= 8K
     rows = d[(d["impl"] == impl) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)]
+    rows = rows.assign(causal_reps=_ok_base(d, d["mask"] == "causal", SHAPE + ["impl", "score_mod"], kit.DEVICE_REPS))
     fwd_pcts: list[float] = []
     for fam, fname in (("window", "Window"), ("document", "Document")):
         for pas, pname in PASS_NAMES.items():
-            pct = rows.loc[(rows["mask"] == fam) & (rows["pass"] == pas), "pct_of_ideal"].dropna()
+            cases = rows[(rows["mask"] == fam) & (rows["pass"] == pas)].dropna(subset=["pct_of_ideal"])
+            pct = cases["pct_of_ideal"]
             out[f"{prefix}{fname}{pname}PctIdealMin"] = kit.fmt(pct.min() if len(pct) else np.nan, 0)
             out[f"{prefix}{fname}{pname}PctIdealMedian"] = kit.fmt(pct.median() if len(pct) else np.nan, 1)
+            # the median's interval: the speedups over causal as fractions of their ideal, resampled
+            fraction = kit.median_ratio(zip(cases["causal_reps"], cases[kit.DEVICE_REPS], 1.0 / cases["ideal_ratio"]))
+            out[f"{prefix}{fname}{pname}PctIdealMedianCi"] = kit.interval(fraction, 1, scale=100.0)
             out[f"{prefix}{fname}{pname}TargetMet"] = (f"{int((pct >= 80).sum())} of {len(pct)}" if len(pct)
                                                        else style.MISSING)
             fwd_pcts.extend(pct.tolist() if pas == "fwd" else [])
