@@ -43,6 +43,13 @@ def test_every_study_float_is_placed_once_and_cited_before_it_is_placed():
         assert label in _cited(tex[:placed[0]]), f"{label} is placed before the text cites it"
 
 
+def test_every_sparsity_median_of_the_flexattention_section_carries_its_interval():
+    tex = MAIN.read_text()
+    section = tex.split("\\label{sec:flex}", 1)[1].split("\\section{", 1)[0]
+    medians = re.findall(r"\\([A-Za-z]+PctIdealMedian)(\\,\\%~\\[A-Za-z]+)?", section)
+    assert medians and all(ci == f"\\,\\%~\\{name}Ci" for name, ci in medians), medians
+
+
 def test_the_appendix_places_its_tables_in_the_order_its_text_cites_them_studies_in_the_papers_order():
     tex = MAIN.read_text()
     appendix = re.sub(r"(?<!\\)%.*", "", tex.split("\\section{Additional tables}", 1)[1].split("\\section{", 1)[0])
