@@ -1,5 +1,7 @@
 """The FlexAttention report on a small synthetic tidy table: derive, every figure, table and macro."""
 
+import json
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -271,3 +273,23 @@ def test_the_memory_claim_is_judged_by_slopes_and_their_intervals():
     assert m["FlexMemoryVerdict"] == "partly holds"  # the masked SDPA's growth is not shown quadratic
     m = report.memory_slopes(rows({"naive": 1.2, "sdpa_masked": 1.3, "flex": 1.7}))
     assert m["FlexMemoryVerdict"] == "not reached"
+
+
+def test_the_sparsity_medians_carry_an_interval_from_the_cases_and_their_causal_repetitions(derived):
+    rng = np.random.default_rng(0)
+    reps = [json.dumps(list(ms * (1 + 0.01 * rng.standard_normal(50)))) if np.isfinite(ms) else np.nan
+            for ms in derived["device_ms"]]
+    m = report.macros(derived.assign(device_times_ms=reps))
+    low, high = (float(x) for x in m["FlexWindowFwdPctIdealMedianCi"].strip("[]").split(", "))
+    assert low < float(m["FlexWindowFwdPctIdealMedian"]) == 80.0 < high and high - low < 2
+    assert m["FlexFlashDocumentBwdPctIdealMedianCi"].startswith("[")
+    assert report.macros(derived)["FlexWindowFwdPctIdealMedianCi"] == "n/a"  # rows without repetitions
+
+
+def test_the_memory_figure_draws_the_dense_kernels_as_one_band(derived):
+    fig = report.FIGURES["flex_memory"](derived)
+    lines = {ln.get_label() for ax in fig.axes for ln in ax.get_lines()}
+    bands = [c for ax in fig.axes for c in ax.collections if c.get_label().startswith("dense")]
+    plt.close(fig)
+    assert len(bands) == 2 and "FA2" in bands[0].get_label()  # one band per panel, its kernels named
+    assert {"Flex", "naive"} <= lines and not lines & {"FA2", "cuDNN", "Flex FLASH"}

@@ -85,6 +85,7 @@ def test_a_study_without_rows_renders_not_measured():
         m = report.macros(report.derive(df))
         assert set(m) == set(report.macros(report.derive(tidy())))
         assert m.pop("GdnFlaBwdTileLang") == "false"  # the paper's switch \ifGdnFlaBwdTileLang
+        assert m.pop("GdnBwdUnmeasuredNote") == ""  # a caption's note: nothing drawn, nothing missing
         assert {v for k, v in m.items() if not k.endswith(("Verdict", "Configs"))} == {"n/a"}
 
 
@@ -270,3 +271,17 @@ def test_speedups_over_fla_carry_their_intervals_and_a_tie_reads_as_one():
     low, high = (float(x) for x in m["GdnFlashQlaSpeedupVsFlaBFourTEightKCi"].strip("[]").split(", "))
     assert low < 2.5 < high and low > 1
     assert report.macros(tidy())["GdnChunkSpeedupVsFlaBFourTEightKCi"] == "n/a"  # rows without repetitions
+
+
+def test_the_backward_figures_caption_names_the_shapes_an_implementation_was_not_measured_at():
+    df = report.derive(bwd_tidy())
+    assert report.bwd_unmeasured_note(df) == ""  # every implementation drawn at every shape
+    assert set(report.CAPTION_MACROS) <= set(report.FIGURES) and "GdnBwdUnmeasuredNote" in report.macros(df)
+    # FlashQLA's backward at the shape its config's impl_shapes allows only
+    limited = report.derive(bwd_tidy()[lambda d: (d.impl != "flash_qla") | ((d.batch == 4) & (d.seqlen == 8192))])
+    assert report.bwd_unmeasured_note(limited) == (
+        "FlashQLA has no bar at B1 T32768 H32 and B1 T8192 H16: of these shapes the sweep times its backward at "
+        "B4 T8192 H16 only, as its TileLang kernels compile anew for each shape.")
+    # a shape the config allows, without a timed row: said so, not blamed on the config
+    untimed = report.derive(bwd_tidy()[lambda d: (d.impl != "chunk") | (d.seqlen != 32768)])
+    assert report.bwd_unmeasured_note(untimed) == "chunked (ours) has no bar at B1 T32768 H32: its rows at B1 T32768 H32 are not timed."

@@ -156,6 +156,24 @@ def test_a_ratio_is_byte_stable_and_missing_without_repetitions():
     assert kit.interval(kit.ratio([], b)) == "n/a"
 
 
+def test_a_median_of_ratios_has_a_bootstrap_interval_and_draws_a_shared_baseline_once():
+    base, a, b = _reps(2.0), _reps(1.0, seed=2), _reps(0.5, seed=3)
+    assert kit.median_ratio([(base, a, 1.0)]) == kit.ratio(base, a)  # one case: the ratio itself
+    cases = [(base, a, 1.0), (base, b, 0.5), (base, _reps(4.0, seed=4), 2.0)]  # ratios 2, 2 and 1
+    m = kit.median_ratio(cases)
+    assert m.value == pytest.approx(2.0, rel=0.01) and m.low < m.value < m.high and m.high - m.low < 0.03
+    assert m == kit.median_ratio(cases)  # byte-stable
+    # the shared baseline's resample is one draw: cases that differ only in their scale move together
+    same = kit.median_ratio([(base, a, 1.0), (base, a, 1.0)])
+    assert same == kit.ratio(base, a)
+    assert kit.median_ratio([([], a, 1.0), (base, a, float("nan"))]) == kit.NO_RATIO
+
+
+def test_an_interval_can_be_written_as_a_percentage_with_its_tie_judged_on_the_ratio():
+    assert kit.interval(kit.Ratio(0.796, 0.7951, 0.8042), 1, scale=100.0) == "[79.5, 80.5]"
+    assert kit.interval(kit.Ratio(0.99, 0.97, 1.01), 1, scale=100.0) == "[97.0, 101.0] (tie)"
+
+
 def test_an_interval_reads_as_a_tie_when_it_holds_one():
     assert kit.interval(kit.Ratio(1.02, 0.99, 1.05)) == "[0.99, 1.05] (tie)"
     # rounded outwards, so that it holds the ratio as printed (0.6655 reads 0.67)

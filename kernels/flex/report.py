@@ -64,6 +64,10 @@ BACKENDS = {"flex": "Flex", "flex_flash": "FlexFlash"}
 #: Markers of the memory figure's implementations, in turn (one that another hides is drawn over it in
 #: hollow rings: :func:`kernels.paper.style.reveal_hidden`).
 MEMORY_MARKERS = "osD^v<>p"
+#: The implementations that the memory figure draws as one grey band, the range of their peaks at
+#: each length: the dense kernels, which keep neither a mask nor the scores, and whose peaks lie
+#: within a few percent of each other (as lines, their markers would hide one another).
+MEMORY_BAND = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex_flash")
 #: Each backend's name in the tables and figures that set the two side by side.
 BACKEND_LABEL = {"flex": "Triton", "flex_flash": "FLASH"}
 #: The order of passes and of backends in the tables (their rank, a sort key).
@@ -315,22 +319,29 @@ def fig_memory(df: pd.DataFrame):
     """Peak device memory of causal attention against sequence length (32768 tokens per batch): the
     materialised mask of SDPA (and the scores of naive attention) grow with N at a constant number of
     tokens (N² per sequence), FlexAttention's block mask does not; crosses mark out-of-memory runs.
-    The dense kernels and flex need about the same memory: only the inputs, the output and their
-    statistics."""
+    The grey band spans the dense kernels (FlashAttention-2, cuDNN and memory-efficient SDPA, and
+    FlexAttention's FLASH backend): flex needs about their memory, only the inputs, the output and
+    their statistics."""
     d = _seqlen_series(_main_gpu(df))
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
     impls = sorted(d["impl"].unique())
     colors = style.palette("flex", impls)
+    banded = [i for i in MEMORY_BAND if i in impls]
     for ax, pas in zip(axes[0], ["fwd", "fwdbwd"]):
         p = d[d["pass"] == pas]
         if p.empty:
             kit.mark_empty(ax)
             continue
         top = _num(p, "peak_mem_bytes").max() / 2**30
+        band = p[p["impl"].isin(banded) & (p["status"] == "ok")].assign(gib=lambda x: _num(x, "peak_mem_bytes") / 2**30)
+        band = band.groupby("seqlen")["gib"].agg(["min", "max"]).dropna()
+        if not band.empty:
+            ax.fill_between(band.index, band["min"], band["max"], color="0.75", lw=3, zorder=1,
+                            label="dense: " + kit.and_list([style.label("flex", i) for i in banded]))
         for i, impl in enumerate(impls):
             g = p[p["impl"] == impl].sort_values("seqlen")
             ok = g[(g["status"] == "ok") & _num(g, "peak_mem_bytes").notna()]
-            if not ok.empty:
+            if not ok.empty and impl not in banded:
                 ax.plot(ok["seqlen"], _num(ok, "peak_mem_bytes") / 2**30, color=colors[impl],
                         marker=MEMORY_MARKERS[i % len(MEMORY_MARKERS)],
                         label=style.label("flex", impl), linestyle="-" if len(ok) >= 3 else "none", lw=0.9)
@@ -344,7 +355,7 @@ def fig_memory(df: pd.DataFrame):
         ax.set_ylabel("peak memory (GiB)")
         ax.set_title(style.pass_label(pas))
     fig.tight_layout()
-    style.legend_below(fig, axes[0], ncol=7)
+    style.legend_below(fig, axes[0], ncol=4)
     return fig
 
 
@@ -643,7 +654,9 @@ def backend_macros(d: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
     (``...Ci``, :func:`kernels.paper.report_kit.interval`) and the verdict on "2-4x
     faster prefill" from the causal forward over FA2 and cuDNN (``<prefix>PrefillVerdict``). At N >=
     8K: the sliding windows' and documents' percentage of the ideal speedup over the backend's own
-    causal (``<prefix><Family><Pass>PctIdeal{Min,Median}``, ``...TargetMet``: cases >= 80 %), the
+    causal (``<prefix><Family><Pass>PctIdeal{Min,Median}``, ``...TargetMet``: cases >= 80 %; the
+    median's 95 % interval, ``...PctIdealMedianCi``, :func:`kernels.paper.report_kit.median_ratio` of the
+    speedups over causal as fractions of the ideal, written as percentages), the
     verdict on "speed follows sparsity" from the forward cases (``<prefix>SparsityVerdict``), the
     fixed cost per query-block row fitted to their tile costs (:func:`row_cost_fit`:
     ``<prefix><Pass>RowCost{Tiles,Rsq}``, rank correlations, mean residuals per family, the worst
@@ -668,12 +681,17 @@ def backend_macros(d: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
         out[f"{prefix}{pname}CausalTflops"] = kit.fmt(kit.first(causal, "tflops_elements"), 0)
     # the >= 80 % of ideal target, sliding windows and document packing at N >= 8K
     rows = d[(d["impl"] == impl) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)]
+    rows = rows.assign(causal_reps=_ok_base(d, d["mask"] == "causal", SHAPE + ["impl", "score_mod"], kit.DEVICE_REPS))
     fwd_pcts: list[float] = []
     for fam, fname in (("window", "Window"), ("document", "Document")):
         for pas, pname in PASS_NAMES.items():
-            pct = rows.loc[(rows["mask"] == fam) & (rows["pass"] == pas), "pct_of_ideal"].dropna()
+            cases = rows[(rows["mask"] == fam) & (rows["pass"] == pas)].dropna(subset=["pct_of_ideal"])
+            pct = cases["pct_of_ideal"]
             out[f"{prefix}{fname}{pname}PctIdealMin"] = kit.fmt(pct.min() if len(pct) else np.nan, 0)
             out[f"{prefix}{fname}{pname}PctIdealMedian"] = kit.fmt(pct.median() if len(pct) else np.nan, 1)
+            # the median's interval: the speedups over causal as fractions of their ideal, resampled
+            fraction = kit.median_ratio(zip(cases["causal_reps"], cases[kit.DEVICE_REPS], 1.0 / cases["ideal_ratio"]))
+            out[f"{prefix}{fname}{pname}PctIdealMedianCi"] = kit.interval(fraction, 1, scale=100.0)
             out[f"{prefix}{fname}{pname}TargetMet"] = (f"{int((pct >= 80).sum())} of {len(pct)}" if len(pct)
                                                        else style.MISSING)
             fwd_pcts.extend(pct.tolist() if pas == "fwd" else [])

@@ -232,6 +232,45 @@ def fig_peak_memory(df: pd.DataFrame):
 FIGURES = {"gdn_time_vs_seqlen": fig_time_vs_seqlen, "gdn_speedup_main": fig_speedup_main,
            "gdn_fwdbwd_time_vs_seqlen": fig_fwdbwd_time_vs_seqlen, "gdn_bwd_speedup_main": fig_bwd_speedup_main,
            "gdn_peak_memory": fig_peak_memory}
+#: The macro that ends a figure's caption (:func:`kernels.paper.render.render_floats`): the backward
+#: figures' note on the shapes an implementation has no bar at (:func:`bwd_unmeasured_note`).
+CAPTION_MACROS = {"gdn_bwd_speedup_main": "GdnBwdUnmeasuredNote", "gdn_peak_memory": "GdnBwdUnmeasuredNote"}
+#: Why the sweep times an implementation at the shapes of its config ``impl_shapes`` only, as a
+#: caption says it (:func:`bwd_unmeasured_note`).
+LIMITED_WHY = {"flash_qla": "its TileLang kernels compile anew for each shape"}
+
+
+def _shape_list(shapes) -> str:
+    """(batch, seqlen, heads) tuples as a phrase: ``B4 T8192 H16 and B1 T8192 H16``."""
+    return kit.and_list([style.shape(B=b, T=t, H=h) for b, t, h in shapes])
+
+
+def bwd_unmeasured_note(df: pd.DataFrame) -> str:
+    """The note of the backward figures (:data:`CAPTION_MACROS`) on the backward's main shapes that an
+    implementation drawn there has no timed row at, in either pass: for each, the shapes it lacks
+    and why. Why: the shapes that the config's backward ``impl_shapes`` limits it to, when they
+    leave those out (with its reason, :data:`LIMITED_WHY`); else that its rows there are not timed.
+    Empty when every implementation drawn has every shape."""
+    d = pd.concat([_main_rows(_pass(df, p)) for p in ("bwd", "fwdbwd")])
+    shapes = list(dict.fromkeys(zip(d["batch"], d["seqlen"], d["heads"])))
+    limits = kit.study_config("gdn").get("backward", {}).get("impl_shapes", {})
+    notes = []
+    for impl in _impls(d):
+        mine = d[d["impl"] == impl]
+        have = set(zip(mine["batch"], mine["seqlen"], mine["heads"]))
+        lacking = [s for s in shapes if s not in have]
+        if not lacking:
+            continue
+        allowed = [(c["batch"], c["seqlen"], c["heads"]) for c in limits.get(impl, []) if isinstance(c, dict)]
+        outside = [s for s in lacking if allowed and s not in allowed]
+        text = f"{_label(impl)} has no bar at {_shape_list(lacking)}"
+        if outside:
+            why = f", as {LIMITED_WHY[impl]}" if impl in LIMITED_WHY else ""
+            text += f": of these shapes the sweep times its backward at {_shape_list(s for s in shapes if s in allowed)} only{why}"
+        if len(outside) < len(lacking):
+            text += f"{';' if outside else ':'} its rows at {_shape_list(s for s in lacking if s not in outside)} are not timed"
+        notes.append(text + ".")
+    return kit.escape_latex(" ".join(notes))
 
 
 def table_main(df: pd.DataFrame) -> pd.DataFrame:
@@ -470,7 +509,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     per call (latency minus device time) at the profiled shape (``Gdn<Impl><Pass>HostUs<shape>``,
     µs) beside the host's time to enqueue one call, measured alone (``Gdn<Impl><Pass>EnqueueUs<shape>``,
     µs, the row's ``timing.enqueue_us``) and the kernels a forward launches (``Gdn<Impl>KernelLaunches<shape>``,
-    from the breakdown); the largest
+    from the breakdown); the backward figures' note on the shapes an implementation lacks
+    (``GdnBwdUnmeasuredNote``, :func:`bwd_unmeasured_note`); the largest
     output and gradient RMSE/RMS of ``chunk`` against float64 (``GdnChunkOutErrMax``,
     ``GdnChunkGradErrMax``). The shapes and their names: :func:`paper_shapes` of the config's
     ``sweep``, the section the paper's rows are measured with."""
@@ -497,6 +537,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
                 m[f"Gdn{iname}{pname}SpeedupVsFla{tag}Ci"] = kit.interval(_vs_fla(df, impl, b, t, h, pas))
         for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
             m[f"Gdn{iname}FwdbwdPeakGib{tag}"] = kit.fmt(_at(df, impl, b, t, h, "peak_mem_gib", "fwdbwd"), 2)
+    m["GdnBwdUnmeasuredNote"] = bwd_unmeasured_note(df)
     m.update(flash_qla_verdicts(df))
     m.update(published_verdicts(df))
     m.update(fla_backward_dispatch(df))

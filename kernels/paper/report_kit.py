@@ -11,7 +11,8 @@ role (:func:`with_role`), a tidy table with the columns a report reads, rows or 
 implementations in a study's order (:func:`ordered`), grouped bars (:func:`grouped_bars`),
 the "not measured" marker of an empty panel (:data:`NOT_MEASURED`, :func:`mark_empty`), the
 per-kernel table (:func:`kernel_table`), the ratio of two rows' median times with its bootstrap
-interval (:func:`ratio`, :func:`ratios`, written by :func:`interval`), the verdict on a claimed
+interval (:func:`ratio`, :func:`ratios`, the median of several such ratios, :func:`median_ratio`,
+written by :func:`interval`), the verdict on a claimed
 range (:func:`claim_verdict`) and that on a claimed growth from fitted log-log slopes
 (:func:`follows_power`, :func:`scaling_verdict`).
 """
@@ -322,11 +323,49 @@ def ratio(num, den, scale: float = 1.0) -> Ratio:
     if a.size == 0 or b.size == 0:
         return NO_RATIO
     rng = np.random.default_rng(SEED)
-    ma = np.median(a[rng.integers(0, a.size, (RESAMPLES, a.size))], axis=1)
-    mb = np.median(b[rng.integers(0, b.size, (RESAMPLES, b.size))], axis=1)
-    tail = 100 * (1 - LEVEL) / 2
-    low, high = np.percentile(scale * ma / mb, [tail, 100 - tail])
+    ma, mb = _resampled_medians(rng, a), _resampled_medians(rng, b)
+    low, high = _level_bounds(scale * ma / mb)
     return Ratio(float(scale * np.median(a) / np.median(b)), float(low), float(high))
+
+
+def _resampled_medians(rng, reps: np.ndarray) -> np.ndarray:
+    """The medians of :data:`RESAMPLES` resamples of ``reps``, drawn with replacement by ``rng``."""
+    return np.median(reps[rng.integers(0, reps.size, (RESAMPLES, reps.size))], axis=1)
+
+
+def _level_bounds(boot: np.ndarray) -> tuple[float, float]:
+    """The (1 - :data:`LEVEL`)/2 and (1 + :data:`LEVEL`)/2 quantiles of bootstrap values ``boot``."""
+    tail = 100 * (1 - LEVEL) / 2
+    low, high = np.percentile(boot, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def median_ratio(cases: Iterable[tuple]) -> Ratio:
+    """The median over cases of their ratios, each case ``(num, den, scale)`` as :func:`ratio`
+    takes it (``scale`` times the median of repetitions ``num`` over that of ``den``), with a
+    :data:`LEVEL` percentile-bootstrap interval for that median: each of :data:`RESAMPLES`
+    resamples draws every row's repetitions with replacement, as :func:`ratio` does, a row that
+    several cases share (their common baseline) once, and takes the median over the cases of the
+    resampled ratios. The interval reflects the timing noise of the rows, not the spread of the
+    cases (a range, :func:`span`, shows that). One case gives :func:`ratio`'s value and interval.
+    Cases without repetitions in both rows or with a scale that is not finite are left out;
+    :data:`NO_RATIO` when none is left."""
+    cases = [(repetitions(n), repetitions(d), float(s)) for n, d, s in cases]
+    cases = [(a, b, s) for a, b, s in cases if a.size and b.size and np.isfinite(s)]
+    if not cases:
+        return NO_RATIO
+    rng = np.random.default_rng(SEED)
+    drawn: dict[bytes, np.ndarray] = {}  # a row's resampled medians, by its repetitions
+
+    def medians(reps: np.ndarray) -> np.ndarray:
+        key = reps.tobytes()
+        if key not in drawn:
+            drawn[key] = _resampled_medians(rng, reps)
+        return drawn[key]
+
+    boot = np.median(np.array([s * medians(a) / medians(b) for a, b, s in cases]), axis=0)
+    low, high = _level_bounds(boot)
+    return Ratio(float(np.median([s * np.median(a) / np.median(b) for a, b, s in cases])), low, high)
 
 
 def ratios(base: pd.DataFrame, rows: pd.DataFrame, keys: Sequence[str], col: str = DEVICE_REPS) -> list[Ratio]:
@@ -339,21 +378,22 @@ def ratios(base: pd.DataFrame, rows: pd.DataFrame, keys: Sequence[str], col: str
     return [ratio(ref[key], row[col]) for _, row in rows.iterrows() if (key := tuple(row[k] for k in keys)) in ref]
 
 
-def interval(values: Ratio | Sequence[Ratio], digits: int = 2) -> str:
+def interval(values: Ratio | Sequence[Ratio], digits: int = 2, scale: float = 1.0) -> str:
     """The :data:`LEVEL` interval of a ratio as the text writes it after the ratio, with ``digits``
     decimals like the ratio itself, rounded outwards (the lower end down, the upper end up) so that
     it holds the ratio as printed: ``[0.99, 1.05]``, followed by ``(tie)`` when it holds 1.0
     (:attr:`Ratio.tie`, of the unrounded interval). Of several ratios (a range over sizes, written by
     :func:`span` of their values), from the lowest lower end to the highest upper end, with ``(tie)``
-    when every interval holds 1.0 and ``(k of n ties)`` when k do.
+    when every interval holds 1.0 and ``(k of n ties)`` when k do. The ends are written times
+    ``scale`` (100: a fraction as a percentage), the ties judged on the ratio itself.
     :data:`kernels.paper.style.MISSING` when none is finite."""
     rs = [values] if isinstance(values, Ratio) else list(values)
     rs = [r for r in rs if np.isfinite(r.low) and np.isfinite(r.high)]
     if not rs:
         return style.MISSING
     unit = 10.0 ** digits
-    low = math.floor(min(r.low for r in rs) * unit + 1e-9) / unit  # 1e-9: 1.04 * 100 is 104.00000000000001
-    high = math.ceil(max(r.high for r in rs) * unit - 1e-9) / unit
+    low = math.floor(min(r.low for r in rs) * scale * unit + 1e-9) / unit  # 1e-9: 1.04 * 100 is 104.00000000000001
+    high = math.ceil(max(r.high for r in rs) * scale * unit - 1e-9) / unit
     text = f"[{fmt(low, digits)}, {fmt(high, digits)}]"
     ties = sum(r.tie for r in rs)
     if ties == len(rs):
