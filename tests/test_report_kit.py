@@ -166,6 +166,9 @@ def test_an_interval_reads_as_a_tie_when_it_holds_one():
     assert kit.interval(rs, 2) == "[1.58, 1.69]"  # a range: lowest lower end to highest upper end
     assert kit.interval([kit.Ratio(1.0, 0.9, 1.1), kit.Ratio(2.0, 1.9, 2.1)], 2) == "[0.90, 2.10] (1 of 2 ties)"
     assert kit.values(rs) == [1.6, 1.66]
+    # a share printed in %: the ends scaled and rounded outwards, the tie that of the ratio (1.0, not 100)
+    assert kit.interval(kit.Ratio(0.9213, 0.9121, 0.9304), 1, scale=100) == "[91.2, 93.1]"
+    assert kit.interval(kit.Ratio(0.99, 0.98, 1.01), 1, scale=100) == "[98.0, 101.0] (tie)"
 
 
 def test_a_ratio_is_worded_a_tie_when_its_interval_holds_one():

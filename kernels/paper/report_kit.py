@@ -339,21 +339,22 @@ def ratios(base: pd.DataFrame, rows: pd.DataFrame, keys: Sequence[str], col: str
     return [ratio(ref[key], row[col]) for _, row in rows.iterrows() if (key := tuple(row[k] for k in keys)) in ref]
 
 
-def interval(values: Ratio | Sequence[Ratio], digits: int = 2) -> str:
+def interval(values: Ratio | Sequence[Ratio], digits: int = 2, scale: float = 1.0) -> str:
     """The :data:`LEVEL` interval of a ratio as the text writes it after the ratio, with ``digits``
     decimals like the ratio itself, rounded outwards (the lower end down, the upper end up) so that
     it holds the ratio as printed: ``[0.99, 1.05]``, followed by ``(tie)`` when it holds 1.0
     (:attr:`Ratio.tie`, of the unrounded interval). Of several ratios (a range over sizes, written by
     :func:`span` of their values), from the lowest lower end to the highest upper end, with ``(tie)``
-    when every interval holds 1.0 and ``(k of n ties)`` when k do.
-    :data:`kernels.paper.style.MISSING` when none is finite."""
+    when every interval holds 1.0 and ``(k of n ties)`` when k do. ``scale``: the factor by which the
+    text prints the ratio (100 for a share in %: ``[91.2, 93.0]`` of a ratio of 0.92); the ties are
+    those of the ratio itself. :data:`kernels.paper.style.MISSING` when none is finite."""
     rs = [values] if isinstance(values, Ratio) else list(values)
     rs = [r for r in rs if np.isfinite(r.low) and np.isfinite(r.high)]
     if not rs:
         return style.MISSING
     unit = 10.0 ** digits
-    low = math.floor(min(r.low for r in rs) * unit + 1e-9) / unit  # 1e-9: 1.04 * 100 is 104.00000000000001
-    high = math.ceil(max(r.high for r in rs) * unit - 1e-9) / unit
+    low = math.floor(min(r.low for r in rs) * scale * unit + 1e-9) / unit  # 1e-9: 1.04 * 100 is 104.00000000000001
+    high = math.ceil(max(r.high for r in rs) * scale * unit - 1e-9) / unit
     text = f"[{fmt(low, digits)}, {fmt(high, digits)}]"
     ties = sum(r.tie for r in rs)
     if ties == len(rs):
