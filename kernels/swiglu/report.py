@@ -459,7 +459,16 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     holds from :data:`GRAPH_REMOVED_PCT` up); the GEMM epilogue's speedup over cuBLAS plus our
     activation at each GEMM group's shape (``SwigluGemmFusedSpeedup<model>``) with its interval
     (``...Ci``) and its word (``...Tie``: "a tie" when the interval holds 1.0, else "faster" or
-    "slower", :func:`kernels.paper.report_kit.tie_word`)."""
+    "slower", :func:`kernels.paper.report_kit.tie_word`); the bandwidth shares of the source kernel's and
+    our forward from :data:`LARGE` up, in % of the datasheet's and of the copy's, with their intervals
+    (``Swiglu<Impl>FwdPct{Peak,Copy}Range`` and ``...Ci``, :func:`_bandwidth_shares`); Liger's forward
+    time over ours at the model width where it is largest (``SwigluLigerSlowHidden``, ``...Model``,
+    ``SwigluLigerSlowOverTritonRange``) and at the other widths (``SwigluLigerOtherOverTritonRange``),
+    with intervals, and both kernels' shares of the copy's bandwidth at that width
+    (``Swiglu{Liger,Triton}SlowPctCopyRange``, :func:`_liger_over_ours`); the dtype that the source
+    kernel's bfloat16 rows write (``SwigluSeedBfSixteenOutDtype``), the tolerance their check applies
+    (``SwigluToleranceBfSixteen``) and the largest RMSE/RMS of its and our bfloat16 rows
+    (``Swiglu{Seed,Triton}BfSixteenMaxErr``)."""
     d = _ok(df)
     ew = d[d["gemm_in"].astype(float).eq(0) & d["launch"].eq("stream")]
     bf = ew[ew["dtype"].eq("bfloat16")]
