@@ -147,6 +147,27 @@ def test_every_ratio_of_the_abstract_and_the_claims_table_carries_its_interval()
     assert not _ratios_without_interval("\\FooSpeedup$\\times$~\\FooSpeedupCi{} (B4)")
 
 
+def _bandwidth_shares_without_interval(tex: str) -> list[str]:
+    """The bandwidth shares of ``tex`` (a macro of a share of the datasheet's or the copy's bandwidth,
+    ``...PctPeak...`` or ``...PctCopy...``, followed by ``\\,\\%``) that are not followed by their interval
+    (the same name with ``Ci``)."""
+    found = re.finditer(r"\\([A-Za-z]*Pct(?:Peak|Copy)[A-Za-z]*)\\,\\%\s*(\\[A-Za-z]+)?", tex)
+    return [m.group(1) for m in found if m.group(2) != f"\\{m.group(1)}Ci"]
+
+
+def test_the_bandwidth_shares_of_the_claims_table_and_the_swiglu_section_carry_their_intervals():
+    tex = MAIN.read_text()
+    claims = tex[tex.index("\\label{tab:claims}"):]
+    claims = claims[:claims.index("\\end{table}")]
+    swiglu = tex[tex.index("\\label{sec:swiglu}"):tex.index("\\label{sec:flex}")]
+    for part, name in ((claims, "the claims table"), (swiglu, "the SwiGLU section")):
+        assert "Pct" in part
+        missing = _bandwidth_shares_without_interval(part)
+        assert not missing, f"bandwidth shares without an interval in {name}: {missing}"
+    assert _bandwidth_shares_without_interval("\\FooPctPeakRange\\,\\% of it") == ["FooPctPeakRange"]
+    assert not _bandwidth_shares_without_interval("\\FooPctCopyRange\\,\\% \\FooPctCopyRangeCi{} of it")
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """The committed data rendered to the paper in a copy of the tracked files (this tree is left alone)."""

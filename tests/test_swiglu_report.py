@@ -139,12 +139,55 @@ def test_macros(tidy):
     assert m["SwigluGemmWarmupMs"] == "1000"
     assert m["SwigluCompileSecondsEightB"] == "9.5"
     for empty in (report.macros(tidy.iloc[0:0]), report.macros(pd.DataFrame())):
-        measured = {k: v for k, v in empty.items() if k != "SwigluGraphRemovedPctClaim"}  # a criterion, not data
+        criteria = ("SwigluGraphRemovedPctClaim", "SwigluToleranceBfSixteen")  # a criterion, not data
+        measured = {k: v for k, v in empty.items() if k not in criteria}
         assert set(empty) == set(m) and set(measured.values()) == {"n/a"}
     seed = tidy[tidy["impl"] == "seed"].iloc[:2].assign(out_dtype="float16", status=["ok", "wrong"],
                                                         dtype=["bfloat16", "float32"])
     assert {k: report.macros(seed)[k] for k in ("SwigluSeedOutDtype", "SwigluSeedWrongDtypes")} == {
         "SwigluSeedOutDtype": "float16", "SwigluSeedWrongDtypes": "float32"}
+    # its bfloat16 rows write float16; their values checked against bfloat16's tolerance
+    assert (report.macros(seed)["SwigluSeedBfSixteenOutDtype"], m["SwigluToleranceBfSixteen"]) == ("float16", "0.01")
+    assert m["SwigluSeedBfSixteenMaxErr"] == "0.00100"
+
+
+def test_the_bandwidth_shares_carry_their_intervals(tidy):
+    """The shares of the datasheet's and of the copy's bandwidth, in %, each with the interval of its
+    repetitions: the bytes are exact, the device times resampled."""
+    m = report.macros(report.derive(tidy))
+    # the seed at 1.05 times the copy's time, at 2^26 and 2^30 elements: 100/1.05 % of the copy at both
+    assert m["SwigluSeedFwdPctCopyRange"] == f"{100 / 1.05:.1f}"
+    assert m["SwigluSeedFwdPctCopyRangeCi"] == f"[{math.floor(1000 / 1.05) / 10:.1f}, {math.ceil(1000 / 1.05) / 10:.1f}]"
+    d = report.derive(tidy)
+    peak = d[d["impl"].eq("triton") & d["pass"].eq("fwd") & (d["numel"] >= report.LARGE)]["pct_peak"]
+    assert m["SwigluTritonFwdPctPeakRange"] == f"{peak.min():.1f}--{peak.max():.1f}"
+    assert m["SwigluTritonFwdPctPeakRangeCi"] == (f"[{math.floor(10 * peak.min()) / 10:.1f}, "
+                                                  f"{math.ceil(10 * peak.max()) / 10:.1f}]")
+    # spread repetitions widen the interval around the same median
+    spread = tidy.copy()
+    seeds = spread["impl"].eq("seed")
+    spread.loc[seeds, "device_times_ms"] = [json.dumps(list(ms * np.linspace(0.9, 1.1, 11)))
+                                            for ms in spread.loc[seeds, "device_ms"]]
+    low, high = map(float, report.macros(report.derive(spread))["SwigluSeedFwdPctPeakRangeCi"].strip("[]").split(","))
+    assert low < float(m["SwigluSeedFwdPctPeakRange"]) < high and high - low > 1
+
+
+def test_liger_is_compared_with_ours_at_each_model_width(tidy):
+    """Liger's forward time over ours per FFN width of the grid series from 2^26 elements: the width
+    where it is slowest is named, with its ratios, intervals and share of the copy's bandwidth."""
+    rows = []
+    for hidden, slow in ((11008, 1.01), (18944, 1.24), (28672, 1.07)):
+        for impl, f in (("copy", 1.0), ("triton", 1.02), ("liger", 1.02 * slow)):
+            rows += [_row(impl, "fwd", t * hidden, 100.0 * f * t / 8192, tokens=t, hidden=hidden, series="grid")
+                     for t in (8192, 16384)]
+    m = report.macros(report.derive(pd.concat([tidy, pd.DataFrame(rows)], ignore_index=True)))
+    assert (m["SwigluLigerSlowHidden"], m["SwigluLigerSlowModel"]) == ("18944", "Qwen2-7B")
+    assert (m["SwigluLigerSlowOverTritonRange"], m["SwigluLigerSlowOverTritonRangeCi"]) == ("1.24", "[1.24, 1.24]")
+    assert (m["SwigluLigerOtherOverTritonRange"], m["SwigluLigerOtherOverTritonRangeCi"]) == (
+        "1.01--1.07", "[1.01, 1.07]")
+    assert m["SwigluLigerSlowPctCopyRange"] == f"{100 / (1.02 * 1.24):.1f}"
+    assert m["SwigluTritonSlowPctCopyRange"] == f"{100 / 1.02:.1f}"
+    assert report.macros(report.derive(tidy))["SwigluLigerSlowHidden"] == "n/a"  # no grid widths measured
 
 
 def test_macros_are_named_after_the_configs_models(tidy, monkeypatch):

@@ -179,7 +179,8 @@ def _row(impl, size, tflops, aligned=None, roles="padding", status="ok"):
     return dict(study="tensorcore", impl=impl, **{"pass": "fwd"}, dtype=study.DTYPES[impl], m=size, n=size, k=size,
                 aligned=aligned if aligned is not None else np.nan, roles=roles, status=status,
                 error=None if status == "ok" else "x", device_ms=ms, flops=flops,
-                tflops=flops / (ms * 1e-3) / 1e12, gpu="h200", warmup_ms=1000)
+                tflops=flops / (ms * 1e-3) / 1e12, gpu="h200", warmup_ms=1000,
+                env_sm_clock_mhz={"bf16": 345, "fp8": 1980}[impl])
 
 
 def _tidy(padded=(5.4, 5.7, 1.1, 1.02), fp8=(1.7, 1.86), bf16=740.0):
@@ -215,6 +216,8 @@ def test_macros_of_a_synthetic_table():
     assert m["TensorcoreFpEightTflopsFourK"] == "1258"
     assert m["TensorcoreWarmupMs"] == "1000"
     assert (m["TensorcorePaddingVerdict"], m["TensorcoreFpEightVerdict"]) == ("partly holds", "not reached")
+    # the SM clock each dtype's rows record (read at its job's start), quoted beside the FP8 ratio
+    assert (m["TensorcoreStartClockBfSixteen"], m["TensorcoreStartClockFpEight"]) == ("345", "1980")
     assert all(re.fullmatch("[A-Za-z]+", name) for name in m)
 
 

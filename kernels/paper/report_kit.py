@@ -384,9 +384,9 @@ def interval(values: Ratio | Sequence[Ratio], digits: int = 2, scale: float = 1.
     it holds the ratio as printed: ``[0.99, 1.05]``, followed by ``(tie)`` when it holds 1.0
     (:attr:`Ratio.tie`, of the unrounded interval). Of several ratios (a range over sizes, written by
     :func:`span` of their values), from the lowest lower end to the highest upper end, with ``(tie)``
-    when every interval holds 1.0 and ``(k of n ties)`` when k do. The ends are written times
-    ``scale`` (100: a fraction as a percentage), the ties judged on the ratio itself.
-    :data:`kernels.paper.style.MISSING` when none is finite."""
+    when every interval holds 1.0 and ``(k of n ties)`` when k do. ``scale``: the factor by which the
+    text prints the ratio (100 for a share in %: ``[91.2, 93.0]`` of a ratio of 0.92); the ties are
+    those of the ratio itself. :data:`kernels.paper.style.MISSING` when none is finite."""
     rs = [values] if isinstance(values, Ratio) else list(values)
     rs = [r for r in rs if np.isfinite(r.low) and np.isfinite(r.high)]
     if not rs:

@@ -694,7 +694,7 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
                         r"p{0.55\linewidth}lll"), r"\end{table}",
                r"\begin{table}[tbp]", r"\centering", r"\small",
                r"\caption{The numbers of the abstract from each run.}", r"\label{tab:reproduction_headlines}",
-               _columns(render.table_to_latex(headlines.set_index("number")), r"p{0.55\linewidth}ll"),
+               _columns(render.table_to_latex(headlines.set_index("number")), r"p{0.45\linewidth}ll"),
                r"\end{table}"]
     if has_outside:
         floats += [r"\begin{table}[tbp]", r"\centering", r"\small",

@@ -26,7 +26,7 @@ import pandas as pd
 from kernels.paper import report_kit as kit
 from kernels.paper import style
 from kernels.swiglu.impls import IMPLS
-from kernels.swiglu.study import PROFILE_ROLE
+from kernels.swiglu.study import PROFILE_ROLE, TOLERANCE
 
 #: Datasheet HBM bandwidth in GB/s (NVIDIA H200 SXM: 4.8 TB/s HBM3e).
 PEAK_GBPS = {"h200": 4800.0}
@@ -47,8 +47,8 @@ SHAPE = ["tokens", "hidden", "gemm_in"]
 #: The tidy table's columns that the report reads: :func:`_prepared` gives a table without them
 #: (a study without rows) these columns, all NaN (:func:`kernels.paper.report_kit.tidy_frame`).
 COLUMNS = ["gpu", "impl", "status", "dtype", "pass", "numel", *SHAPE, "series", "launch", "device_ms", "q10_ms",
-           "q90_ms", "latency_ms", "host_overhead_ms", "gbps", "tflops", "compile_s", "warmup_ms", "out_dtype",
-           kit.DEVICE_REPS, kit.LATENCY_REPS]
+           "q90_ms", "latency_ms", "host_overhead_ms", "bytes", "gbps", "tflops", "compile_s", "warmup_ms", "out_dtype",
+           "rel_err", kit.DEVICE_REPS, kit.LATENCY_REPS]
 
 
 def _prepared(df: pd.DataFrame) -> pd.DataFrame:
@@ -410,6 +410,39 @@ def _graph_removed_pct(dec: pd.DataFrame) -> list[float]:
     return list(100.0 * (stream.loc[both, "latency_us"] - graph.loc[both, "latency_us"]) / overhead)
 
 
+def _bandwidth_shares(frame: pd.DataFrame, impl: str) -> dict[str, list[kit.Ratio]]:
+    """Of ``impl``'s rows of ``frame`` (ok, elementwise), the bandwidth as a share of the datasheet's
+    (``peak``: ``pct_peak`` / 100, :data:`PEAK_GBPS`; rows of other GPUs left out) and of the same
+    run's copy at the same gpu, dtype, pass and numel (``copy``: ``pct_copy`` / 100), each a
+    :class:`~kernels.paper.report_kit.Ratio` with its interval: the bytes are exact, so the interval
+    is that of the device-time repetitions (the copy's too, for ``copy``)."""
+    mine, keys = frame[frame["impl"].eq(impl)], ["gpu", "dtype", "pass", "numel"]
+    copies = {}
+    for _, row in frame[frame["impl"].eq("copy")].iterrows():
+        copies.setdefault(tuple(row[k] for k in keys), row)
+    peak, copy = [], []
+    for _, row in mine.iterrows():
+        if row["gpu"] in PEAK_GBPS:  # bytes / (ms * 1e6) is GB/s
+            peak.append(kit.ratio([1.0], row[kit.DEVICE_REPS], float(row["bytes"]) / (1e6 * PEAK_GBPS[row["gpu"]])))
+        if (c := copies.get(tuple(row[k] for k in keys))) is not None:
+            copy.append(kit.ratio(c[kit.DEVICE_REPS], row[kit.DEVICE_REPS], float(row["bytes"]) / float(c["bytes"])))
+    return {"peak": peak, "copy": copy}
+
+
+def _liger_over_ours(large: pd.DataFrame) -> dict[int, list[kit.Ratio]]:
+    """Of the forward rows ``large`` (ok, bfloat16, launched per call, from :data:`LARGE` elements up), per
+    FFN hidden size of :data:`MODELS` that the sweep's ``grid`` series measured: Liger's device time
+    over ours (``triton``) at each number of tokens, with its interval (above 1: Liger is slower)."""
+    grid = large[large["series"].eq("grid")]
+    keys = ["gpu", "dtype", "pass", "launch", *SHAPE]
+    out = {}
+    for hidden in MODELS:
+        at = grid[grid["hidden"].astype(float).eq(hidden)]
+        if rs := kit.ratios(at[at["impl"].eq("liger")], at[at["impl"].eq("triton")], keys):
+            out[hidden] = rs
+    return out
+
+
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text (plain strings; 'n/a' when not measured): among them the speedups
     over eager of the source kernel and ours in the bfloat16 forward, at the sizes from
@@ -426,7 +459,16 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     holds from :data:`GRAPH_REMOVED_PCT` up); the GEMM epilogue's speedup over cuBLAS plus our
     activation at each GEMM group's shape (``SwigluGemmFusedSpeedup<model>``) with its interval
     (``...Ci``) and its word (``...Tie``: "a tie" when the interval holds 1.0, else "faster" or
-    "slower", :func:`kernels.paper.report_kit.tie_word`)."""
+    "slower", :func:`kernels.paper.report_kit.tie_word`); the bandwidth shares of the source kernel's and
+    our forward from :data:`LARGE` up, in % of the datasheet's and of the copy's, with their intervals
+    (``Swiglu<Impl>FwdPct{Peak,Copy}Range`` and ``...Ci``, :func:`_bandwidth_shares`); Liger's forward
+    time over ours at the model width where it is largest (``SwigluLigerSlowHidden``, ``...Model``,
+    ``SwigluLigerSlowOverTritonRange``) and at the other widths (``SwigluLigerOtherOverTritonRange``),
+    with intervals, and both kernels' shares of the copy's bandwidth at that width
+    (``Swiglu{Liger,Triton}SlowPctCopyRange``, :func:`_liger_over_ours`); the dtype that the source
+    kernel's bfloat16 rows write (``SwigluSeedBfSixteenOutDtype``), the tolerance their check applies
+    (``SwigluToleranceBfSixteen``) and the largest RMSE/RMS of its and our bfloat16 rows
+    (``Swiglu{Seed,Triton}BfSixteenMaxErr``)."""
     d = _ok(df)
     ew = d[d["gemm_in"].astype(float).eq(0) & d["launch"].eq("stream")]
     bf = ew[ew["dtype"].eq("bfloat16")]
@@ -444,6 +486,26 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     out["SwigluSeedFwdPctPeakRange"] = kit.span(col(large, "seed", "pct_peak"), 1)
     out["SwigluSeedFwdPctCopyRange"] = kit.span(col(large, "seed", "pct_copy"), 1)
     out["SwigluCompileFwdPctCopyRange"] = kit.span(col(large, "compile", "pct_copy"), 1)
+    # the intervals of the bandwidth shares the claims table quotes (in %, of the repetitions)
+    for impl, iname in (("seed", "Seed"), ("triton", "Triton")):
+        shares = _bandwidth_shares(large, impl)
+        out[f"Swiglu{iname}FwdPctPeakRangeCi"] = kit.interval(shares["peak"], 1, scale=100.0)
+        out[f"Swiglu{iname}FwdPctCopyRangeCi"] = kit.interval(shares["copy"], 1, scale=100.0)
+    # Liger's forward against ours per model width: the width where it falls furthest behind, and the others
+    liger = _liger_over_ours(large)
+    slow = max(liger, key=lambda h: np.median(kit.values(liger[h])), default=None)
+    others = [r for h, rs in liger.items() if h != slow for r in rs]
+    out["SwigluLigerSlowHidden"] = str(slow) if slow is not None else style.MISSING
+    out["SwigluLigerSlowModel"] = MODELS[slow] if slow is not None else style.MISSING
+    out["SwigluLigerSlowOverTritonRange"] = kit.span(kit.values(liger.get(slow, [])))
+    out["SwigluLigerSlowOverTritonRangeCi"] = kit.interval(liger.get(slow, []))
+    out["SwigluLigerOtherOverTritonRange"] = kit.span(kit.values(others))
+    out["SwigluLigerOtherOverTritonRangeCi"] = kit.interval(others)
+    at_slow = large[large["hidden"].astype(float).eq(slow)] if slow is not None else large.iloc[0:0]
+    for impl, iname in (("liger", "Liger"), ("triton", "Triton")):
+        out[f"Swiglu{iname}SlowPctCopyRange"] = kit.span(col(at_slow, impl, "pct_copy"), 1)
+        out[f"Swiglu{iname}SlowPctCopyRangeCi"] = kit.interval(_bandwidth_shares(at_slow, impl)["copy"], 1,
+                                                               scale=100.0)
     out["SwigluSeedSpeedupLargeRange"] = kit.span(col(large, "seed", "speedup_eager"))
     out["SwigluTritonSpeedupLargeRange"] = kit.span(col(large, "triton", "speedup_eager"))
     out["SwigluTritonSpeedupAllRange"] = kit.span(col(fwd, "triton", "speedup_eager"))
@@ -528,4 +590,12 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     out["SwigluSeedOutDtype"] = ", ".join(dtypes) or style.MISSING
     wrong = sorted(seed.loc[seed["status"].eq("wrong"), "dtype"].unique()) if not seed.empty else []
     out["SwigluSeedWrongDtypes"] = (", ".join(wrong) or "none") if not seed.empty else style.MISSING
+    # its bfloat16 rows (those the claims table quotes): the dtype they wrote and how close their values were
+    bf_rows = rows[rows["status"].eq("ok") & rows["dtype"].eq("bfloat16")]
+    seed_bf = bf_rows[bf_rows["impl"].eq("seed")]
+    out["SwigluSeedBfSixteenOutDtype"] = ", ".join(sorted(seed_bf["out_dtype"].dropna().unique())) or style.MISSING
+    out["SwigluToleranceBfSixteen"] = f"{TOLERANCE['bfloat16']:g}"
+    for impl, iname in (("seed", "Seed"), ("triton", "Triton")):
+        err = pd.to_numeric(bf_rows.loc[bf_rows["impl"].eq(impl), "rel_err"], errors="coerce").max()
+        out[f"Swiglu{iname}BfSixteenMaxErr"] = kit.fmt(err, 5)
     return out

@@ -30,7 +30,7 @@ ORDER = tuple(IMPLS)
 #: The tidy table's columns that the report reads: a table without them (the tidy CSV of a study
 #: without rows, read back) gets them all NaN (:func:`kernels.paper.report_kit.tidy_frame`).
 COLUMNS = ["gpu", "impl", "status", "dtype", "m", "n", "k", "aligned", "device_ms", "tflops", "warmup_ms", "flops",
-           ROLES, kit.DEVICE_REPS]
+           "env_sm_clock_mhz", ROLES, kit.DEVICE_REPS]
 #: The range both claims give, as a factor (lower, upper).
 CLAIMED = (2.0, 4.0)
 #: Opacity of an unaligned size's bar against its aligned size's.
@@ -218,7 +218,9 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     bf16 TFLOP/s at every FP8 size (``TensorcoreFpEightTflops<size>``, ``TensorcoreBfSixteenTflops<size>``),
     FP8's over bf16's (``TensorcoreFpEightSpeedup<size>``) and their range; each ratio's and range's
     95 % interval (``...Ci``, :func:`kernels.paper.report_kit.interval`); the verdicts on the
-    claimed 2-4x (``TensorcorePaddingVerdict``, ``TensorcoreFpEightVerdict``); the warm-up of the
+    claimed 2-4x (``TensorcorePaddingVerdict``, ``TensorcoreFpEightVerdict``); the SM clock that the
+    FP8 comparison's rows of each dtype record (``TensorcoreStartClock{BfSixteen,FpEight}``, MHz: read
+    once, when the row's job starts, before its warm-up; not the clock of the timed calls); the warm-up of the
     sweep's cases (``TensorcoreWarmupMs``, its ``warmup_ms``); ``TensorcoreMeasured`` ("true" when a
     row was timed, else "false": the paper's switch ``\\ifTensorcoreMeasured``). 'n/a' where not
     measured."""
@@ -254,6 +256,9 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     out["TensorcoreFpEightSpeedupRange"] = kit.span(fp8)
     out["TensorcoreFpEightSpeedupRangeCi"] = kit.interval(fp8_ci)
     out["TensorcoreFpEightVerdict"] = kit.claim_verdict(fp8, *CLAIMED)
+    for impl, name in (("bf16", "BfSixteen"), ("fp8", "FpEight")):
+        clocks = pd.to_numeric(f8.loc[f8["impl"].eq(impl), "env_sm_clock_mhz"], errors="coerce")
+        out[f"TensorcoreStartClock{name}"] = kit.span(clocks, 0)
     out["TensorcoreWarmupMs"] = kit.fmt(kit.study_config("tensorcore").get("warmup_ms"), 0)
     out["TensorcoreMeasured"] = "true" if len(d) else "false"
     return out
