@@ -162,7 +162,7 @@ def test_macros(derived):
     assert m["FlexBwdCausalMs"] == "20.480" and m["FlexWindowBwdPctIdealMedian"] == "80.0"
     met = [m[f"Flex{f}FwdTargetMet"] for f in ("Window", "Document")]
     n_met, n_all = (sum(int(x.split(" of ")[i]) for x in met if x != "n/a") for i in (0, 1))
-    want = "holds" if n_met == n_all else "not reached" if n_met == 0 else "partly holds"
+    want = "holds" if n_met == n_all else "not reached" if n_met == 0 else f"partly holds ({n_met} of {n_all})"
     assert m["FlexSparsityVerdict"] == want
     assert m["FlexPrefillVerdict"] == "not reached"  # 1.20 over FA2 < 2
     assert m["FlexNaiveMemOverFlex"] == "10.0"
@@ -187,10 +187,10 @@ def test_backend_macros_of_the_flash_backend(derived):
     m = report.macros(derived)
     assert m["FlexFlashFwdCausalMs"] == "4.915" and m["FlexFlashFwdCausalVsFlash"] == "2.00"
     assert m["FlexFlashFwdCausalVsCudnn"] == "1.33" and m["FlexFlashBwdCausalVsCudnn"] == "1.33"
-    assert m["FlexFlashPrefillVerdict"] == "partly holds"  # 2.00 over FA2 reaches 2, 1.33 over cuDNN not
+    assert m["FlexFlashPrefillVerdict"] == "partly holds (1 of 2)"  # 2.00 over FA2 reaches 2, 1.33 over cuDNN not
     # against its own causal: 90, 75, 56 % of ideal at N8K; 97, 92, 82 % at N32K
     assert m["FlexFlashDocumentFwdTargetMet"] == "4 of 6" and m["FlexFlashDocumentFwdPctIdealMin"] == "56"
-    assert m["FlexFlashSparsityVerdict"] == "partly holds"
+    assert m["FlexFlashSparsityVerdict"] == "partly holds (4 of 6)"
     assert (m["FlexFlashFwdRowCostTiles"], m["FlexFlashFwdRowCostRsq"]) == ("4.0", "1.000")
     assert m["FlexFlashFwdbwdRowCostTiles"] == "4.0" and float(m["FlexFlashFwdFitResidualDocUniform"]) == 0
     assert m["FlexFlashDocumentFwdWorstTilesPerRow"] == "4.0" and m["FlexFlashDocumentFwdWorstTileCost"] == "1.78"
@@ -270,7 +270,7 @@ def test_the_memory_claim_is_judged_by_slopes_and_their_intervals():
     assert (m["FlexNaiveMemSlope"], m["FlexFlexMemSlope"], m["FlexMemoryVerdict"]) == ("2.00", "1.00", "holds")
     assert float(m["FlexNaiveMemSlopeLow"]) < 2 < float(m["FlexNaiveMemSlopeHigh"])
     m = report.memory_slopes(rows({"naive": 2, "sdpa_masked": 1.3, "flex": 1}))
-    assert m["FlexMemoryVerdict"] == "partly holds"  # the masked SDPA's growth is not shown quadratic
+    assert m["FlexMemoryVerdict"] == "partly holds (2 of 3)"  # the masked SDPA's growth is not shown quadratic
     m = report.memory_slopes(rows({"naive": 1.2, "sdpa_masked": 1.3, "flex": 1.7}))
     assert m["FlexMemoryVerdict"] == "not reached"
 

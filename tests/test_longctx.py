@@ -212,6 +212,8 @@ def test_the_report_fits_the_slopes_finds_the_crossover_and_gives_the_verdicts()
     assert m["LongctxSpeedupChunkFwdTFiveHundredTwelveK"] == "64.0"   # 512K / 8K
     assert m["LongctxLinearVerdict"] == "holds" and m["LongctxMemoryVerdict"] == "holds"
     assert m["LongctxOvertakeVerdict"] == "holds"
+    assert (m["LongctxSublinearFwd"], m["LongctxSublinearMem"]) == ("false", "false")
+    assert m["LongctxSublinearFwdSlopes"] == m["LongctxSublinearFwdStep"] == "n/a"
     assert m["LongctxCacheMibRecurrentTFiveHundredTwelveK"] == "2.0"   # 32 x 128 x 128 float32
     assert m["LongctxCacheMibSdpaCudnnTFiveHundredTwelveK"] == "512.0"   # 2 x 2 x 512K x 128 bf16
     slopes = report.table_slopes(df)
@@ -237,8 +239,30 @@ def test_a_quadratic_gdn_fails_the_linear_verdict():
     df = _synthetic()
     gdn = df["impl"].isin(report.GDN) & (df["phase"] == "prefill")
     df.loc[gdn, "device_ms"] = df.loc[gdn, "seqlen"] ** 2 * 1e-9
-    assert report.verdicts(df)["LongctxLinearVerdict"] == "partly holds"
+    assert report.verdicts(df)["LongctxLinearVerdict"] == "partly holds (4 of 7)"  # attention's 4, no GDN's 3
     assert math.isnan(report.crossover_of(df.iloc[:0], "chunk").seqlen)
+
+
+def test_a_slope_below_one_counts_as_linear_and_is_named_with_where_its_time_per_token_falls():
+    """O(n) is a bound: a GDN kernel whose time per token halves between 16K and 64K fits a slope
+    whose interval lies below 1; the verdict holds and the macros name it, its slope between its two
+    longest lengths (1: linear there) and the step. Attention's memory with a part that does not grow
+    with the length is named the same way."""
+    df = _synthetic()
+    qla = (df["impl"] == "flash_qla") & (df["phase"] == "prefill")
+    df.loc[qla, "device_ms"] = df.loc[qla, "device_ms"] * np.where(df.loc[qla, "seqlen"] >= 65536, 0.5, 1.0)
+    cudnn = df["impl"] == "sdpa_cudnn"
+    df.loc[cudnn, "peak_mem_gib"] = df.loc[cudnn, "peak_mem_gib"] + 0.05
+    m = report.macros(df)
+    fitted = report.slopes(df)[("Fwd", "flash_qla")]
+    assert fitted.high < 1 and m["LongctxLinearVerdict"] == "holds" and m["LongctxMemoryVerdict"] == "holds"
+    assert m["LongctxSublinearFwd"] == "true"
+    assert m["LongctxSublinearFwdSlopes"] == (f"GDN FlashQLA {m['LongctxSlopeFlashQlaFwd']} [{m['LongctxSlopeFlashQlaFwdLow']}, "
+                                              f"{m['LongctxSlopeFlashQlaFwdHigh']}] (1.00 between its two longest lengths, "
+                                              f"128K and 512K)")
+    assert m["LongctxSublinearFwdStep"] == "GDN FlashQLA: from 827.4 ns at 16K to 413.7 ns at 64K"  # 8192e-7 ms x 1.01
+    assert m["LongctxSublinearMem"] == "true" and m["LongctxSublinearMemSlopes"].startswith("cuDNN attention 0.")
+    assert "FA2" not in m["LongctxSublinearMemSlopes"]
 
 
 def test_a_slope_whose_interval_does_not_rule_linear_growth_out_is_not_quadratic():
@@ -250,7 +274,7 @@ def test_a_slope_whose_interval_does_not_rule_linear_growth_out_is_not_quadratic
     df.loc[attn, "device_ms"] = df.loc[attn, "device_ms"] * scatter[attn.to_numpy()]
     fitted = report.slopes(df)[("Fwd", "sdpa_cudnn")]
     assert fitted.low < 1.5 < fitted.high
-    assert report.verdicts(df)["LongctxLinearVerdict"] == "partly holds"
+    assert report.verdicts(df)["LongctxLinearVerdict"] == "partly holds (3 of 7)"  # GDN's 3, no attention's 4
 
 
 # ----------------------------------------------------------------------------

@@ -103,9 +103,25 @@ def test_claim_verdicts_follow_the_stated_criterion():
     assert kit.claim_verdict([3.6, 4.0], 2.5, 3.5) == "exceeded"
     assert kit.claim_verdict([2.12, 3.73], 2, 3) == "exceeded"
     assert kit.claim_verdict([5.0], 2.0) == "holds"  # a single claimed factor: from it upwards
-    assert kit.claim_verdict([84.6, 91.2], 85, 92) == "partly holds"
     assert kit.claim_verdict([1.7, 1.74], 2.5, 3.5) == "not reached"
     assert kit.claim_verdict([float("nan")], 2.5) == "n/a"
+
+
+def test_partly_holds_says_how_many_values_meet_the_claim():
+    """The count is part of the verdict: of a range, the values within it; of a single factor, those
+    that reach it."""
+    assert kit.claim_verdict([84.6, 91.2], 85, 92) == "partly holds (1 of 2)"
+    assert kit.claim_verdict([1.5, 2.5, 3.0, 3.5, 5.0], 2.0, 4.0) == "partly holds (3 of 5)"  # one below, one above
+    assert kit.claim_verdict([0.5, 1.2, 3.0], 1.0) == "partly holds (2 of 3)"
+    assert kit.claim_verdict([1.5, 2.5], 2, 4) != kit.claim_verdict([1.5, 1.7, 2.5], 2, 4)
+    assert kit.partly_holds(3, 5) == "partly holds (3 of 5)"
+
+
+def test_a_range_with_no_value_inside_is_missed_not_partly_held():
+    """Values on both sides of a claimed range but none within: neither held in part nor unreached."""
+    assert kit.claim_verdict([1.1, 1.5, 4.5, 5.7, 6.0], 2.0, 4.0) == "missed (2 below, 3 above)"
+    assert kit.claim_verdict([1.9, 4.1], 2.0, 4.0) == "missed (1 below, 1 above)"
+    assert kit.claim_verdict([1.9, 4.0], 2.0, 4.0) == "partly holds (1 of 2)"  # the upper end is within
 
 
 def test_kernel_table_orders_impls_and_sums_small_kernels():
@@ -202,12 +218,24 @@ def test_ratios_pair_each_row_with_its_baseline_by_keys():
 def test_a_slope_shows_a_power_when_its_interval_is_near_it_and_excludes_the_other():
     assert kit.follows_power(0.95, 1.05, 1) and kit.follows_power(1.96, 2.0, 2)
     assert not kit.follows_power(1.06, 2.0, 2)  # holds 2 but does not rule linear growth out
-    assert not kit.follows_power(1.2, 1.4, 1)  # below 1.5 but not near 1
+    assert not kit.follows_power(1.2, 1.4, 1)  # below 1.5 but above 1.1: faster than linear
+    assert not kit.follows_power(1.5, 1.7, 2) and not kit.follows_power(2.2, 2.4, 2)  # not near 2
     assert not kit.follows_power(float("nan"), float("nan"), 1)
+    with pytest.raises(ValueError, match="power must be 1"):
+        kit.follows_power(2.9, 3.1, 3)
     assert kit.scaling_verdict([(0.9, 1.1)], [(1.9, 2.05)]) == "holds"
-    assert kit.scaling_verdict([(0.9, 1.1)], [(1.06, 2.0)]) == "partly holds"
+    assert kit.scaling_verdict([(0.9, 1.1)], [(1.06, 2.0)]) == "partly holds (1 of 2)"
+    assert kit.scaling_verdict([(0.9, 1.1), (1.2, 1.4)], [(1.9, 2.05)]) == "partly holds (2 of 3)"
     assert kit.scaling_verdict([(1.6, 1.9)]) == "not reached"
     assert kit.scaling_verdict([]) == "n/a"
+
+
+def test_linear_is_at_most_linear_and_a_slope_below_one_is_told_apart():
+    """O(n) bounds a growth: a slope whose interval lies below 1 (FlashQLA's 0.81 [0.71, 0.91]) shows
+    linear growth, and below_one names it, as printed (an upper end of 0.996 reads 1.00)."""
+    assert kit.follows_power(0.71, 0.91, 1) and kit.follows_power(0.3, 0.5, 1)
+    assert kit.below_one(0.91) and not kit.below_one(0.996) and not kit.below_one(1.05)
+    assert not kit.below_one(float("nan"))
 
 
 def test_criterion_macros_state_the_constants_the_verdicts_apply(monkeypatch):

@@ -209,10 +209,15 @@ def test_a_share_checked_against_a_threshold_is_rounded_down():
 
 
 def test_claims_compared_where_the_reference_has_a_verdict():
-    claims = reproduce.compare_claims({"AVerdict": "holds", "BVerdict": "n/a", "CVerdict": "partly holds"},
-                                      {"AVerdict": "holds", "BVerdict": "holds", "CVerdict": "holds"})
-    assert claims.to_dict("list") == {"claim": ["AVerdict", "CVerdict"], "reference": ["holds", "partly holds"],
-                                      "candidate": ["holds", "holds"], "same": [True, False]}
+    """A verdict is compared with its count: "partly holds" of 2 values and of 3 differ."""
+    claims = reproduce.compare_claims({"AVerdict": "holds", "BVerdict": "n/a", "CVerdict": "partly holds (1 of 2)",
+                                       "DVerdict": "partly holds (2 of 5)"},
+                                      {"AVerdict": "holds", "BVerdict": "holds", "CVerdict": "holds",
+                                       "DVerdict": "partly holds (3 of 5)"})
+    assert claims.to_dict("list") == {"claim": ["AVerdict", "CVerdict", "DVerdict"],
+                                      "reference": ["holds", "partly holds (1 of 2)", "partly holds (2 of 5)"],
+                                      "candidate": ["holds", "holds", "partly holds (3 of 5)"],
+                                      "same": [True, False, False]}
     assert reproduce.compare_claims({"AVerdict": "holds"}, {})["candidate"].tolist() == ["n/a"]
 
 
@@ -350,7 +355,7 @@ def test_a_perturbed_second_run_is_caught(tmp_path):
     same, total = map(int, re.search(r"claims: (\d+) of (\d+) verdicts the same", line).groups())
     assert total - same == 3 and line.endswith(
         "different: SwigluClaimBandwidthVerdict ('holds' -> 'exceeded'), SwigluClaimFusionVerdict "
-        "('not reached' -> 'partly holds'), SwigluClaimLatencyVerdict ('not reached' -> 'exceeded')")
+        "('not reached' -> 'missed (15 below, 15 above)'), SwigluClaimLatencyVerdict ('not reached' -> 'exceeded')")
     faster = table[(table["impl"] == "seed") & (table["verdict"] == "faster")]
     assert len(faster) == sum(r["status"] == "ok" and r["numel"] >= 2**26 for r in seed)
     assert faster["ratio"].round(6).eq(round(1 / 3, 6)).all()
@@ -365,7 +370,7 @@ def test_a_perturbed_second_run_is_caught(tmp_path):
     assert (r"\newcommand{\ReproClaimsDifferent}{SwiGLU kernel reaches 85–92 \% of peak HBM bandwidth; "
             r"Fusing memory-bound pointwise operations: 2–4× faster; "
             r"SwiGLU fusion cuts activation latency 2.5–3.5×}") in numbers
-    assert r"\newcommand{\ReproSwigluClaimFusionVerdict}{2nd run: partly holds}" in numbers
+    assert r"\newcommand{\ReproSwigluClaimFusionVerdict}{2nd run: missed (15 below, 15 above)}" in numbers
     assert r"\newcommand{\ReproSwigluClaimGraphVerdict}{2nd run: same}" in numbers
 
 
@@ -430,14 +435,14 @@ def test_each_verdict_of_the_claims_table_gets_its_reproduction_status():
     verdict not) or no second run (its study's code has none): one macro per verdict of every study."""
     reference = {"SwigluClaimLatencyVerdict": "not reached", "SwigluClaimBandwidthVerdict": "holds",
                  "SwigluClaimFusionVerdict": "n/a", "TensorcorePaddingVerdict": "holds"}
-    candidate = {"SwigluClaimLatencyVerdict": "not reached", "SwigluClaimBandwidthVerdict": "partly holds",
+    candidate = {"SwigluClaimLatencyVerdict": "not reached", "SwigluClaimBandwidthVerdict": "partly holds (1 of 2)",
                  "TensorcorePaddingVerdict": "holds"}
     claims = reproduce.compare_claims(reference, candidate)
     status = reproduce.claim_status(claims, ["swiglu", "tensorcore"], ["swiglu", "tensorcore", "gdn"])
     names = [name for study in ("swiglu", "tensorcore", "gdn") for name in reproduce.claim_labels([study])]
     assert sorted(status) == sorted(f"Repro{name}" for name in names)
     assert status["ReproSwigluClaimLatencyVerdict"] == reproduce.SAME
-    assert status["ReproSwigluClaimBandwidthVerdict"] == reproduce.DIFFERENT + "partly holds"
+    assert status["ReproSwigluClaimBandwidthVerdict"] == reproduce.DIFFERENT + "partly holds (1 of 2)"
     assert status["ReproSwigluClaimFusionVerdict"] == reproduce.NOT_COMPARED
     assert status["ReproGdnFlashQlaFwdVerdict"] == reproduce.NO_SECOND_RUN
     # no second run at all: every verdict says so

@@ -215,7 +215,9 @@ def test_macros_of_a_synthetic_table():
     assert m["TensorcoreFpEightSpeedupEightK"] == "1.86" and m["TensorcoreFpEightSpeedupRange"] == "1.70--1.86"
     assert m["TensorcoreFpEightTflopsFourK"] == "1258"
     assert m["TensorcoreWarmupMs"] == "1000"
-    assert (m["TensorcorePaddingVerdict"], m["TensorcoreFpEightVerdict"]) == ("partly holds", "not reached")
+    # no neighbour within 2-4x: four above (the odd ones), four below (the multiples of 16 bytes)
+    assert (m["TensorcorePaddingVerdict"], m["TensorcoreFpEightVerdict"]) == ("missed (4 below, 4 above)",
+                                                                              "not reached")
     # the SM clock each dtype's rows record (read at its job's start), quoted beside the FP8 ratio
     assert (m["TensorcoreStartClockBfSixteen"], m["TensorcoreStartClockFpEight"]) == ("345", "1980")
     assert all(re.fullmatch("[A-Za-z]+", name) for name in m)
@@ -225,6 +227,7 @@ def test_macros_of_a_synthetic_table():
     ((2.5, 3.0, 3.5, 2.1), (2.1, 3.9), ("holds", "holds")),
     ((4.5, 5.0, 6.0, 4.1), (4.2, 5.0), ("exceeded", "exceeded")),
     ((1.5, 1.9, 1.1, 1.0), (1.0, 1.2), ("not reached", "not reached")),
+    ((5.0, 3.0, 1.5, 1.0), (1.9, 2.5), ("partly holds (2 of 8)", "partly holds (1 of 2)")),
 ])
 def test_verdicts_compare_every_neighbour_and_every_fp8_size_with_two_to_four(padded, fp8, verdicts):
     """The aligned size's own ratio (1) is no neighbour's: it never enters the padding verdict."""
@@ -236,7 +239,8 @@ def test_a_neighbour_not_timed_reads_n_a_and_leaves_the_verdict_to_the_others():
     df = _tidy()
     df.loc[df["m"].eq(8191), ["status", "device_ms", "tflops"]] = ["unsupported", np.nan, np.nan]
     m = report.macros(df)
-    assert m["TensorcorePaddedSpeedupEightKMinusOne"] == "n/a" and m["TensorcorePaddingVerdict"] == "partly holds"
+    assert m["TensorcorePaddedSpeedupEightKMinusOne"] == "n/a"
+    assert m["TensorcorePaddingVerdict"] == "missed (4 below, 3 above)"
 
 
 def test_the_report_renders_from_an_empty_table():

@@ -11,10 +11,11 @@ the collect step derived it (:func:`derive`). Built on :mod:`kernels.paper.repor
 
 Verdicts (the claims table's), from the slopes' 95 % intervals
 (:func:`kernels.paper.report_kit.scaling_verdict`): the move from softmax to linear attention turns
-O(n²) into O(n) (``LongctxLinearVerdict``: every Gated DeltaNet prefill time's slope shows power 1
-and every attention's power 2, :func:`kernels.paper.report_kit.follows_power`; "partly holds" when
-some do); FlashAttention-style kernels keep attention's memory O(N) (``LongctxMemoryVerdict``: every
-attention's prefill peak-memory slope shows power 1); linear attention is the faster above
+O(n²) into O(n) (``LongctxLinearVerdict``: every Gated DeltaNet prefill time's slope shows power 1,
+at most linear, and every attention's power 2, :func:`kernels.paper.report_kit.follows_power`; "partly
+holds (k of n)" when k of the n do); FlashAttention-style kernels keep attention's memory O(N)
+(``LongctxMemoryVerdict``: every attention's prefill peak-memory slope shows power 1); the slopes of
+power 1 whose interval lies below 1 are named apart (:func:`sublinear`); linear attention is the faster above
 :data:`OVERTAKE_SEQLEN` tokens (``LongctxOvertakeVerdict``: :func:`kernels.paper.report_kit.claim_verdict`
 of our chunked kernel's ``speedup_vs_attention`` in prefill at those lengths against 1).
 """
@@ -269,23 +270,69 @@ def table_main(df: pd.DataFrame) -> pd.DataFrame:
 TABLES = {"longctx_table": table_main, "longctx_slopes": table_slopes}
 
 
+#: The implementations whose slopes of each series the verdicts read, those that should show
+#: power 1 and those that should show 2: prefill time, Gated DeltaNet against attention
+#: (``LongctxLinearVerdict``); prefill peak memory, attention alone (``LongctxMemoryVerdict``).
+VERDICT_SLOPES = {"Fwd": (GDN, ATTENTION), "Mem": (ATTENTION, ())}
+
+
 def _verdict_slopes(fitted: dict, series: str) -> tuple[list[tuple], list[tuple]]:
-    """The 95 % intervals ``(low, high)`` of the GDN and the attention slopes of ``series``."""
-    gdn = [(s.low, s.high) for (n, i), s in fitted.items() if n == series and i in GDN and s.n]
-    attn = [(s.low, s.high) for (n, i), s in fitted.items() if n == series and i in ATTENTION and s.n]
-    return gdn, attn
+    """The 95 % intervals ``(low, high)`` of the slopes of ``series`` that should show power 1 and of
+    those that should show 2 (:data:`VERDICT_SLOPES`)."""
+    return tuple([(s.low, s.high) for (n, i), s in fitted.items() if n == series and i in impls and s.n]
+                 for impls in VERDICT_SLOPES[series])
 
 
 def verdicts(df: pd.DataFrame) -> dict[str, str]:
     """``LongctxLinearVerdict``, ``LongctxMemoryVerdict``, ``LongctxOvertakeVerdict`` (module docstring)."""
     fitted = slopes(df)
     gdn, attn = _verdict_slopes(fitted, "Fwd")
-    _, mem = _verdict_slopes(fitted, "Mem")
+    mem, _ = _verdict_slopes(fitted, "Mem")
     d = _rows(df, "prefill")
     over = d[(d["impl"] == "chunk") & (d["seqlen"] > OVERTAKE_SEQLEN)]["speedup_vs_attention"].dropna()
     return {"LongctxLinearVerdict": kit.scaling_verdict(gdn, attn) if gdn and attn else style.MISSING,
             "LongctxMemoryVerdict": kit.scaling_verdict(mem),
             "LongctxOvertakeVerdict": kit.claim_verdict(list(over), 1.0)}
+
+
+def _fitted_rows(df: pd.DataFrame, series: str, impl: str) -> pd.DataFrame:
+    """The rows of ``impl`` that its slope of ``series`` is fitted from, by length: ``seqlen`` and the
+    series' column, from ``fit_min_seqlen`` up (:func:`slopes`)."""
+    _, phase, pas, col = next(x for x in SERIES if x[0] == series)
+    d = _rows(df, phase, pas)
+    d = d[(d["impl"] == impl) & (d["status"] == "ok") & (d["seqlen"] >= _config()["fit_min_seqlen"])]
+    d = d[pd.to_numeric(d[col], errors="coerce") > 0]
+    return d[["seqlen", col]].astype(float).sort_values("seqlen").rename(columns={col: "value"})
+
+
+def sublinear(df: pd.DataFrame) -> dict[str, str]:
+    """The slopes that the verdicts count as linear (:func:`kernels.paper.report_kit.follows_power`)
+    although their interval lies wholly below 1 (:func:`kernels.paper.report_kit.below_one`), per series
+    of :data:`VERDICT_SLOPES`: ``LongctxSublinear<Series>`` ("true" when there is one, the paper's
+    switch ``\\ifLongctxSublinear<Series>``) and ``...Slopes``, each as "GDN FlashQLA 0.81 [0.71, 0.91]
+    (0.98 between its two longest lengths, 128K and 512K)"; for prefill time, ``LongctxSublinearFwdStep``: where each one's time per token falls
+    most between two neighbouring lengths of the fit ("GDN FlashQLA: from 35.8 ns at 16K to 19.7 ns
+    at 64K")."""
+    fitted = slopes(df)
+    out, steps = {}, []
+    for series, (linear, _) in VERDICT_SLOPES.items():
+        below = [impl for impl in linear if kit.below_one(fitted.get((series, impl), NO_SLOPE).high)]
+        texts = []
+        for impl in below:
+            s, r = fitted[(series, impl)], _fitted_rows(df, series, impl)
+            (t0, y0), (t1, y1) = r.iloc[-2], r.iloc[-1]
+            end = np.log2(y1 / y0) / np.log2(t1 / t0)
+            texts.append(f"{_label(impl)} {kit.fmt(s.p)} [{kit.fmt(s.low)}, {kit.fmt(s.high)}] "
+                         f"({kit.fmt(end)} between its two longest lengths, {tokens(t0)} and {tokens(t1)})")
+            if series == "Fwd":
+                ns = (r["value"] * 1e6 / r["seqlen"]).to_numpy()  # ms per call -> ns per token
+                i = int(np.argmax(ns[:-1] - ns[1:]))
+                steps.append(f"{_label(impl)}: from {kit.fmt(ns[i], 1)} ns at {tokens(r['seqlen'].iloc[i])} to "
+                             f"{kit.fmt(ns[i + 1], 1)} ns at {tokens(r['seqlen'].iloc[i + 1])}")
+        out[f"LongctxSublinear{series}"] = "true" if below else "false"
+        out[f"LongctxSublinear{series}Slopes"] = kit.and_list(texts) or style.MISSING
+    out["LongctxSublinearFwdStep"] = "; ".join(steps) or style.MISSING
+    return out
 
 
 def _vs_attention(df: pd.DataFrame, impl: str, pas: str, seqlen) -> kit.Ratio:
@@ -350,7 +397,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     shapes (``LongctxAttentionShape``, ``LongctxGdnShape``), the lengths (``LongctxSeqlenRange``,
     ``LongctxFitMin``, ``LongctxCheckSeqlen``), the largest check error (``LongctxErrMax``),
     ``LongctxMeasured`` ("true" when a row was timed, else "false": the paper's switch
-    ``\\ifLongctxMeasured``) and the :func:`verdicts`."""
+    ``\\ifLongctxMeasured``), the :func:`verdicts` and the slopes below 1 that they count as linear
+    (:func:`sublinear`)."""
     cfg = _config()
     d = _tidy(df)
     m = {}
@@ -402,5 +450,6 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     err = pd.to_numeric(d.loc[d["status"] == "ok", "rel_err"], errors="coerce")
     m["LongctxErrMax"] = kit.fmt(err.max() if err.notna().any() else None, 4)
     m.update(verdicts(d))
+    m.update(sublinear(d))
     return m
 

@@ -12,9 +12,9 @@ implementations in a study's order (:func:`ordered`), grouped bars (:func:`group
 the "not measured" marker of an empty panel (:data:`NOT_MEASURED`, :func:`mark_empty`), the
 per-kernel table (:func:`kernel_table`), the ratio of two rows' median times with its bootstrap
 interval (:func:`ratio`, :func:`ratios`, the median of several such ratios, :func:`median_ratio`,
-written by :func:`interval`), the verdict on a claimed
-range (:func:`claim_verdict`) and that on a claimed growth from fitted log-log slopes
-(:func:`follows_power`, :func:`scaling_verdict`).
+written by :func:`interval`), the verdict on a claimed range (:func:`claim_verdict`,
+:func:`partly_holds`) and that on a claimed growth from fitted log-log slopes
+(:func:`follows_power`, :func:`scaling_verdict`, :func:`below_one`).
 """
 
 from __future__ import annotations
@@ -415,7 +415,7 @@ def values(rs: Iterable[Ratio]) -> list[float]:
     return [r.value for r in rs]
 
 
-#: How far from its power (1 linear, 2 quadratic) a fitted log-log slope's interval may reach and
+#: How far from 2 (quadratic), or above 1 (linear), a fitted log-log slope's interval may lie and
 #: still show that power (:func:`follows_power`).
 SLOPE_TOLERANCE = 0.1
 #: The slope that divides linear from quadratic growth: a slope's interval must lie wholly on its
@@ -425,14 +425,25 @@ SLOPE_DIVIDE = 1.5
 
 def follows_power(low: float, high: float, power: int) -> bool:
     """Whether a fitted log-log slope's :data:`LEVEL` interval ``[low, high]`` shows a cost growing
-    as the ``power``-th power of the length, linear (1) or quadratic (2): the interval holds a value
-    within ``power`` ± :data:`SLOPE_TOLERANCE` and lies wholly on ``power``'s side of
-    :data:`SLOPE_DIVIDE`, so that it also rules the other power out. False for a NaN interval (too
-    few lengths)."""
+    as the ``power``-th power of the length, linear (1) or quadratic (2), ruling the other power out:
+    it lies wholly on ``power``'s side of :data:`SLOPE_DIVIDE`, and it holds a value within ``power``
+    ± :data:`SLOPE_TOLERANCE` (quadratic) or at most 1 + :data:`SLOPE_TOLERANCE` (linear: an
+    :math:`O(n)` claim is a bound, which a cost growing more slowly meets too; :func:`below_one` tells
+    such slopes apart). False for a NaN interval (too few lengths)."""
     if not (np.isfinite(low) and np.isfinite(high)):
         return False
-    near = low <= power + SLOPE_TOLERANCE and high >= power - SLOPE_TOLERANCE
-    return bool(near and (low > SLOPE_DIVIDE if power == 2 else high < SLOPE_DIVIDE))
+    if power == 2:
+        return bool(low <= 2 + SLOPE_TOLERANCE and high >= 2 - SLOPE_TOLERANCE and low > SLOPE_DIVIDE)
+    if power == 1:
+        return bool(low <= 1 + SLOPE_TOLERANCE and high < SLOPE_DIVIDE)
+    raise ValueError(f"power must be 1 (linear) or 2 (quadratic), got {power}")
+
+
+def below_one(high: float, digits: int = 2) -> bool:
+    """Whether a slope's interval, whose upper end is ``high``, lies wholly below 1 as the text prints
+    it (``digits`` decimals, :func:`fmt`): a cost that grows more slowly than linearly over the fitted
+    lengths, which :func:`follows_power` counts as linear and the text names."""
+    return bool(np.isfinite(high) and float(fmt(high, digits)) < 1.0)
 
 
 def criterion_macros() -> dict[str, str]:
@@ -443,27 +454,40 @@ def criterion_macros() -> dict[str, str]:
             "SlopeTolerance": f"{SLOPE_TOLERANCE:g}", "SlopeDivide": f"{SLOPE_DIVIDE:g}"}
 
 
+def partly_holds(met: int, total: int) -> str:
+    """The verdict "partly holds" with how many of the ``total`` values (or slopes) meet the claim:
+    ``partly_holds(3, 5)`` -> ``"partly holds (3 of 5)"``; the count belongs to the verdict, so that a
+    run whose count differs has another verdict."""
+    return f"partly holds ({met} of {total})"
+
+
 def scaling_verdict(linear: Sequence[tuple[float, float]], quadratic: Sequence[tuple[float, float]] = ()) -> str:
     """The verdict on a claim that a cost grows linearly (``linear``: the slopes' intervals, ``(low,
     high)``, that should show power 1) where a baseline's grows quadratically (``quadratic``: those that
-    should show 2), by :func:`follows_power`: "holds" when every one does, "partly holds" when some
-    do, "not reached" when none does; :data:`kernels.paper.style.MISSING` without slopes."""
+    should show 2), by :func:`follows_power`: "holds" when every one does, "partly holds (k of n)"
+    when k of the n do (:func:`partly_holds`), "not reached" when none does;
+    :data:`kernels.paper.style.MISSING` without slopes."""
     shown = [follows_power(lo, hi, 1) for lo, hi in linear] + [follows_power(lo, hi, 2) for lo, hi in quadratic]
     if not shown:
         return style.MISSING
-    return "holds" if all(shown) else "partly holds" if any(shown) else "not reached"
+    return "holds" if all(shown) else partly_holds(sum(shown), len(shown)) if any(shown) else "not reached"
 
 
 def claim_verdict(values: Sequence[float], low: float, high: float = float("inf")) -> str:
     """The verdict on a claimed range ``[low, high]`` (a single claimed factor is ``[low, inf)``)
     from the measured values (each by its point estimate), as the claims table's caption states it:
     "holds" when every value lies within the range (contained, not overlapped), "exceeded" when
-    every value reaches ``low`` and some lie above ``high``, "partly holds" when some values reach
-    ``low`` and some do not, "not reached" when none does; :data:`kernels.paper.style.MISSING`
-    when nothing was measured."""
+    every value reaches ``low`` and some lie above ``high``, "partly holds (k of n)" when k of the n
+    values lie within the range and some lie below it (:func:`partly_holds`), "missed (b below, a
+    above)" when none lies within it, b below and a above, "not reached" when every value lies below
+    ``low``; :data:`kernels.paper.style.MISSING` when nothing was measured."""
     values = [float(v) for v in values if v is not None and np.isfinite(float(v))]
     if not values:
         return style.MISSING
-    if min(values) >= low:
-        return "holds" if max(values) <= high else "exceeded"
-    return "partly holds" if max(values) >= low else "not reached"
+    below, above = sum(v < low for v in values), sum(v > high for v in values)
+    within = len(values) - below - above
+    if not below:
+        return "holds" if not above else "exceeded"
+    if within:
+        return partly_holds(within, len(values))
+    return f"missed ({below} below, {above} above)" if above else "not reached"
