@@ -364,7 +364,8 @@ def fig_score_mods(df: pd.DataFrame):
     FlexAttention's default Triton backend; both backends in the appendix's table of score
     modifications): device time over that of the same mask without a modification, for ALiBi alone,
     the soft-cap alone (through tanh, and the same function through a sigmoid) and the source's
-    combination; forward and forward + backward."""
+    combination; a bar per mask and pass they were timed with, as the legend names them (causal
+    masks and sliding windows, forward and forward + backward: those of the study's config)."""
     d = _ok(_base(df))
     d = d[(d["impl"] == "flex") & (d["score_mod"] != "none")]
     fig, ax = style.figure(height=2.2)

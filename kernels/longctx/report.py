@@ -249,7 +249,8 @@ def _at(df, impl, phase, pas, seqlen, col="device_ms", launch="stream"):
 def table_main(df: pd.DataFrame) -> pd.DataFrame:
     """Long context, at the lengths of the column heads: prefill forward and forward + backward
     (median device time, ms), one decode step after that many tokens (median device time, µs) and
-    what decode keeps per layer (the KV cache or the GDN state, MiB), per implementation."""
+    what decode keeps per layer (the KV cache or the GDN state, MiB), per implementation timed at
+    one of these lengths at least (the others stop earlier: config ``max_seqlen``)."""
     d = _tidy(df)
     d = d[d["device_ms"].notna()]
     if d.empty:
@@ -261,7 +262,7 @@ def table_main(df: pd.DataFrame) -> pd.DataFrame:
                           ("decode µs", lambda i: _at(d, i, "decode", "fwd", t) * 1e3),
                           ("cache MiB", lambda i: _at(d, i, "decode", "fwd", t, "cache_mib"))):
             out[(f"T = {tokens(t)}", name)] = {_label(i): get(i) for i in _impls(d)}
-    t = pd.DataFrame(out).astype(float)
+    t = pd.DataFrame(out).astype(float).dropna(how="all")
     t.columns = pd.MultiIndex.from_tuples(t.columns)
     t.index.name = "implementation"
     return t.round(3)
