@@ -303,8 +303,8 @@ FIGURES = {
 def table_model_shapes(df: pd.DataFrame) -> pd.DataFrame:
     """SwiGLU at model shapes (bfloat16, launched per call): median device time (µs) per
     implementation, for 16 (decode) and 8192 (prefill) tokens at each model's FFN hidden size;
-    n/a: not measured (the source kernel has no backward, the fixed-configuration launch ran at
-    decode sizes only and torch.compile at the shapes of its own group in the study's config)."""
+    n/a: not measured (the source kernel has no backward, the fixed-configuration launch ran at one
+    width's decode sizes only and torch.compile at the shapes of its own group in the study's config)."""
     d = _elementwise(df)
     tokens = [_quoted(role)["tokens"] for role in (DECODE_ROLE, PROFILE_ROLE)]
     d = d[d["tokens"].isin(tokens) & d["hidden"].isin(list(MODELS))]
