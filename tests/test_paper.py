@@ -125,20 +125,32 @@ def test_a_tie_word_stands_beside_its_ratio_and_interval():
             assert not re.search(r"\b(faster|slower)\b", around), f"{name} worded by hand: {around!r}"
 
 
+def _claims_table(tex: str) -> str:
+    """The source of the claims table in ``tex``, from its label to its end."""
+    claims = tex[tex.index("\\label{tab:claims}"):]
+    return claims[:claims.index("\\end{table}")]
+
+
+def _without_interval(tex: str, name: str, unit: str, sep: str = r"\s*") -> list[str]:
+    """The macros of ``tex`` whose name matches the regex ``name``, printed with ``unit`` (a regex)
+    and then ``sep``, that their interval (the same name with ``Ci``,
+    :func:`kernels.paper.report_kit.interval`) does not follow."""
+    found = re.finditer(rf"\\({name}){unit}{sep}(\\[A-Za-z]+)?", tex)
+    return [m.group(1) for m in found if m.group(2) != f"\\{m.group(1)}Ci"]
+
+
 def _ratios_without_interval(tex: str) -> list[str]:
-    """The ratio macros of ``tex`` (a macro followed by ``$\\times$``) that are not followed by their
-    interval (the same name with ``Ci``, :func:`kernels.paper.report_kit.interval`); the published
-    numbers that the text sets beside ours (``...Theirs``) have none."""
-    found = re.finditer(r"\\([A-Za-z]+)\$\\times\$(?:~|\s*)(\\[A-Za-z]+)?", tex)
-    return [m.group(1) for m in found
-            if not m.group(1).endswith("Theirs") and m.group(2) != f"\\{m.group(1)}Ci"]
+    """The ratio macros of ``tex`` (a macro followed by ``$\\times$``) without their interval
+    (:func:`_without_interval`); the published numbers that the text sets beside ours
+    (``...Theirs``) have none."""
+    missing = _without_interval(tex, "[A-Za-z]+", r"\$\\times\$", r"(?:~|\s*)")
+    return [name for name in missing if not name.endswith("Theirs")]
 
 
 def test_every_ratio_of_the_abstract_and_the_claims_table_carries_its_interval():
     tex = MAIN.read_text()
     abstract = tex[tex.index("\\begin{abstract}"):tex.index("\\end{abstract}")]
-    claims = tex[tex.index("\\label{tab:claims}"):]
-    claims = claims[:claims.index("\\end{table}")]
+    claims = _claims_table(tex)
     for part, name in ((abstract, "the abstract"), (claims, "the claims table")):
         assert "$\\times$" in part
         missing = _ratios_without_interval(part)
@@ -149,16 +161,14 @@ def test_every_ratio_of_the_abstract_and_the_claims_table_carries_its_interval()
 
 def _bandwidth_shares_without_interval(tex: str) -> list[str]:
     """The bandwidth shares of ``tex`` (a macro of a share of the datasheet's or the copy's bandwidth,
-    ``...PctPeak...`` or ``...PctCopy...``, followed by ``\\,\\%``) that are not followed by their interval
-    (the same name with ``Ci``)."""
-    found = re.finditer(r"\\([A-Za-z]*Pct(?:Peak|Copy)[A-Za-z]*)\\,\\%\s*(\\[A-Za-z]+)?", tex)
-    return [m.group(1) for m in found if m.group(2) != f"\\{m.group(1)}Ci"]
+    ``...PctPeak...`` or ``...PctCopy...``, followed by ``\\,\\%``) without their interval
+    (:func:`_without_interval`)."""
+    return _without_interval(tex, r"[A-Za-z]*Pct(?:Peak|Copy)[A-Za-z]*", r"\\,\\%")
 
 
 def test_the_bandwidth_shares_of_the_claims_table_and_the_swiglu_section_carry_their_intervals():
     tex = MAIN.read_text()
-    claims = tex[tex.index("\\label{tab:claims}"):]
-    claims = claims[:claims.index("\\end{table}")]
+    claims = _claims_table(tex)
     swiglu = tex[tex.index("\\label{sec:swiglu}"):tex.index("\\label{sec:flex}")]
     for part, name in ((claims, "the claims table"), (swiglu, "the SwiGLU section")):
         assert "Pct" in part

@@ -306,15 +306,14 @@ def _fitted_rows(df: pd.DataFrame, series: str, impl: str) -> pd.DataFrame:
     return d[["seqlen", col]].astype(float).sort_values("seqlen").rename(columns={col: "value"})
 
 
-def sublinear(df: pd.DataFrame) -> dict[str, str]:
+def sublinear(df: pd.DataFrame, fitted: dict) -> dict[str, str]:
     """The slopes that the verdicts count as linear (:func:`kernels.paper.report_kit.follows_power`)
     although their interval lies wholly below 1 (:func:`kernels.paper.report_kit.below_one`), per series
     of :data:`VERDICT_SLOPES`: ``LongctxSublinear<Series>`` ("true" when there is one, the paper's
     switch ``\\ifLongctxSublinear<Series>``) and ``...Slopes``, each as "GDN FlashQLA 0.81 [0.71, 0.91]
-    (0.98 between its two longest lengths, 128K and 512K)"; for prefill time, ``LongctxSublinearFwdStep``: where each one's time per token falls
-    most between two neighbouring lengths of the fit ("GDN FlashQLA: from 35.8 ns at 16K to 19.7 ns
-    at 64K")."""
-    fitted = slopes(df)
+    (0.98 between its two longest lengths, 128K and 512K)"; for prefill time, ``LongctxSublinearFwdStep``:
+    where each one's time per token falls most between two neighbouring lengths of the fit ("GDN
+    FlashQLA: from 35.8 ns at 16K to 19.7 ns at 64K"). ``fitted``: :func:`slopes` of ``df``."""
     out, steps = {}, []
     for series, (linear, _) in VERDICT_SLOPES.items():
         below = [impl for impl in linear if kit.below_one(fitted.get((series, impl), NO_SLOPE).high)]
@@ -436,9 +435,10 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
                 _at(d, impl, "decode", "fwd", t, "latency_ms", "graph") * 1e3, 1)
             m[f"LongctxCacheMib{c}{tag}"] = kit.fmt(_at(d, impl, "decode", "fwd", t, "cache_mib"), 1)
         for pas, pname in (("fwd", "Fwd"), ("fwdbwd", "Fwdbwd")):
-            timed = _rows(d, "prefill", pas)
-            timed = timed[timed["impl"].isin(ATTENTION) & (timed["seqlen"] == t) & timed["device_ms"].notna()]
-            m[f"LongctxAttentions{pname}{tag}"] = (kit.and_list([_label(i) for i in ORDER if i in set(timed["impl"])])
+            rows = _rows(d, "prefill", pas)
+            timed = set(rows.loc[rows["impl"].isin(ATTENTION) & (rows["seqlen"] == t) & rows["device_ms"].notna(),
+                                 "impl"])
+            m[f"LongctxAttentions{pname}{tag}"] = (kit.and_list([_label(i) for i in ORDER if i in timed])
                                                      or style.MISSING)
     a, g = cfg["attention"], cfg["gdn"]
     m["LongctxAttentionShape"] = style.shape(B=cfg["batch"], H=a["heads"], KV=a["kv_heads"], D=a["head_dim"])
@@ -451,6 +451,6 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     err = pd.to_numeric(d.loc[d["status"] == "ok", "rel_err"], errors="coerce")
     m["LongctxErrMax"] = kit.fmt(err.max() if err.notna().any() else None, 4)
     m.update(verdicts(d))
-    m.update(sublinear(d))
+    m.update(sublinear(d, fitted))
     return m
 
