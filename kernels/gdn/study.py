@@ -147,8 +147,8 @@ def cases(sweep: dict, impl: str) -> list[dict]:
     heads, seqlens}, varlen [{num_seqs, seqlen, heads}], naive_max_seqlen),
     or only those of them listed for ``impl`` under ``impl_shapes`` (an anchor
     whose JIT per shape is too slow for the whole set); then the shapes of
-    ``published`` ({impls, shapes}: FlashQLA's configurations) when ``impl`` is
-    one of its impls.
+    ``published`` ({impls, shapes, passes}: FlashQLA's configurations) when ``impl`` is
+    one of its impls and the pass one of its ``passes`` (default: every pass of the block).
     ``bwd``/``fwdbwd``: the shapes of ``sweep["backward"]`` (same keys) for
     the impls in ``BWD_IMPLS`` only, or those under ``backward.impl_shapes``. The naive loop's cases beyond its
     ``naive_max_seqlen`` carry ``unsupported_reason`` and become unsupported rows.
@@ -168,7 +168,8 @@ def cases(sweep: dict, impl: str) -> list[dict]:
             continue
         block, key = (sweep, "") if pas == "fwd" else (sweep["backward"], "backward.")
         published = block.get("published", {})
-        extra = [(s, ["published"]) for s in _fixed(published["shapes"])] if impl in published.get("impls", []) else []
+        runs = impl in published.get("impls", []) and pas in published.get("passes", [pas])
+        extra = [(s, ["published"]) for s in _fixed(published["shapes"])] if runs else []
         for s, roles in _impl_shapes(block, impl, key) + extra:
             case = {"pass": pas, "dtype": sweep["dtype"], "head_dim": sweep["head_dim"], **s}
             ident = tuple(sorted(case.items()))
@@ -188,12 +189,13 @@ def check_config(section: dict) -> None:
     """Check the ``gdn`` config section beyond its schema, before any job runs: every
     ``varlen`` batch of ``sweep``, ``smoke`` and ``quick`` (and of their ``backward``) fits
     its ``num_seqs`` sequences of at least one token each in ``seqlen``
-    (:func:`make_inputs`), every shape's ``value_heads`` is a multiple of its ``heads``,
+    (:func:`make_inputs`), ``published.passes`` names passes of its block only, every shape's ``value_heads`` is a multiple of its ``heads``,
     ``profile`` marks main shapes only, and every ``impl_shapes`` shape is one of its block's
     (:func:`cases`).
 
     Raises:
         ValueError: ``'<run>[.backward].varlen[<i>].num_seqs: what is wrong'``,
+            ``'<run>[.backward].published.passes: what is wrong'``,
             ``'<run>[.backward].<list>[<i>].<key>: what is wrong'`` (value_heads, profile) or
             ``'<run>[.backward].impl_shapes.<impl>[<i>]: what is wrong'``.
     """
@@ -201,6 +203,10 @@ def check_config(section: dict) -> None:
         if run not in section:
             continue
         for key, block in ((run, section[run]), (f"{run}.backward", section[run].get("backward", {}))):
+            allowed = ("bwd", "fwdbwd") if key.endswith(".backward") else ("fwd",)
+            for pas in block.get("published", {}).get("passes", []):
+                if pas not in allowed:
+                    raise ValueError(f"{key}.published.passes: {pas!r} is not a pass of this block (one of {allowed})")
             for i, batch in enumerate(block.get("varlen", [])):
                 if batch["num_seqs"] > batch["seqlen"]:
                     raise ValueError(f"{key}.varlen[{i}].num_seqs: {batch['num_seqs']} sequences of at least "
