@@ -293,7 +293,8 @@ def table_main(df: pd.DataFrame) -> pd.DataFrame:
 def table_bwd(df: pd.DataFrame) -> pd.DataFrame:
     """Gated DeltaNet backward and training step (forward + backward): median device time (ms) per
     implementation at the backward's main shapes, with the peak memory of our chunked kernels'
-    training step (GiB)."""
+    training step (GiB; given on its rows only). n/a: not configured (FlashQLA's backward at one of
+    these shapes, config key impl_shapes)."""
     d = pd.concat([_main_rows(_pass(df, p)) for p in ("bwd", "fwdbwd")])
     if d.empty:
         return pd.DataFrame()

@@ -127,13 +127,20 @@ def _lines(ax, d: pd.DataFrame, col: str, scale: float = 1.0, linestyle: str | N
                 linestyle=linestyle or ("-" if impl in ATTENTION else "--"))
 
 
-def crossover_of(df: pd.DataFrame, impl: str, pas: str = "fwd"):
-    """:func:`kernels.longctx.scaling.crossover` of GDN ``impl``'s prefill (pass ``pas``) against the
-    fastest attention at each length, with their q10–q90 bands."""
+def _paired(df: pd.DataFrame, impl: str, pas: str) -> pd.DataFrame:
+    """GDN ``impl``'s prefill (pass ``pas``) beside the fastest attention at each length at which
+    both were timed: ``seqlen``, ``device_ms``, ``q10_ms``, ``q90_ms`` and the attention's, suffixed
+    ``_attn``."""
     d = _rows(df, "prefill", pas)
     own = d[(d["impl"] == impl) & d["device_ms"].notna()][["seqlen", "device_ms", "q10_ms", "q90_ms"]]
     attn = _fastest_attention(d)[["seqlen", "device_ms", "q10_ms", "q90_ms"]]
-    m = own.merge(attn, on="seqlen", suffixes=("", "_attn"))
+    return own.merge(attn, on="seqlen", suffixes=("", "_attn")).sort_values("seqlen")
+
+
+def crossover_of(df: pd.DataFrame, impl: str, pas: str = "fwd"):
+    """:func:`kernels.longctx.scaling.crossover` of GDN ``impl``'s prefill (pass ``pas``) against the
+    fastest attention at each length (:func:`_paired`), with their q10–q90 bands."""
+    m = _paired(df, impl, pas)
     return crossover(m["seqlen"], m["device_ms"], m["device_ms_attn"], (m["q10_ms"], m["q90_ms"]),
                      (m["q10_ms_attn"], m["q90_ms_attn"]))
 
@@ -185,9 +192,10 @@ def fig_prefill(df: pd.DataFrame):
 
 def fig_decode(df: pd.DataFrame):
     """Decode at long context: one new token after a context of T tokens. Left: median device
-    time (attention over the KV cache against one step of the GDN recurrence from its state).
-    Right: latency of the same call launched from Python (solid) and replayed from a CUDA graph
-    (dotted), the host's launch included."""
+    time (attention over the KV cache, solid, against one step of the GDN recurrence from its
+    state, dashed). Right: latency of the same call launched from Python (solid, whatever the
+    implementation) and replayed from a CUDA graph (dotted), the host's launch included; colours as
+    in the legend."""
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.8, ncols=2)
     _panel(axes[0], _rows(df, "decode"), "device_ms", 1e3)
     _panel(axes[1], _rows(df, "decode"), "latency_ms", 1e3, linestyle="-", label=False)
@@ -250,7 +258,7 @@ def table_main(df: pd.DataFrame) -> pd.DataFrame:
     """Long context, at the lengths of the column heads: prefill forward and forward + backward
     (median device time, ms), one decode step after that many tokens (median device time, µs) and
     what decode keeps per layer (the KV cache or the GDN state, MiB), per implementation timed at
-    one of these lengths at least (the others stop earlier: config ``max_seqlen``)."""
+    one of these lengths at least (the others stop earlier: config key max_seqlen)."""
     d = _tidy(df)
     d = d[d["device_ms"].notna()]
     if d.empty:
@@ -374,9 +382,7 @@ def _bracket(df: pd.DataFrame, impl: str, pas: str, at: float) -> tuple[float, f
     against the fastest attention, pass ``pas``): the longest length at or below it and the shortest
     above it at which both were timed, between which :func:`crossover_of` interpolates; NaN where
     there is none."""
-    d = _rows(df, "prefill", pas)
-    own = set(d.loc[(d["impl"] == impl) & d["device_ms"].notna(), "seqlen"])
-    both = sorted(own & set(_fastest_attention(d)["seqlen"]))
+    both = list(_paired(df, impl, pas)["seqlen"])
     if not np.isfinite(at):
         return np.nan, np.nan
     below, above = [t for t in both if t <= at], [t for t in both if t > at]
