@@ -1,12 +1,15 @@
-"""Test setup: Triton in the interpreter when there is no CUDA GPU, and the
-`gpu` marker for tests that need one (skipped on CPU machines)."""
+"""Test setup: Triton in the interpreter when there is no CUDA GPU, the `gpu` marker for tests
+that need one (skipped on CPU machines), and the GPU tests' lanes (:mod:`gpu_lanes`): each GPU test
+within its lane's share of the GPU's memory unless marked `gpu_memory`, which runs alone."""
 
+import gc
 import os
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from gpu_lanes import lane, over_budget
 
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
@@ -15,6 +18,8 @@ if not HAS_CUDA:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (run on the H200 with `pytest -m gpu`)")
+    config.addinivalue_line("markers", "gpu_memory: needs most of the GPU's memory: runs alone, the other lanes "
+                                       "of `pytest -m gpu -n 8` waiting (tests/gpu_lanes.py)")
     config.addinivalue_line("markers", "slow: runs the Snakemake DAG (minutes)")
     config.addinivalue_line("markers", "slurm: submits jobs to a SLURM cluster (as root: .ci/slurm-up); "
                                        "skipped without one")
@@ -27,6 +32,27 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _gpu_lane(request, tmp_path_factory):
+    """A GPU test in its lane: alone when marked ``gpu_memory``; otherwise beside the other lanes,
+    failing when it reserved more than one lane's share of the GPU's memory. The memory it cached
+    is returned to the GPU after it."""
+    if not HAS_CUDA or "gpu" not in request.keywords:
+        yield
+        return
+    exclusive = "gpu_memory" in request.keywords
+    with lane(tmp_path_factory.getbasetemp().parent, exclusive):  # the parent: shared by the lanes of a run
+        torch.cuda.reset_peak_memory_stats()
+        yield
+        peak = torch.cuda.max_memory_reserved()
+        gc.collect()
+        torch.cuda.empty_cache()
+    message = None if exclusive else over_budget(request.node.nodeid, peak,
+                                                  torch.cuda.get_device_properties(0).total_memory)
+    if message:
+        pytest.fail(message)
 
 
 @pytest.fixture

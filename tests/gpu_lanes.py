@@ -1,0 +1,43 @@
+"""The GPU suite in parallel lanes (``pytest -m gpu -n 8``, pytest-xdist): a test marked
+``gpu_memory`` needs most of the GPU's memory and runs alone; every other GPU test shares the
+GPU with the other lanes and must stay within a lane's share of its memory.
+
+The lanes coordinate through a readers-writer lock on files in the run's shared temporary
+folder (``fcntl.flock``): a ``gpu_memory`` test takes it exclusively, the others shared. A
+turnstile taken before either keeps a waiting ``gpu_memory`` test from being passed by shared
+ones forever (the lock itself does not queue its waiters).
+"""
+
+import contextlib
+import fcntl
+from pathlib import Path
+
+#: The lanes that the GPU suite is planned for (README: ``pytest -m gpu -n 8``). A GPU test not
+#: marked ``gpu_memory`` fails when it reserves more than the GPU's memory over this many lanes.
+LANES = 8
+
+
+@contextlib.contextmanager
+def lane(folder: Path, exclusive: bool):
+    """Hold the GPU lanes' lock in ``folder`` (shared by every lane of one run): alone when
+    ``exclusive`` (a ``gpu_memory`` test), else beside the other lanes' tests."""
+    with open(folder / "gpu_lanes.turnstile", "a") as gate, open(folder / "gpu_lanes.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def over_budget(nodeid: str, peak_bytes: int, total_bytes: int, lanes: int = LANES) -> str | None:
+    """The failure message of a GPU test not marked ``gpu_memory`` that reserved ``peak_bytes`` of
+    a GPU of ``total_bytes``: more than one lane's share (``total_bytes / lanes``); None within it."""
+    share = total_bytes / lanes
+    if peak_bytes <= share:
+        return None
+    return (f"{nodeid} reserved {peak_bytes / 2**30:.1f} GiB of GPU memory, more than one of {lanes} lanes' "
+            f"share ({share / 2**30:.1f} GiB): mark it gpu_memory (it then runs alone) or make it smaller")

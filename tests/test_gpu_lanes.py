@@ -1,0 +1,90 @@
+"""The GPU suite's lanes (tests/gpu_lanes.py): a ``gpu_memory`` test holds the GPU alone, is not
+passed forever by the other lanes' tests, and an unmarked test over a lane's share of memory fails."""
+
+import fcntl
+import multiprocessing
+import time
+
+import pytest
+from gpu_lanes import lane, over_budget
+
+FORK = multiprocessing.get_context("fork")
+
+
+def _hold(folder, exclusive, name, order, release):
+    with lane(folder, exclusive):
+        order.put(name)
+        release.wait(30)
+
+
+def _start(folder, exclusive, name, order):
+    release = FORK.Event()
+    proc = FORK.Process(target=_hold, args=(folder, exclusive, name, order, release), daemon=True)
+    proc.start()
+    return proc, release
+
+
+def _next(order, timeout=10.0):
+    return order.get(timeout=timeout)
+
+
+def _gate_taken(folder) -> bool:
+    with open(folder / "gpu_lanes.turnstile", "a") as gate:
+        try:
+            fcntl.flock(gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        return False
+
+
+def _wait_gate_taken(folder, timeout=10.0):
+    end = time.monotonic() + timeout
+    while not _gate_taken(folder):
+        assert time.monotonic() < end, "the waiting gpu_memory test never took the turnstile"
+        time.sleep(0.02)
+
+
+def test_lanes_share_and_a_gpu_memory_test_waits_for_them(tmp_path):
+    order = FORK.Queue()
+    first, release_first = _start(tmp_path, False, "shared 1", order)
+    assert _next(order) == "shared 1"
+    second, release_second = _start(tmp_path, False, "shared 2", order)
+    assert _next(order) == "shared 2"  # beside the first
+    alone, release_alone = _start(tmp_path, True, "alone", order)
+    _wait_gate_taken(tmp_path)
+    release_first.set()
+    with pytest.raises(Exception):
+        _next(order, timeout=0.5)  # one shared test still runs
+    release_second.set()
+    assert _next(order) == "alone"
+    release_alone.set()
+    for proc in (first, second, alone):
+        proc.join(10)
+
+
+def test_a_waiting_gpu_memory_test_is_not_passed_by_later_lanes(tmp_path):
+    order = FORK.Queue()
+    first, release_first = _start(tmp_path, False, "shared 1", order)
+    assert _next(order) == "shared 1"
+    alone, release_alone = _start(tmp_path, True, "alone", order)
+    _wait_gate_taken(tmp_path)
+    later, release_later = _start(tmp_path, False, "shared later", order)
+    with pytest.raises(Exception):
+        _next(order, timeout=0.5)  # the later shared test waits behind the gpu_memory one
+    release_first.set()
+    assert _next(order) == "alone"
+    with pytest.raises(Exception):
+        _next(order, timeout=0.3)  # and not beside it
+    release_alone.set()
+    assert _next(order) == "shared later"
+    release_later.set()
+    for proc in (first, alone, later):
+        proc.join(10)
+
+
+def test_an_unmarked_test_over_its_share_fails_naming_the_marker():
+    gib = 2**30
+    assert over_budget("t::a", 17 * gib, 140 * gib) is None  # within 140 / 8 = 17.5 GiB
+    message = over_budget("t::b", 113 * gib, 140 * gib)
+    assert message.startswith("t::b reserved 113.0 GiB") and "17.5 GiB" in message and "gpu_memory" in message
