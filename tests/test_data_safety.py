@@ -704,31 +704,40 @@ def test_each_studys_second_run_comes_from_one_of_the_committed_folders(tree):
                 f"hold a second run of {study}; name one of them")
 
 
-def test_a_measuring_run_compares_the_second_runs_of_the_studies_it_does_not_measure(tree):
-    """A study the run measures gets new rows, which its committed second run is not of: the check
-    leaves it out and still compares the other studies' committed second runs."""
-    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=[tensorcore]", "gpu=h200",
-                     "overwrite=[tensorcore]", "-R", "reproduce")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    [line] = [x.strip() for x in (proc.stdout + proc.stderr).splitlines()
-              if x.strip().startswith("input: data/reproductions/")]
-    compared = {p.split("/")[3] for p in line.removeprefix("input: ").split(", ") if p.startswith("data/reproductions/")}
-    assert "tensorcore" not in compared and {"swiglu", "longctx"} <= compared
-
-
-def test_the_check_compares_only_studies_whose_second_run_is_of_their_code(tree):
-    """The committed second run is of ff5a205's code: its GDN rows are not compared with GDN rows
-    of another fingerprint, and the paper says that study has no second run of its code."""
+def _second_runs_of_their_code(tree) -> tuple[set[str], set[str]]:
+    """The studies of the committed config, and those whose committed second run (config
+    ``reproduce.committed.h200``) is of the code of their committed rows."""
     from kernels.paper import provenance
 
     config = provenance.load_config(tree)
     folders = config["reproduce"]["committed"]["h200"]
-    same = [s for s in config["studies"] for folder in ([folders] if isinstance(folders, str) else folders)
+    same = {s for s in config["studies"] for folder in ([folders] if isinstance(folders, str) else folders)
             if provenance.same_code(provenance.code_identity(provenance.row_envs(tree / "data" / "raw" / "h200", s)),
-                                    provenance.code_identity(provenance.row_envs(tree / folder, s)))]
-    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false", "-R", "reproduce")
+                                    provenance.code_identity(provenance.row_envs(tree / folder, s)))}
+    return set(config["studies"]), same
+
+
+def _compared(proc) -> set[str]:
+    """The studies whose second runs a dry run's rule ``reproduce`` reads."""
     assert proc.returncode == 0, proc.stderr[-3000:]
     [line] = [x.strip() for x in (proc.stdout + proc.stderr).splitlines()
               if x.strip().startswith("input: data/reproductions/")]
-    compared = {p.split("/")[3] for p in line.removeprefix("input: ").split(", ") if p.startswith("data/reproductions/")}
-    assert compared == set(same) and set(same) < set(config["studies"])
+    return {p.split("/")[3] for p in line.removeprefix("input: ").split(", ") if p.startswith("data/reproductions/")}
+
+
+def test_a_measuring_run_compares_the_second_runs_of_the_studies_it_does_not_measure(tree):
+    """A study the run measures gets new rows, which its committed second run is not of: the check
+    leaves it out and still compares the other studies' committed second runs of their code."""
+    _, same = _second_runs_of_their_code(tree)
+    assert "tensorcore" in same and len(same) > 1
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=[tensorcore]", "gpu=h200",
+                     "overwrite=[tensorcore]", "-R", "reproduce")
+    assert _compared(proc) == same - {"tensorcore"}
+
+
+def test_the_check_compares_only_studies_whose_second_run_is_of_their_code(tree):
+    """A committed second run of other code than its study's rows (another fingerprint) is not
+    compared with them: the check reads exactly the second runs of their studies' code."""
+    studies, same = _second_runs_of_their_code(tree)
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false", "-R", "reproduce")
+    assert _compared(proc) == same and same < studies
