@@ -3,6 +3,7 @@ passed forever by the other lanes' tests, and an unmarked test over a lane's sha
 
 import fcntl
 import multiprocessing
+import queue
 import time
 
 import pytest
@@ -26,6 +27,12 @@ def _start(folder, exclusive, name, order):
 
 def _next(order, timeout=10.0):
     return order.get(timeout=timeout)
+
+
+def _none_for(order, seconds):
+    """Nobody took the lock for ``seconds``."""
+    with pytest.raises(queue.Empty):
+        order.get(timeout=seconds)
 
 
 def _gate_taken(folder) -> bool:
@@ -54,8 +61,7 @@ def test_lanes_share_and_a_gpu_memory_test_waits_for_them(tmp_path):
     alone, release_alone = _start(tmp_path, True, "alone", order)
     _wait_gate_taken(tmp_path)
     release_first.set()
-    with pytest.raises(Exception):
-        _next(order, timeout=0.5)  # one shared test still runs
+    _none_for(order, 0.5)  # one shared test still runs
     release_second.set()
     assert _next(order) == "alone"
     release_alone.set()
@@ -70,12 +76,10 @@ def test_a_waiting_gpu_memory_test_is_not_passed_by_later_lanes(tmp_path):
     alone, release_alone = _start(tmp_path, True, "alone", order)
     _wait_gate_taken(tmp_path)
     later, release_later = _start(tmp_path, False, "shared later", order)
-    with pytest.raises(Exception):
-        _next(order, timeout=0.5)  # the later shared test waits behind the gpu_memory one
+    _none_for(order, 0.5)  # the later shared test waits behind the gpu_memory one
     release_first.set()
     assert _next(order) == "alone"
-    with pytest.raises(Exception):
-        _next(order, timeout=0.3)  # and not beside it
+    _none_for(order, 0.3)  # and not beside it
     release_alone.set()
     assert _next(order) == "shared later"
     release_later.set()
