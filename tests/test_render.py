@@ -82,6 +82,10 @@ def test_environment_macros_short_commits_and_missing_columns():
     c = pd.DataFrame({"env_anchors": ['{"flash-qla": "0.1.3", "liger-kernel": null}',
                                       '{"flash-qla": "0.1.4", "fla-core": "0.6.0"}']})
     assert environment_macros([c])["EnvAnchors"] == "fla-core 0.6.0, flash-qla 0.1.3/0.1.4"
+    gpus = [pd.DataFrame({"env_gpu_uuid": [f"GPU-{i}", None]}) for i in range(4)]
+    assert environment_macros(gpus)["EnvGpuCount"] == "four"  # in words, as the text reads it
+    assert environment_macros(gpus * 3 + [pd.DataFrame({"env_gpu_uuid": ["GPU-x" + str(i) for i in range(8)]})])[
+        "EnvGpuCount"] == "12"
 
 
 def test_first_call_minutes_sum_every_one_off_column():

@@ -179,7 +179,7 @@ def environment_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
     out["EnvAnchors"] = escape_latex(", ".join(f"{p} {'/'.join(sorted(v))}" for p, v in sorted(anchors.items()))
                                      or "none")
     gpus = {str(v) for df in frames if "env_gpu_uuid" in df for v in df["env_gpu_uuid"].dropna()}
-    out["EnvGpuCount"] = {1: "one", 2: "two", 3: "three"}.get(len(gpus), str(len(gpus)))
+    out["EnvGpuCount"] = report_kit.words(len(gpus)).lower() if len(gpus) < 10 else str(len(gpus))
     return out
 
 
