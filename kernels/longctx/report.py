@@ -382,9 +382,9 @@ def _bracket(df: pd.DataFrame, impl: str, pas: str, at: float) -> tuple[float, f
     against the fastest attention, pass ``pas``): the longest length at or below it and the shortest
     above it at which both were timed, between which :func:`crossover_of` interpolates; NaN where
     there is none."""
-    both = list(_paired(df, impl, pas)["seqlen"])
     if not np.isfinite(at):
         return np.nan, np.nan
+    both = list(_paired(df, impl, pas)["seqlen"])
     below, above = [t for t in both if t <= at], [t for t in both if t > at]
     return (below[-1] if below else np.nan), (above[0] if above else np.nan)
 
