@@ -56,7 +56,7 @@ def test_gpu_configuration_dry_run():
     assert "rule paper:" in out or "localrule paper:" in out
     # one compile-ahead job per study, whose answers its jobs of config key compile_ahead read
     ahead = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["compile_ahead"]["impls"]
-    assert out.count("rule compile_ahead:") == len(ahead) == 2
+    assert out.count("rule compile_ahead:") == len(ahead) == 3
     jobs = out.split("\n\n")
     for study, impls in ahead.items():
         assert f"output: .tmp/compile_ahead/data/raw/h200/{study}.json" in out, study
