@@ -161,7 +161,7 @@ def environment_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
     """Hardware and software versions of the measurements, from the rows' env columns,
     ``EnvAnchors`` (each anchor package that a row found installed, with its versions: "fla-core
     0.6.0, liger-kernel 0.8.5"; the rows' ``env.anchors``) and ``EnvGpuCount``, how many GPUs
-    (distinct UUIDs) the rows come from, in words up to three."""
+    (distinct UUIDs) the rows come from, in words up to nine."""
     keys = {"EnvGpuName": "env_gpu_name", "EnvDriver": "env_driver", "EnvCuda": "env_cuda",
             "EnvTorch": "env_torch", "EnvTriton": "env_triton", "EnvPython": "env_python",
             "EnvCommit": "env_git_commit", "EnvSmClock": "env_max_sm_clock_mhz"}
