@@ -401,6 +401,16 @@ def test_outside_table_shows_the_worst_rows_and_counts_the_rest():
     assert table["case"].iloc[0] == "fwd float32 numel=30" and table["ratio"].iloc[0] == "4.00"
 
 
+def test_the_figure_shows_every_study():
+    """Each study timed in both runs has its legend entry, however many studies there are."""
+    studies = ["tensorcore", "swiglu", "flex", "gdn", "longctx", "toy"]
+    rows = [row(study=s) for s in studies]
+    fig = reproduce.figure(reproduce.compare(rows, rows, 0.05), 0.05)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    plt.close(fig)
+    assert len(labels) == len(studies) and all(label.endswith("(1 of 1)") for label in labels)
+
+
 def test_a_second_run_without_rows_is_all_missing():
     table = reproduce.compare([], [row(numel=n) for n in (1, 2)], 0.05)
     claims = reproduce.compare_claims({}, {})

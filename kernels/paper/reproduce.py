@@ -40,6 +40,7 @@ table of the rows outside the tolerance, the paper's snippet with the
 from __future__ import annotations
 
 import io
+import itertools
 import logging
 import math
 import re
@@ -61,11 +62,12 @@ log = logging.getLogger("kernels.paper.reproduce")
 VERDICTS = ("reproduced", "slower", "faster", "status changed", "missing", "new", "not timed")
 #: Verdicts that make a run not reproduced; the table lists these rows, in this order.
 OUTSIDE = ("status changed", "missing", "slower", "faster")
-#: Marker and colour of each study's cases in the figure, in turn.
-STUDY_MARKERS = (("o", "#4C72B0"), ("s", "#DD8452"), ("^", "#55A868"), ("D", "#C44E52"))
+#: Marker and colour of each study's cases in the figure, in turn (one per study of the project;
+#: a study beyond them starts the list again).
+STUDY_MARKERS = (("o", "#4C72B0"), ("s", "#DD8452"), ("^", "#55A868"), ("D", "#C44E52"), ("v", "#8172B3"))
 #: Rows shown in the LaTeX table of the rows outside the tolerance (with case labels of two or three
-#: lines, they share a page with the table of those rows per implementation); the rest are counted (every row of both runs is in the rule's CSV,
-#: results/reproduction.csv).
+#: lines, they share a page with the table of those rows per implementation); the rest are counted
+#: (every row of both runs is in the rule's CSV, results/reproduction.csv).
 TABLE_ROWS = 20
 COLUMNS = ["study", "impl", "case", "verdict", "status_reference", "status_candidate",
            "ms_reference", "ms_candidate", "ratio", "ratio_latency",
@@ -597,7 +599,7 @@ def figure(table: pd.DataFrame, tolerance: float):
     timed = table[table["verdict"].isin(TIMED)]
     ax.axhspan(1 - tolerance, 1 + tolerance, color="0.85", zorder=0, lw=0)
     ax.axhline(1.0, color="0.5", lw=0.6, zorder=1)
-    for (study, d), (marker, color) in zip(timed.groupby("study"), STUDY_MARKERS):
+    for (study, d), (marker, color) in zip(timed.groupby("study"), itertools.cycle(STUDY_MARKERS)):
         within = int((d["verdict"] == "reproduced").sum())
         ax.scatter(d["ms_reference"].astype(float), d["ratio"].astype(float), s=9, marker=marker, color=color,
                    zorder=2, linewidths=0, alpha=0.8,
