@@ -213,8 +213,8 @@ def render_provenance(studies: list[str], folder: str | Path, sections: dict[str
     label ``tab:provenance``: per study its state, commit, GPU, date, minutes and rows),
     ``ProvenanceCurrent`` and ``ProvenanceStudies`` (how many studies are current, of how many),
     ``ProvenanceStaleText`` (a clause naming the stale studies, empty without any) and per study
-    ``StaleNote<Study>`` (the sentence of a stale study's section, :func:`_note`; empty otherwise). ``sections``: each
-    study's config section the rows were measured with. Returns the states."""
+    ``StaleNote<Study>`` (the sentence of a stale study's section, :func:`_note`; empty otherwise).
+    ``sections``: each study's config section the rows were measured with. Returns the states."""
     found = [study_state(s, folder, sections[s], timing, root) for s in studies]
     frame = pd.DataFrame([{"Study": study_label(s.study), "State": s.state,
                            "Commit": s.commit if s.rows else "", "GPU": s.gpu if s.rows else "",
