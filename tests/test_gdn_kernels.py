@@ -23,6 +23,9 @@ from kernels.core.correctness import relative_rmse  # noqa: E402
 TOL = 0.005
 KERNELS = {"chunk": chunk_gated_delta_rule, "recurrent": fused_recurrent_gated_delta_rule}
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
+#: The cases that reserved more than one lane's share of an H200 (17.5 GiB) beside their float64
+#: reference in `pytest -m gpu -n 8` (tests/gpu_lanes.py): they run alone.
+BEYOND_A_LANE = pytest.mark.gpu_memory
 
 
 def gate(regime, shape, gen):
@@ -403,7 +406,7 @@ def test_gpu_varlen(impl, D):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("B,T,H", [(4, 8192, 16), (1, 32768, 32)])
+@pytest.mark.parametrize("B,T,H", [(4, 8192, 16), pytest.param(1, 32768, 32, marks=BEYOND_A_LANE)])
 def test_gpu_chunk_study_shapes(B, T, H):
     for regime in ("mild", "strong"):
         check(chunk_gated_delta_rule, *inputs(B, T, H, 128, regime), ref=naive_chunk_gated_delta_rule)
@@ -446,6 +449,7 @@ def test_gpu_large_initial_state(impl, dtype, D):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("impl", sorted(KERNELS))
+@BEYOND_A_LANE
 @pytest.mark.parametrize("N,H,HV", [(2048, 32, 32), (4096, 8, 16)])
 def test_gpu_many_sequences_grid(impl, N, H, HV):
     """N * HV >= 65536 packed sequences x value heads (2047 was the old limit at H = 32)."""
@@ -458,7 +462,8 @@ def test_gpu_many_sequences_grid(impl, N, H, HV):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("B,T,H,HV", [(4, 8192, 16, 16), (1, 32768, 16, 32), (4, 8192, 16, 64), (1, 32768, 2, 8)])
+@pytest.mark.parametrize("B,T,H,HV", [(4, 8192, 16, 16), (1, 32768, 16, 32),
+                                       pytest.param(4, 8192, 16, 64, marks=BEYOND_A_LANE), (1, 32768, 2, 8)])
 def test_gpu_chunk_flash_qla_shapes(B, T, H, HV):
     """FlashQLA's published forward shapes (h_qk / h_v)."""
     for regime in ("mild", "strong"):
