@@ -411,6 +411,18 @@ def test_the_figure_shows_every_study():
     assert len(labels) == len(studies) and all(label.endswith("(1 of 1)") for label in labels)
 
 
+def test_second_run_folders_of_one_parent_name_it_once():
+    """Five folders of data/reproductions/ written out whole overran the appendix's line: the
+    parent is named once; other folders, or one alone, keep their whole path."""
+    five = [f"data/reproductions/h200-{i}" for i in range(5)]
+    text = reproduce.folders_latex(five)
+    assert text.count("reproductions") == 1 and text.endswith(r"in \texttt{data/\allowbreak{}reproductions/}")
+    assert text.startswith(r"\texttt{h200-0}, \texttt{h200-1}") and r"\texttt{h200-3} and \texttt{h200-4}" in text
+    assert reproduce.folders_latex(["data/reproductions/h200-0"]) == r"\texttt{data/\allowbreak{}reproductions/\allowbreak{}h200-0}"
+    mixed = reproduce.folders_latex(["a/run_1", "b/run2"])
+    assert mixed == r"\texttt{a/\allowbreak{}run\_1} and \texttt{b/\allowbreak{}run2}"
+
+
 def test_a_second_run_without_rows_is_all_missing():
     table = reproduce.compare([], [row(numel=n) for n in (1, 2)], 0.05)
     claims = reproduce.compare_claims({}, {})

@@ -46,7 +46,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pandas as pd
@@ -471,8 +471,7 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
     ``ReproClaimsSame``, ``ReproClaimsCompared``, ``ReproClaimsDifferent``
     (the claims in ``labels``' words, else their macro names; or "none"), ``ReproOutcome`` (reproduced / not reproduced:
     reproduced when every study is), ``ReproOutcomeByStudy`` (:func:`outcome_by_study`) and
-    ``ReproCandidate`` (the second run's folders, each in typewriter type, broken at a slash where
-    the line ends). Also ``ReproRowsWithinHostFree`` /
+    ``ReproCandidate`` (the second run's folders: :func:`folders_latex`). Also ``ReproRowsWithinHostFree`` /
     ``ReproRowsComparedHostFree`` / ``ReproPercentWithinHostFree`` (the rows whose device time is
     host-free in both runs), ``ReproRowsWithinLatency`` / ``ReproPercentWithinLatency`` (the
     rows compared by latency instead), ``ReproRowsOutside`` with ``ReproRowsOutsideBelowTenUs``
@@ -524,9 +523,24 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
                ReproClaimsDifferent=render.escape_latex("; ".join(different) if different else "none"),
                ReproOutcome="reproduced" if reproduced(outcomes) else "not reproduced",
                ReproOutcomeByStudy=render.escape_latex(outcome_by_study(outcomes)),
-               ReproCandidate=kit.and_list([r"\texttt{" + render.escape_latex(f).replace("/", r"/\allowbreak{}") + "}"
-                                            for f in candidate]))
+               ReproCandidate=folders_latex(candidate))
     return out
+
+
+def _path_latex(path: str) -> str:
+    """``path`` in typewriter type, breakable after each slash but a last one."""
+    body = render.escape_latex(path.rstrip("/")).replace("/", r"/\allowbreak{}")
+    return r"\texttt{" + body + "/" * path.endswith("/") + "}"
+
+
+def folders_latex(folders: Sequence[str]) -> str:
+    """The second run's folders in the paper's words: folders of one parent named once, ``h200-a
+    and h200-b in data/reproductions/`` (each name in typewriter type); otherwise each whole path."""
+    parents = {str(PurePosixPath(f).parent) for f in folders}
+    if len(folders) > 1 and len(parents) == 1 and parents != {"."}:
+        return (kit.and_list([_path_latex(PurePosixPath(f).name) for f in folders])
+                + " in " + _path_latex(parents.pop() + "/"))
+    return kit.and_list([_path_latex(f) for f in folders])
 
 
 def outside_table(table: pd.DataFrame, limit: int = TABLE_ROWS) -> pd.DataFrame:
