@@ -1,4 +1,4 @@
-"""The paper artifact's DAG: measure three GPU kernel studies, collect the
+"""The paper artifact's DAG: measure five GPU kernel studies, collect the
 rows into tidy tables, draw figures, write LaTeX tables and numbers, build
 the PDF. See README.md for the modes (measure, render, smoke, quick)."""
 
