@@ -423,6 +423,21 @@ def test_second_run_folders_of_one_parent_name_it_once():
     assert mixed == r"\texttt{a/\allowbreak{}run\_1} and \texttt{b/\allowbreak{}run2}"
 
 
+def test_the_appendix_names_what_only_one_run_prepared_ahead():
+    """Long context's committed run prepared four implementations in its compile-ahead job and its
+    second run none: the paper said nothing of it. Studies prepared alike, or only in the reference,
+    are not named."""
+    def rows(study, impls, ahead):
+        return [{"study": study, "impl": i, "compile_ahead": {"status": "ok"} if i in ahead else None}
+                for i in impls]
+    ref = rows("longctx", ["chunk", "fla_chunk", "recurrent"], {"chunk", "fla_chunk"}) + rows("gdn", ["chunk"], {"chunk"})
+    cand = rows("longctx", ["chunk", "fla_chunk", "recurrent"], set())
+    assert reproduce.compile_ahead_differences(cand, ref) == "long context: GDN chunked (ours) and GDN FLA in the committed run only"
+    assert reproduce.compile_ahead_differences(cand, cand) == "none"
+    swapped = reproduce.compile_ahead_differences(ref[:3], cand)
+    assert swapped == "long context: GDN chunked (ours) and GDN FLA in the second run only"
+
+
 def test_a_second_run_without_rows_is_all_missing():
     table = reproduce.compare([], [row(numel=n) for n in (1, 2)], 0.05)
     claims = reproduce.compare_claims({}, {})

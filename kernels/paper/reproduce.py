@@ -543,6 +543,35 @@ def folders_latex(folders: Sequence[str]) -> str:
     return kit.and_list([_path_latex(f) for f in folders])
 
 
+def prepared_ahead(run: list[dict]) -> dict[str, set[str]]:
+    """{study: its implementations whose rows the run's compile-ahead job prepared} (rows whose
+    ``compile_ahead`` is set: config ``compile_ahead``, kernels.core.jobs.compile_ahead_job)."""
+    out: dict[str, set[str]] = {}
+    for row in run:
+        impls = out.setdefault(row["study"], set())  # every study of the run, those without such rows too
+        if row.get("compile_ahead"):
+            impls.add(row["impl"])
+    return out
+
+
+def compile_ahead_differences(candidate: list[dict], reference: list[dict]) -> str:
+    """The implementations that one run of a study prepared in its compile-ahead job and the other
+    did not, in the paper's words (``long context: FLA in the committed run only``), or "none";
+    studies of the candidate only. The timed repetitions follow a warm-up in either run: what
+    differs is the cases' one-off costs (``setup_s``, ``first_call_s``) and the GPU time held."""
+    cand, ref = prepared_ahead(candidate), prepared_ahead(reference)
+    parts = []
+    for study in cand:
+        for impls, run in ((ref.get(study, set()) - cand[study], "the committed run"),
+                           (cand[study] - ref.get(study, set()), "the second run")):
+            if impls:
+                order = list(style.registry(study))  # the study's legend order
+                names = kit.and_list([style.label(study, i) for i in sorted(impls, key=lambda i: (
+                    order.index(i) if i in order else len(order), i))])
+                parts.append(f"{style.study_name(study)}: {names} in {run} only")
+    return render.escape_latex("; ".join(parts) or "none")
+
+
 def outside_table(table: pd.DataFrame, limit: int = TABLE_ROWS) -> pd.DataFrame:
     """The rows outside the tolerance (:data:`OUTSIDE`), worst first: status changes, missing
     rows, then slower and faster by how far their ratio is from 1 (in log); at most ``limit``
@@ -682,7 +711,10 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
         r"(the host's launch included) instead, \ReproRowsWithinLatency{} of the \ReproRowsCompared{} rows",
         r"(\ReproPercentWithinLatency\,\%) agree.",
         r"Rows missing from the second run: \ReproRowsMissing; rows whose status changed:",
-        r"\ReproRowsStatusChanged. Re-derived from each run, \ReproClaimsSame{} of the \ReproClaimsCompared{}",
+        r"\ReproRowsStatusChanged. Implementations whose cases one run prepared in its compile-ahead job",
+        r"(config \texttt{compile\_ahead}: compiled in parallel processes before the timed cases) and the",
+        r"other did not: \ReproCompileAhead{} (either run warms each case up before timing it: what differs",
+        r"is the one-off costs). Re-derived from each run, \ReproClaimsSame{} of the \ReproClaimsCompared{}",
         r"verdicts of Table~\ref{tab:claims} that both runs decide are the same (Table~\ref{tab:reproduction_claims};",
         r"different: \ReproClaimsDifferent); Table~\ref{tab:reproduction_headlines} sets the abstract's",
         r"numbers of the two runs side by side.",
@@ -803,8 +835,9 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
     write_atomic(out_table, outside_latex if outside.empty else _columns(outside_latex, OUTSIDE_COLUMNS) + "\n")
     found = sorted(table["study"].unique())  # in the config's order (sections), as the claims table
     studies = [s for s in (sections or {}) if s in found] + [s for s in found if s not in (sections or {})]
-    values = macros(table, claims, tolerance, min_within, candidate, claim_labels(studies),
-                    cand) | claim_status(claims, studies, [*studies, *without])
+    values = (macros(table, claims, tolerance, min_within, candidate, claim_labels(studies), cand)
+              | claim_status(claims, studies, [*studies, *without])
+              | {"ReproCompileAhead": compile_ahead_differences(cand, ref)})
     write_atomic(out_numbers, numbers(values))
     write_atomic(out_snippet, snippet(values, studies, not outside.empty, size_table(table), impl_table(table), claims,
                                       headline_table(ref_macros, cand_macros, studies), without))
