@@ -564,10 +564,8 @@ def compile_ahead_differences(candidate: list[dict], reference: list[dict]) -> s
     for study in cand:
         for impls, run in ((ref.get(study, set()) - cand[study], "the committed run"),
                            (cand[study] - ref.get(study, set()), "the second run")):
-            if impls:
-                order = list(style.registry(study))  # the study's legend order
-                names = kit.and_list([style.label(study, i) for i in sorted(impls, key=lambda i: (
-                    order.index(i) if i in order else len(order), i))])
+            if impls:  # in the study's legend order (its registry names every impl of a valid row)
+                names = kit.and_list([style.label(study, i) for i in style.registry(study) if i in impls])
                 parts.append(f"{style.study_name(study)}: {names} in {run} only")
     return render.escape_latex("; ".join(parts) or "none")
 
@@ -713,8 +711,8 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
         r"Rows missing from the second run: \ReproRowsMissing; rows whose status changed:",
         r"\ReproRowsStatusChanged. The compile-ahead job (config \texttt{compile\_ahead}) compiles an",
         r"implementation's cases in parallel processes before they are timed; one run of a study used it and",
-        r"the other did not for: \ReproCompileAhead. Either run warms each case up before timing it, so only the cases' one-off",
-        r"costs differ there. Re-derived from each run, \ReproClaimsSame{} of the \ReproClaimsCompared{}",
+        r"the other did not for: \ReproCompileAhead. Either run warms each case up before timing it, so only",
+        r"the cases' one-off costs differ there. Re-derived from each run, \ReproClaimsSame{} of the \ReproClaimsCompared{}",
         r"verdicts of Table~\ref{tab:claims} that both runs decide are the same (Table~\ref{tab:reproduction_claims};",
         r"different: \ReproClaimsDifferent); Table~\ref{tab:reproduction_headlines} sets the abstract's",
         r"numbers of the two runs side by side.",
