@@ -168,7 +168,9 @@ def test_a_new_implementation_is_its_module_a_registry_entry_and_the_config(monk
 
 def test_every_registered_op_resolves_or_is_an_anchor_refused_without_cuda():
     """Each registry op is ``module:function``; those of this project resolve to a function with
-    FLA's arguments, an anchor's (outside ``kernels``) is refused without CUDA."""
+    FLA's arguments, an anchor's (outside ``kernels``, or a ``kernels`` adapter that pins one:
+    ``REQUIREMENT``) is refused without CUDA."""
+    import importlib
     import inspect
 
     import torch
@@ -176,13 +178,112 @@ def test_every_registered_op_resolves_or_is_an_anchor_refused_without_cuda():
     from kernels.core import harness
     from kernels.gdn import study
 
+    adapters = 0
     for name, impl in study.REGISTRY.items():
         module, _, function = impl.op.partition(":")
         assert module and function, name
-        if module.startswith("kernels."):
+        adapter = module.startswith("kernels.") and hasattr(importlib.import_module(module), "REQUIREMENT")
+        adapters += adapter
+        if module.startswith("kernels.") and not adapter:
             fn, extra = study.load_op(name)
             assert list(inspect.signature(fn).parameters)[:5] == ["q", "k", "v", "g", "beta"], name
             assert extra == {}
         elif not torch.cuda.is_available():
             with pytest.raises(harness.Unsupported, match=f"{name} needs a CUDA GPU"):
                 study.load_op(name)
+    assert adapters == 1  # flashinfer
+
+
+def _fake_flashinfer(monkeypatch, version="0.7.2.post1"):
+    """A ``flashinfer`` module whose ``chunk_gated_delta_rule`` follows FlashInfer's documented
+    conventions (packed tokens, ``cu_seqlens`` required, the decay as the factor alpha, states
+    [N, HV, V, K]) on the float64 chunked reference; it records its keyword arguments."""
+    import sys
+    import types
+    from importlib import metadata
+
+    import torch
+
+    from kernels.gdn.naive import naive_chunk_gated_delta_rule
+
+    calls = []
+
+    def chunk_gated_delta_rule(q, k, v, g=None, beta=None, scale=None, initial_state=None,
+                               output_final_state=False, cu_seqlens=None, max_seqlen=None):
+        assert q.dim() == 3 and cu_seqlens is not None and g.dtype == beta.dtype == torch.float32
+        calls.append(dict(cu_seqlens=cu_seqlens.tolist(), max_seqlen=max_seqlen, alpha=g))
+        h0 = None if initial_state is None else initial_state.transpose(-1, -2)
+        o, ht = naive_chunk_gated_delta_rule(q[None].float(), k[None].float(), v[None].float(), g.log()[None],
+                                             beta[None], scale=scale, initial_state=h0, output_final_state=True,
+                                             cu_seqlens=cu_seqlens.long())
+        o = o[0].to(v.dtype)
+        return (o, ht.float().transpose(-1, -2).contiguous()) if output_final_state else o
+
+    module = types.ModuleType("flashinfer")
+    module.__version__ = version
+    module.chunk_gated_delta_rule = chunk_gated_delta_rule
+    monkeypatch.setitem(sys.modules, "flashinfer", module)
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda dist: version if dist == "flashinfer-python" else real(dist))
+    return calls
+
+
+@pytest.mark.parametrize("varlen", [False, True])
+def test_flashinfer_adapter_takes_fla_arguments(monkeypatch, varlen):
+    """kernels.gdn.flashinfer turns FLA's call into FlashInfer's (packed tokens, offsets of B
+    fixed-length sequences or the packed ones, alpha = exp(g), max_seqlen the longest sequence,
+    states transposed both ways) and gives FLA's results: the same o and final state as the float64
+    reference called with FLA's arguments, with GVA and an initial state."""
+    import torch
+
+    from kernels.gdn import flashinfer
+    from kernels.gdn.naive import naive_chunk_gated_delta_rule
+
+    calls = _fake_flashinfer(monkeypatch)
+    case = {"dtype": "float32", "head_dim": 16, "batch": 1 if varlen else 3, "seqlen": 70, "heads": 2,
+            "value_heads": 4, "num_seqs": 3 if varlen else 1, "varlen": varlen}
+    from kernels.gdn.study import make_inputs
+
+    q, k, v, g, beta, cu = make_inputs(case, "cpu")
+    n = 3
+    h0 = torch.randn(n, 4, 16, 16, generator=torch.Generator().manual_seed(3))
+    o, ht = flashinfer.chunk_gated_delta_rule(q, k, v, g, beta, scale=0.25, initial_state=h0,
+                                              output_final_state=True, cu_seqlens=cu)
+    ref_o, ref_h = naive_chunk_gated_delta_rule(q, k, v, g, beta, scale=0.25, initial_state=h0,
+                                                output_final_state=True, cu_seqlens=cu)
+    assert o.shape == v.shape and ht.shape == (n, 4, 16, 16)
+    torch.testing.assert_close(o, ref_o.float(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ht, ref_h.float(), rtol=1e-5, atol=1e-5)
+    (call,) = calls
+    torch.testing.assert_close(call["alpha"], g.reshape(-1, 4).exp())
+    if varlen:
+        lengths = [b - a for a, b in zip(cu.tolist(), cu.tolist()[1:])]
+        assert call["cu_seqlens"] == cu.tolist() and call["max_seqlen"] == max(lengths)
+    else:
+        assert call["cu_seqlens"] == [0, 70, 140, 210] and call["max_seqlen"] == 70
+    o2, none = flashinfer.chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens=cu)
+    assert none is None and o2.shape == v.shape
+
+
+def test_flashinfer_rows_of_another_version_are_unsupported(monkeypatch):
+    """The adapter pins its FlashInfer release (``REQUIREMENT``): with CUDA and another version
+    installed, load_op refuses it naming both; with the pinned one, the row names the module and
+    version it ran."""
+    import torch
+
+    from kernels.core import harness
+    from kernels.gdn import flashinfer, study
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    _fake_flashinfer(monkeypatch, version="0.7.3")
+    with pytest.raises(harness.Unsupported, match=r"flashinfer-python 0\.7\.3 is installed; "
+                                                  r"kernels\.gdn\.flashinfer pins flashinfer-python==0\.7\.2\.post1"):
+        study.load_op("flashinfer")
+    _fake_flashinfer(monkeypatch)
+    fn, extra = study.load_op("flashinfer")
+    assert fn is flashinfer.chunk_gated_delta_rule
+    assert extra == {"anchor_module": "flashinfer", "anchor_version": "0.7.2.post1",
+                     "anchor_requirement": "flashinfer-python==0.7.2.post1"}
+    assert flashinfer.REQUIREMENT == "flashinfer-python==0.7.2.post1"
+
+

@@ -34,7 +34,7 @@ def test_long_headers_break_into_two_lines_at_a_space_or_after_a_hyphen():
 
 def test_a_long_table_breaks_across_pages_and_a_short_one_is_a_float():
     short = render.table_float(pd.DataFrame({"a": [1.0, 2.0]}))
-    assert short.startswith("\\begin{table}[tbp]") and "\\tablecaption\n\\begin{tabular}{S}" in short
+    assert short.startswith("\\begin{table}[tbp]") and "\\tablecaption\n\\fitwidth{\\begin{tabular}{S}" in short
     long = render.table_float(pd.DataFrame({"a": [i + 0.5 for i in range(render.LONG_TABLE_ROWS + 1)]}))
     assert "\\begin{longtable}{S}\n\\tablecaption\\\\\n" in long and "tabular" not in long
     assert long.count("{a} \\\\") == 2 and long.index("\\endfirsthead") < long.index("\\endhead")  # header on every page
@@ -82,6 +82,10 @@ def test_environment_macros_short_commits_and_missing_columns():
     c = pd.DataFrame({"env_anchors": ['{"flash-qla": "0.1.3", "liger-kernel": null}',
                                       '{"flash-qla": "0.1.4", "fla-core": "0.6.0"}']})
     assert environment_macros([c])["EnvAnchors"] == "fla-core 0.6.0, flash-qla 0.1.3/0.1.4"
+    pinned = pd.DataFrame({"anchor_requirement": ["flashinfer-python==0.7.2.post1", None, None],
+                           "anchor_version": ["0.7.2.post1", "0.1.3", None]})  # an adapter's pin (kernels/gdn/flashinfer.py)
+    assert environment_macros([c, pinned])["EnvAnchors"] == \
+        "fla-core 0.6.0, flash-qla 0.1.3/0.1.4, flashinfer-python 0.7.2.post1"
     gpus = [pd.DataFrame({"env_gpu_uuid": [f"GPU-{i}", None]}) for i in range(4)]
     assert environment_macros(gpus)["EnvGpuCount"] == "four"  # in words, as the text reads it
     assert environment_macros(gpus * 3 + [pd.DataFrame({"env_gpu_uuid": ["GPU-x" + str(i) for i in range(8)]})])[

@@ -1,4 +1,5 @@
-"""FlashQLA's published H200 times at the configurations the GDN sweep measures again.
+"""FlashQLA's published H200 times (its own, FLA's and FlashInfer's) at the configurations the GDN
+sweep measures again.
 
 Source: QwenLM/FlashQLA, ``benchmark/benchmark_results_H200.txt`` at commit 6e5d2ea
 (torch 2.9.1+cu128, fla 0.5.1, flashinfer 0.6.13, tilelang 0.1.9), written by their
@@ -11,13 +12,14 @@ without an initial state. No import of torch.
 
 from __future__ import annotations
 
-#: (pass, heads, value_heads, batch, seqlen) -> {implementation: ms per call}, FlashQLA's and FLA's.
+#: (pass, heads, value_heads, batch, seqlen) -> {implementation: ms per call}, FlashQLA's and FLA's,
+#: and FlashInfer's (its column ``FI``) forward.
 TIMES = {
-    ("fwd", 16, 16, 4, 8192): {"flash_qla": 0.392, "fla_chunk": 0.969},
-    ("fwd", 16, 32, 1, 32768): {"flash_qla": 0.877, "fla_chunk": 1.890},
-    ("fwd", 32, 32, 1, 32768): {"flash_qla": 0.887, "fla_chunk": 1.939},
-    ("fwd", 16, 64, 4, 8192): {"flash_qla": 1.214, "fla_chunk": 3.362},
-    ("fwd", 2, 8, 1, 32768): {"flash_qla": 0.320, "fla_chunk": 0.902},
+    ("fwd", 16, 16, 4, 8192): {"flash_qla": 0.392, "fla_chunk": 0.969, "flashinfer": 0.394},
+    ("fwd", 16, 32, 1, 32768): {"flash_qla": 0.877, "fla_chunk": 1.890, "flashinfer": 1.550},
+    ("fwd", 32, 32, 1, 32768): {"flash_qla": 0.887, "fla_chunk": 1.939, "flashinfer": 1.556},
+    ("fwd", 16, 64, 4, 8192): {"flash_qla": 1.214, "fla_chunk": 3.362, "flashinfer": 0.827},
+    ("fwd", 2, 8, 1, 32768): {"flash_qla": 0.320, "fla_chunk": 0.902, "flashinfer": 1.655},
     ("bwd", 16, 32, 1, 8192): {"flash_qla": 0.789, "fla_chunk": 1.444},
     ("bwd", 16, 32, 1, 32768): {"flash_qla": 2.515, "fla_chunk": 5.697},
     ("bwd", 8, 16, 1, 32768): {"flash_qla": 1.377, "fla_chunk": 3.701},

@@ -4,7 +4,8 @@ Derived metrics (per row of the tidy table, compared within the same pass
 and shape): ``tflops`` from the chunked FLOP counts of :mod:`kernels.gdn.flops`
 (same count for every impl), ``speedup_vs_naive`` (naive's median / this
 median; only where naive was measured), ``speedup_vs_fla`` (fla_chunk / this),
-``ratio_to_flash_qla`` (this / flash_qla, > 1 means slower than FlashQLA) and
+``ratio_to_flash_qla`` (this / flash_qla, > 1 means slower than FlashQLA), ``ratio_to_flashinfer``
+(this / flashinfer, alike) and
 ``peak_mem_gib`` (peak memory allocated while the timed call runs once,
 ``peak_mem_timed_bytes``, else the harness's ``peak_mem_bytes``).
 
@@ -33,7 +34,7 @@ ORDER = tuple(IMPLS)
 #: The relative errors of the gradients against float64 (rows of the backward passes).
 GRAD_ERRORS = ["rel_err_dq", "rel_err_dk", "rel_err_dv", "rel_err_dg", "rel_err_dbeta"]
 #: The metrics :func:`derive` adds.
-DERIVED = ["speedup_vs_naive", "speedup_vs_fla", "ratio_to_flash_qla", "peak_mem_gib"]
+DERIVED = ["speedup_vs_naive", "speedup_vs_fla", "ratio_to_flash_qla", "ratio_to_flashinfer", "peak_mem_gib"]
 #: The tidy table's columns that the report reads: a table without them (the tidy CSV of a study
 #: without rows, read back) gets them all NaN (:func:`kernels.paper.report_kit.tidy_frame`).
 COLUMNS = [*SHAPE, "impl", "status", "device_ms", "q10_ms", "q90_ms", "flops", "tflops", "peak_mem_timed_bytes",
@@ -55,13 +56,14 @@ def _tidy(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def derive(df: pd.DataFrame) -> pd.DataFrame:
-    """Add ``speedup_vs_naive``, ``speedup_vs_fla``, ``ratio_to_flash_qla``, ``peak_mem_gib`` (and
-    ``tflops`` where it is missing)."""
+    """Add ``speedup_vs_naive``, ``speedup_vs_fla``, ``ratio_to_flash_qla``, ``ratio_to_flashinfer``,
+    ``peak_mem_gib`` (and ``tflops`` where it is missing)."""
     df = _tidy(df).copy()
     df["tflops"] = df["tflops"].fillna(df["flops"] / (df["device_ms"] * 1e-3) / 1e12)
     df["speedup_vs_naive"] = _speedup_base(df, "naive") / df["device_ms"]
     df["speedup_vs_fla"] = _speedup_base(df, "fla_chunk") / df["device_ms"]
     df["ratio_to_flash_qla"] = df["device_ms"] / _speedup_base(df, "flash_qla")
+    df["ratio_to_flashinfer"] = df["device_ms"] / _speedup_base(df, "flashinfer")
     peak = df["peak_mem_timed_bytes"].fillna(df["peak_mem_bytes"])
     df["peak_mem_gib"] = pd.to_numeric(peak, errors="coerce") / 2**30
     return df
@@ -339,11 +341,12 @@ def _configured_published() -> set[tuple]:
 
 
 def table_published(df: pd.DataFrame) -> pd.DataFrame:
-    """FlashQLA's published H200 times (ms; FlashQLA and FLA in its repository's benchmark file at
-    commit 6e5d2ea, timed from CUDA graphs with an initial state, with torch 2.9.1, FLA 0.5.1 and
-    TileLang 0.1.9) beside this run's median device
-    times at the same configurations (query/key heads / value heads, B sequences x T tokens; here B
-    batches without an initial state), and FLA's time over FlashQLA's; n/a: not measured here."""
+    """FlashQLA's published H200 times (ms; FlashQLA, FLA and FlashInfer in its repository's
+    benchmark file at commit 6e5d2ea, timed from CUDA graphs with an initial state, with torch 2.9.1,
+    FLA 0.5.1, FlashInfer 0.6.13 and TileLang 0.1.9; FlashInfer's forward only) beside this run's
+    median device times at the same configurations (query/key heads / value heads, B sequences x T
+    tokens; here B batches without an initial state), and FLA's time over FlashQLA's; n/a: not
+    measured (here) or not published."""
     # the configurations: the sweep's (config key gdn.sweep.published), of those published.TIMES holds
     from kernels.gdn import published
 
@@ -355,12 +358,14 @@ def table_published(df: pd.DataFrame) -> pd.DataFrame:
             continue
         ours = d[d["config"].isin([(pas, h, hv, b, t)])].set_index("impl")["device_ms"]
         ours = ours[~ours.index.duplicated()]
-        got = {i: ours.get(i, np.nan) for i in ("chunk", "fla_chunk", "flash_qla")}
+        got = {i: ours.get(i, np.nan) for i in ("chunk", "fla_chunk", "flash_qla", "flashinfer")}
         rows.append({"pass": style.pass_label(pas), "configuration": f"{h}/{hv}, {b} x {t}",
                      "FlashQLA, published": theirs["flash_qla"], "FLA, published": theirs["fla_chunk"],
                      "FLA/FlashQLA, published": theirs["fla_chunk"] / theirs["flash_qla"],
+                     "FlashInfer, published": theirs.get("flashinfer", np.nan),
                      "FlashQLA": got["flash_qla"], "FLA": got["fla_chunk"],
-                     "FLA/FlashQLA": got["fla_chunk"] / got["flash_qla"], _label("chunk"): got["chunk"]})
+                     "FLA/FlashQLA": got["fla_chunk"] / got["flash_qla"], "FlashInfer": got["flashinfer"],
+                     _label("chunk"): got["chunk"]})
     t = pd.DataFrame(rows).set_index(["pass", "configuration"]).astype(float).round(3)
     ratios = [c for c in t.columns if c.startswith("FLA/FlashQLA")]
     t[ratios] = t[ratios].round(2)
@@ -401,7 +406,7 @@ def published_verdicts(df: pd.DataFrame) -> dict[str, str]:
         out[f"GdnPublished{name}OursVsFlaCi"] = kit.interval(ours)
     # each anchor's time here over its published time, by the configurations' batch (both passes)
     mine = rows[rows["config"].isin(compared)]
-    for impl, iname in (("flash_qla", "FlashQla"), ("fla_chunk", "Fla")):
+    for impl, iname in (("flash_qla", "FlashQla"), ("fla_chunk", "Fla"), ("flashinfer", "FlashInfer")):
         d = mine[mine["impl"].eq(impl)].drop_duplicates("config")
         here_vs_theirs = d["device_ms"] / [published.TIMES[c][impl] for c in d["config"]]
         for b in sorted({c[3] for c in compared}):
@@ -519,12 +524,15 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     shapes = paper_shapes(kit.study_config("gdn"))
     for (b, t, h), tag in shapes["main"].items():
         for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla"),
-                            ("recurrent", "Recurrent")):
+                            ("flashinfer", "FlashInfer"), ("recurrent", "Recurrent")):
             m[f"Gdn{iname}Ms{tag}"] = kit.fmt(_at(df, impl, b, t, h), 3)
         m[f"GdnChunkSpeedupVsFla{tag}"] = kit.fmt(_at(df, "chunk", b, t, h, "speedup_vs_fla"), 2)
         m[f"GdnChunkRatioToFlashQla{tag}"] = kit.fmt(_at(df, "chunk", b, t, h, "ratio_to_flash_qla"), 2)
-        m[f"GdnFlashQlaSpeedupVsFla{tag}"] = kit.fmt(_at(df, "flash_qla", b, t, h, "speedup_vs_fla"), 2)
-        for impl, iname in (("chunk", "Chunk"), ("flash_qla", "FlashQla")):
+        m[f"GdnChunkRatioToFlashInfer{tag}"] = kit.fmt(_at(df, "chunk", b, t, h, "ratio_to_flashinfer"), 2)
+        m[f"GdnFlashInferRatioToFlashQla{tag}"] = kit.fmt(_at(df, "flashinfer", b, t, h, "ratio_to_flash_qla"), 2)
+        for impl, iname in (("flash_qla", "FlashQla"), ("flashinfer", "FlashInfer")):
+            m[f"Gdn{iname}SpeedupVsFla{tag}"] = kit.fmt(_at(df, impl, b, t, h, "speedup_vs_fla"), 2)
+        for impl, iname in (("chunk", "Chunk"), ("flash_qla", "FlashQla"), ("flashinfer", "FlashInfer")):
             m[f"Gdn{iname}SpeedupVsFla{tag}Ci"] = kit.interval(_vs_fla(df, impl, b, t, h))
         m[f"GdnChunkTflops{tag}"] = kit.fmt(_at(df, "chunk", b, t, h, "tflops"), 0)
     for (b, t, h), tag in shapes["backward"].items():
@@ -552,7 +560,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             m.setdefault(f"Gdn{iname}FwdbwdMs{tag}", kit.fmt(whole, 3))  # the main shapes have theirs
             m[f"Gdn{iname}FwdPlusBwdMs{tag}"] = kit.fmt(apart, 3)
     for (b, t, h), tag in shapes["profile"].items():
-        for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
+        for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla"),
+                            ("flashinfer", "FlashInfer")):
             for pas, pname in (("fwd", "Fwd"), ("fwdbwd", "Fwdbwd")):  # latency minus device time, µs
                 host = _at(df, impl, b, t, h, "host_overhead_ms", pas)
                 m[f"Gdn{iname}{pname}HostUs{tag}"] = kit.fmt(None if host is None else host * 1e3, 0)
@@ -576,7 +585,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         m["GdnVarlenCase"] = f"{int(case['num_seqs'])} sequences, T{int(case['seqlen'])} H{int(case['heads'])}"
     else:
         m["GdnVarlenCase"] = "n/a"
-    for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla")):
+    for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flashinfer", "FlashInfer")):
         s = v.loc[v["impl"] == impl, "device_ms"]
         m[f"Gdn{iname}VarlenMs"] = kit.fmt(s.iloc[0] if len(s) else None, 3)
     d = fwd[(fwd["impl"] == "chunk") & fwd["speedup_vs_naive"].notna()]

@@ -1,4 +1,4 @@
-"""The GDN study: naive loop, fused recurrent and chunked Triton kernels, FLA, FlashQLA;
+"""The GDN study: naive loop, fused recurrent and chunked Triton kernels, FLA, FlashQLA, FlashInfer;
 forward (``fwd``), backward (``bwd``) and training step (``fwdbwd``).
 
 Implementations (``impl``):
@@ -12,6 +12,8 @@ Implementations (``impl``):
     fla_recurrent  ``fla.ops.gated_delta_rule.fused_recurrent_gated_delta_rule``
                    (isolated: it hit an illegal memory access on the H200).
     flash_qla      ``flash_qla.chunk_gated_delta_rule`` (TileLang, SM90+).
+    flashinfer     ``flashinfer.chunk_gated_delta_rule`` (CuTe DSL, SM90+; forward only), through
+                   :mod:`kernels.gdn.flashinfer` (FLA's arguments; the version it pins).
 
 Inputs (FLA's layout, the paper's setting): q, k L2-normalised N(0, 1) and
 v N(0, 1) in ``dtype``; g = logsigmoid(N(0, 1)) / 16 and beta = sigmoid(N(0, 1))
@@ -265,25 +267,43 @@ def make_inputs(case: dict, device, seed: int = 0):
 
 def load_op(impl: str):
     """The op of ``impl`` (its registry's ``op``, FLA's arguments) and what the row notes of it:
-    for an anchor (an op outside ``kernels``, CUDA only) its module and its package's version.
+    for an anchor its module and its package's version (and for an adapter its pin,
+    ``anchor_requirement``). An anchor is an op outside ``kernels``,
+    or a module of ``kernels`` that adapts one and pins its version (``REQUIREMENT``, a
+    ``name==version`` pip requirement, and ``MODULE``, the module it calls:
+    :mod:`kernels.gdn.flashinfer`); anchors run on CUDA only.
 
-    Raises ValueError for an unknown impl, harness.Unsupported for an anchor without CUDA, and
-    ModuleNotFoundError (an ``unsupported`` row) where the anchor is not installed.
+    Raises ValueError for an unknown impl, harness.Unsupported for an anchor without CUDA or for
+    another version than the one its adapter pins, and ModuleNotFoundError (an ``unsupported``
+    row) where the anchor is not installed.
     """
     import importlib
+    from importlib import metadata
 
     if impl not in REGISTRY or REGISTRY[impl].op is None:
         raise ValueError(f"unknown gdn impl {impl!r}: kernels/gdn/impls.py names no op for it")
-    package = REGISTRY[impl].op.partition(":")[0].split(".")[0]
-    if package == "kernels":
-        return REGISTRY[impl].load(), {}
+    module = REGISTRY[impl].op.partition(":")[0]
+    pin = None
+    if module.split(".")[0] == "kernels":
+        adapter = importlib.import_module(module)
+        if not hasattr(adapter, "REQUIREMENT"):
+            return REGISTRY[impl].load(), {}
+        pin, module = adapter.REQUIREMENT, adapter.MODULE
     import torch
 
     if not torch.cuda.is_available():
         raise harness.Unsupported(f"{impl} needs a CUDA GPU")
+    package = importlib.import_module(module.split(".")[0])
+    if pin is not None:
+        dist, _, wanted = pin.partition("==")
+        found = metadata.version(dist)
+        if found != wanted:
+            raise harness.Unsupported(f"{dist} {found} is installed; {REGISTRY[impl].op.partition(':')[0]} "
+                                      f"pins {pin}")
     fn = REGISTRY[impl].load()
-    package = importlib.import_module(package)
-    return fn, {"anchor_module": fn.__module__, "anchor_version": getattr(package, "__version__", None)}
+    if pin is None:
+        return fn, {"anchor_module": fn.__module__, "anchor_version": getattr(package, "__version__", None)}
+    return fn, {"anchor_module": module, "anchor_version": found, "anchor_requirement": pin}
 
 
 def prepare(impl: str, case: dict, device) -> harness.Prepared:

@@ -32,6 +32,7 @@ IMPLS = {
     "chunk": Impl("GDN chunked (ours)", "#55A868", _BOTH, tags=frozenset({"gdn", "prefill"})),
     "fla_chunk": Impl("GDN FLA", "#DA8BC3", _BOTH, tags=frozenset({"gdn", "prefill"})),
     "flash_qla": Impl("GDN FlashQLA", "#8172B3", _BOTH, tags=frozenset({"gdn", "prefill"})),
+    "flashinfer": Impl("GDN FlashInfer", "#64B5CD", _FWD, tags=frozenset({"gdn", "prefill"})),
     "recurrent": Impl("GDN recurrent (ours)", "#4C72B0", _FWD, tags=frozenset({"gdn", "decode"})),
 }
 

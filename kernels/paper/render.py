@@ -120,7 +120,8 @@ LONG_TABLE_ROWS = 45
 
 def render_table(study: str, name: str, tidy_csv: str, out: str) -> None:
     """Write table ``name`` of ``study`` to ``out``: its float, a ``table`` in ``\\small`` with the
-    tabular (booktabs, siunitx) of :func:`table_to_latex`, or above :data:`LONG_TABLE_ROWS` rows a
+    tabular (booktabs, siunitx) of :func:`table_to_latex`, shrunk to the line width where wider
+    (the paper's ``\\fitwidth``), or above :data:`LONG_TABLE_ROWS` rows a
     ``longtable`` whose header repeats on each page under "Table N, continued". Either places ``\\tablecaption``, the caption
     and label that :func:`render_floats` defines before it reads this file."""
     table = report_module(study).TABLES[name](read_tidy(tidy_csv))
@@ -132,7 +133,7 @@ def table_float(table: pd.DataFrame) -> str:
     latex = table_to_latex(table)
     if len(table) <= LONG_TABLE_ROWS:
         return "\n".join([r"\begin{table}[tbp]", r"\centering", r"\small", r"\setlength{\tabcolsep}{2.5pt}",
-                          r"\tablecaption", latex.rstrip("\n"), r"\end{table}"]) + "\n"
+                          r"\tablecaption", r"\fitwidth{" + latex.rstrip("\n") + "}", r"\end{table}"]) + "\n"
     begin, rest = latex.split("\n", 1)
     head, body = rest.split("\\midrule\n", 1)
     body = body.replace("\\bottomrule\n", "").replace("\\end{tabular}", "").rstrip("\n")
@@ -160,7 +161,8 @@ def macro_lines(values: dict[str, str]) -> list[str]:
 def environment_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
     """Hardware and software versions of the measurements, from the rows' env columns,
     ``EnvAnchors`` (each anchor package that a row found installed, with its versions: "fla-core
-    0.6.0, liger-kernel 0.8.5"; the rows' ``env.anchors``) and ``EnvGpuCount``, how many GPUs
+    0.6.0, liger-kernel 0.8.5"; the rows' ``env.anchors``, and the ``anchor_requirement`` and
+    ``anchor_version`` of rows whose anchor an adapter pins) and ``EnvGpuCount``, how many GPUs
     (distinct UUIDs) the rows come from, in words up to nine."""
     keys = {"EnvGpuName": "env_gpu_name", "EnvDriver": "env_driver", "EnvCuda": "env_cuda",
             "EnvTorch": "env_torch", "EnvTriton": "env_triton", "EnvPython": "env_python",
@@ -176,6 +178,10 @@ def environment_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
         for package, version in (json.loads(blob) if isinstance(blob, str) else blob).items():
             if version:
                 anchors.setdefault(package, set()).add(str(version))
+    for df in frames:  # anchors pinned by an adapter of their study's (kernels/gdn/flashinfer.py)
+        if {"anchor_requirement", "anchor_version"} <= set(df.columns):
+            for requirement, version in df[["anchor_requirement", "anchor_version"]].dropna().drop_duplicates().values:
+                anchors.setdefault(str(requirement).partition("==")[0], set()).add(str(version))
     out["EnvAnchors"] = escape_latex(", ".join(f"{p} {'/'.join(sorted(v))}" for p, v in sorted(anchors.items()))
                                      or "none")
     gpus = {str(v) for df in frames if "env_gpu_uuid" in df for v in df["env_gpu_uuid"].dropna()}
