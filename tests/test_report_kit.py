@@ -94,6 +94,11 @@ def test_kernel_names_lose_namespaces_templates_and_arguments():
              "void at::native::vectorized_elementwise_kernel<4, at::native::silu>(int)", "_swiglu_fwd_kernel"]
     assert kit.short_kernel_names(names) == ["vectorized_elementwise_kernel", "reduce_kernel",
                                              "vectorized_elementwise_kernel #2", "_swiglu_fwd_kernel"]
+    cute = ["kernel_cutlass_kernel_flashinfergdn_kernelsdelta_rule_dsldelta_rule_cp_sm90CPDeltaRulePrefillSm90"
+            "_object_at__tensorptrf32gmemalign16o1_CopyAtom_ThrID10_TVLayoutSrc1409601_TVLayoutDst14096_0",
+            "kernel_cutlass_kernel_flashinfergdn_kernelsdelta_rule_dsldelta_rule_cp_sm90CPDeltaRuleFixupSimtSm90"
+            "_object_at__tensorptrf32gmemalign128oi641i64i64_None_0"]  # FlashInfer's CuTe DSL kernels (profiler names)
+    assert kit.short_kernel_names(cute) == ["CPDeltaRulePrefillSm90", "CPDeltaRuleFixupSimtSm90"]
 
 
 def test_claim_verdicts_follow_the_stated_criterion():

@@ -262,10 +262,13 @@ def kernel_table(df: pd.DataFrame, order: Sequence[str] = (), min_share: float =
 def short_kernel_names(names: Sequence[str]) -> list[str]:
     """Kernel names as a reader knows them: without return type, namespaces, template and
     argument lists (``void at::native::vectorized_elementwise_kernel<4, ...>(...)`` ->
-    ``vectorized_elementwise_kernel``); a name that repeats within ``names`` gets ``#2``, ``#3``."""
+    ``vectorized_elementwise_kernel``); a CuTe DSL kernel (``kernel_cutlass_kernel_`` + its
+    module path + its class + ``_object_at_`` and its arguments) by its class
+    (``CPDeltaRulePrefillSm90``); a name that repeats within ``names`` gets ``#2``, ``#3``."""
     out, seen = [], {}
     for name in names:
-        short = re.sub(r"\(anonymous namespace\)::", "", name)
+        cute = re.match(r"kernel_cutlass_kernel_[a-z0-9_]*?([A-Z][A-Za-z0-9]*)", name)
+        short = cute.group(1) if cute else re.sub(r"\(anonymous namespace\)::", "", name)
         short = re.sub(r"^void ", "", short)
         short = re.split(r"[<(]", short, maxsplit=1)[0].split("::")[-1].strip() or name
         seen[short] = seen.get(short, 0) + 1
