@@ -128,7 +128,8 @@ def _time_vs_seqlen(df: pd.DataFrame, pas: str, what: str):
 
 def fig_time_vs_seqlen(df: pd.DataFrame):
     """Gated DeltaNet forward: median device time against sequence length per implementation
-    (log-log); an implementation measured at fewer than three lengths is not joined by a line."""
+    (log-log); an implementation measured at fewer than three lengths is not joined by a line, and
+    FlashQLA, timed at the main shapes only (config key impl_shapes), has none of these."""
     return _time_vs_seqlen(df, "fwd", "forward")
 
 
@@ -345,8 +346,9 @@ def table_published(df: pd.DataFrame) -> pd.DataFrame:
     benchmark file at commit 6e5d2ea, timed from CUDA graphs with an initial state, with torch 2.9.1,
     FLA 0.5.1, FlashInfer 0.6.13 and TileLang 0.1.9; FlashInfer's forward only) beside this run's
     median device times at the same configurations (query/key heads / value heads, B sequences x T
-    tokens; here B batches without an initial state), and FLA's time over FlashQLA's; n/a: not
-    measured (here) or not published."""
+    tokens; here B batches without an initial state, which FlashInfer's adapter packs as B
+    sequences), and FLA's time over FlashQLA's; n/a: not measured (here) or not published
+    (FlashInfer has no backward)."""
     # the configurations: the sweep's (config key gdn.sweep.published), of those published.TIMES holds
     from kernels.gdn import published
 

@@ -165,9 +165,10 @@ def _finish(fig, axes):
 def fig_prefill(df: pd.DataFrame):
     """Prefill at long context: median device time against the prompt's length (log-log), causal
     softmax attention (solid) against Gated DeltaNet (dashed), forward (left) and forward + backward
-    (right). The grey dotted line: the length from which our chunked GDN is faster than the fastest
-    attention (written beside it); its interval from each row's 10th--90th percentile band is shaded
-    grey around the line, and hidden by the line where the interval is that narrow."""
+    (right; FlashInfer's GDN has no backward). The grey dotted line: the length from which our chunked
+    GDN is faster than the fastest attention (written beside it); its interval from each row's
+    10th--90th percentile band is shaded grey around the line, and hidden by the line where the
+    interval is that narrow."""
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.8, ncols=2)
     for ax, (pas, what) in zip(axes, (("fwd", "forward"), ("fwdbwd", "forward + backward"))):
         d = _rows(df, "prefill", pas)
@@ -258,7 +259,9 @@ def table_main(df: pd.DataFrame) -> pd.DataFrame:
     """Long context, at the lengths of the column heads: prefill forward and forward + backward
     (median device time, ms), one decode step after that many tokens (median device time, µs) and
     what decode keeps per layer (the KV cache or the GDN state, MiB), per implementation timed at
-    one of these lengths at least (the others stop earlier: config key max_seqlen)."""
+    one of these lengths at least (the others stop earlier: config key max_seqlen). n/a: not timed
+    at that length (max_seqlen), or a pass or phase the implementation does not run (FlashInfer's
+    GDN has no backward; decode: attention and our recurrent kernel only)."""
     d = _tidy(df)
     d = d[d["device_ms"].notna()]
     if d.empty:
