@@ -697,7 +697,8 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
     table_ref = (r"Table~\ref{tab:reproduction_impls} counts the rows outside it per implementation and"
                  r" Table~\ref{tab:reproduction} lists them, worst first" if has_outside else "no row is outside it")
     text = "\n".join([
-        r"\paragraph{Reproduction.} A second cold run of each study's code on another GPU than its rows'",
+        r"\paragraph{Reproduction.} A second cold run of the code of each study compared here (\ReproStudies) on",
+        r"another GPU than its rows'",
         r"(\ReproCandidate: \ReproRuns) was compared with these",
         r"data case by case: \ReproRowsWithin{} of the \ReproRowsCompared{} rows timed in both",
         r"(\ReproPercentWithin\,\%) agree within $\pm$\ReproTolerancePct\,\% in device time",

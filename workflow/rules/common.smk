@@ -593,7 +593,7 @@ ALL_OUTPUTS += [f for s in MEASURED for f in raw_files(s)]
 # (REFERENCE), or the second run config reproduce.candidate names against data/raw/<gpu>/, or the
 # committed second runs of that folder (config reproduce.committed: one folder or a list, each
 # study's second run in one of them) of the studies this run does not measure. CANDIDATE
-# lists the folders, as the paper names them.
+# lists the folders of the studies the check compares (REPRO_STUDIES), as the paper names them.
 REFERENCE = f"data/raw/{GPU}"
 if QUICK and config["reproduce"]["candidate"]:
     raise WorkflowError(
@@ -689,6 +689,9 @@ if CANDIDATE is not None and not REPRO_STUDIES:
         file=sys.stderr,
     )
     OTHER_CODE_CANDIDATE, CANDIDATE = ", ".join(CANDIDATE), None
+elif CANDIDATE is not None:
+    # the folders the check reads: those of a study it compares (the paper names them)
+    CANDIDATE = sorted({CANDIDATE_DIRS[s] for s in REPRO_STUDIES})
 REPRO = {
     "csv": f"{RESULTS}/reproduction.csv",
     "summary": f"{RESULTS}/reproduction.txt",
