@@ -240,7 +240,7 @@ def test_a_quadratic_gdn_fails_the_linear_verdict():
     df = _synthetic()
     gdn = df["impl"].isin(report.GDN) & (df["phase"] == "prefill")
     df.loc[gdn, "device_ms"] = df.loc[gdn, "seqlen"] ** 2 * 1e-9
-    assert report.verdicts(df)["LongctxLinearVerdict"] == "partly holds (4 of 7)"  # attention's 4, no GDN's 3
+    assert report.verdicts(df)["LongctxLinearVerdict"] == "partly holds (4 of 8)"  # attention's 4, no GDN's 4
     assert math.isnan(report.crossover_of(df.iloc[:0], "chunk").seqlen)
 
 
@@ -275,7 +275,7 @@ def test_a_slope_whose_interval_does_not_rule_linear_growth_out_is_not_quadratic
     df.loc[attn, "device_ms"] = df.loc[attn, "device_ms"] * scatter[attn.to_numpy()]
     fitted = report.slopes(df)[("Fwd", "sdpa_cudnn")]
     assert fitted.low < 1.5 < fitted.high
-    assert report.verdicts(df)["LongctxLinearVerdict"] == "partly holds (3 of 7)"  # GDN's 3, no attention's 4
+    assert report.verdicts(df)["LongctxLinearVerdict"] == "partly holds (4 of 8)"  # GDN's 4, no attention's 4
 
 
 # ----------------------------------------------------------------------------
