@@ -113,6 +113,10 @@ def _two_lines(header: str) -> str:
     return "{\\shortstack{" + header[:end] + "\\\\" + header[start:] + "}}"
 
 
+#: Box 0 (a table's tabular) at its natural width, or shrunk to the line width where wider (graphicx's
+#: ``\resizebox``; written out in each table's file so that it needs no macro of the paper's).
+_FIT_BOX0 = r"\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\usebox0}\else\usebox0\fi"
+
 #: A study table of more rows than this is set as a ``longtable``, which breaks across pages (a
 #: float of about 60 rows of ``\\small`` fills a page with its caption).
 LONG_TABLE_ROWS = 45
@@ -121,7 +125,7 @@ LONG_TABLE_ROWS = 45
 def render_table(study: str, name: str, tidy_csv: str, out: str) -> None:
     """Write table ``name`` of ``study`` to ``out``: its float, a ``table`` in ``\\small`` with the
     tabular (booktabs, siunitx) of :func:`table_to_latex`, shrunk to the line width where wider
-    (the paper's ``\\fitwidth``), or above :data:`LONG_TABLE_ROWS` rows a
+    (:data:`_FIT_BOX0`), or above :data:`LONG_TABLE_ROWS` rows a
     ``longtable`` whose header repeats on each page under "Table N, continued". Either places ``\\tablecaption``, the caption
     and label that :func:`render_floats` defines before it reads this file."""
     table = report_module(study).TABLES[name](read_tidy(tidy_csv))
@@ -133,7 +137,7 @@ def table_float(table: pd.DataFrame) -> str:
     latex = table_to_latex(table)
     if len(table) <= LONG_TABLE_ROWS:
         return "\n".join([r"\begin{table}[tbp]", r"\centering", r"\small", r"\setlength{\tabcolsep}{2.5pt}",
-                          r"\tablecaption", r"\fitwidth{" + latex.rstrip("\n") + "}", r"\end{table}"]) + "\n"
+                          r"\tablecaption", r"\sbox0{" + latex.rstrip("\n") + "}%", _FIT_BOX0, r"\end{table}"]) + "\n"
     begin, rest = latex.split("\n", 1)
     head, body = rest.split("\\midrule\n", 1)
     body = body.replace("\\bottomrule\n", "").replace("\\end{tabular}", "").rstrip("\n")
