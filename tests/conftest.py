@@ -1,6 +1,7 @@
 """Test setup: Triton in the interpreter when there is no CUDA GPU, the `gpu` marker for tests
 that need one (skipped on CPU machines), and the GPU tests' lanes (:mod:`gpu_lanes`): each GPU test
-within its lane's share of the GPU's memory unless marked `gpu_memory`, which runs alone."""
+within its lane's share of the GPU's memory unless marked `gpu_memory` or `gpu_timing`, which run
+alone and last; each lane (pytest-xdist worker) with its share of the CPU's cores."""
 
 import gc
 import os
@@ -9,17 +10,21 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from gpu_lanes import lane, over_budget
+from gpu_lanes import alone_last, lane, lane_threads, over_budget, runs_alone
 
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before any test module imports triton
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:  # one of pytest-xdist's lanes: its share of the cores
+    torch.set_num_threads(lane_threads(os.cpu_count() or 1, int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (run on the H200 with `pytest -m gpu`)")
     config.addinivalue_line("markers", "gpu_memory: needs most of the GPU's memory: runs alone, the other lanes "
                                        "of `pytest -m gpu -n 8` waiting (tests/gpu_lanes.py)")
+    config.addinivalue_line("markers", "gpu_timing: asserts on measured times, which other lanes' kernels would "
+                                       "disturb: runs alone, like gpu_memory")
     config.addinivalue_line("markers", "slow: runs the Snakemake DAG (minutes)")
     config.addinivalue_line("markers", "slurm: submits jobs to a SLURM cluster (as root: .ci/slurm-up); "
                                        "skipped without one")
@@ -27,6 +32,7 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     if HAS_CUDA:
+        items[:] = alone_last(items)
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
@@ -36,13 +42,13 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _gpu_lane(request, tmp_path_factory):
-    """A GPU test in its lane: alone when marked ``gpu_memory``; otherwise beside the other lanes,
+    """A GPU test in its lane: alone when marked ``gpu_memory`` or ``gpu_timing``; otherwise beside the other lanes,
     failing when it reserved more than one lane's share of the GPU's memory. The memory it cached
     is returned to the GPU after it."""
     if not HAS_CUDA or "gpu" not in request.keywords:
         yield
         return
-    exclusive = "gpu_memory" in request.keywords
+    exclusive = runs_alone(request.keywords)
     with lane(tmp_path_factory.getbasetemp().parent, exclusive):  # the parent: shared by the lanes of a run
         torch.cuda.reset_peak_memory_stats()
         yield

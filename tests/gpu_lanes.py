@@ -1,11 +1,13 @@
 """The GPU suite in parallel lanes (``pytest -m gpu -n 8``, pytest-xdist): a test marked
-``gpu_memory`` needs most of the GPU's memory and runs alone; every other GPU test shares the
-GPU with the other lanes and must stay within a lane's share of its memory.
+``gpu_memory`` (needs most of the GPU's memory) or ``gpu_timing`` (asserts on measured times,
+which the other lanes' kernels would disturb) runs alone; every other GPU test shares the GPU
+with the other lanes and must stay within a lane's share of its memory.
 
 The lanes coordinate through a readers-writer lock on files in the run's shared temporary
-folder (``fcntl.flock``): a ``gpu_memory`` test takes it exclusively, the others shared. A
-turnstile taken before either keeps a waiting ``gpu_memory`` test from being passed by shared
-ones forever (the lock itself does not queue its waiters).
+folder (``fcntl.flock``): a test that runs alone takes it exclusively, the others shared. A
+turnstile taken before either keeps a waiting test that runs alone from being passed by shared
+ones forever (the lock itself does not queue its waiters). The tests that run alone come last
+(:func:`alone_last`).
 """
 
 import contextlib
@@ -15,12 +17,36 @@ from pathlib import Path
 #: The lanes that the GPU suite is planned for (README: ``pytest -m gpu -n 8``). A GPU test not
 #: marked ``gpu_memory`` fails when it reserves more than the GPU's memory over this many lanes.
 LANES = 8
+#: The markers of the GPU tests that run alone.
+ALONE = ("gpu_memory", "gpu_timing")
+
+
+def lane_threads(cpus: int, lanes: int) -> int:
+    """The CPU threads of each of ``lanes`` test processes on ``cpus`` cores (at least one): torch's
+    default, every core in every process, oversubscribes the host's cores ``lanes`` times over."""
+    return max(1, cpus // max(1, lanes))
+
+
+def runs_alone(keywords) -> bool:
+    """Whether a test of these ``keywords`` (a pytest item's) holds the GPU alone."""
+    return any(marker in keywords for marker in ALONE)
+
+
+def alone_last(items: list) -> list:
+    """``items`` (pytest items) with the tests that run alone last, each group in its order.
+
+    A test that runs alone waits for the shared test in flight in every other lane, and those lanes
+    idle until it ends. Last (pytest-xdist hands tests out in this order), the tests that run alone
+    follow each other with the lanes near their end, and every kernel has been compiled (and
+    autotuned) by the shared tests, in parallel; spread among the others, each drained the lanes
+    once (docs/measuring.md gives a run of each kind)."""
+    return sorted(items, key=lambda item: runs_alone(item.keywords))
 
 
 @contextlib.contextmanager
 def lane(folder: Path, exclusive: bool):
     """Hold the GPU lanes' lock in ``folder`` (shared by every lane of one run): alone when
-    ``exclusive`` (a ``gpu_memory`` test), else beside the other lanes' tests."""
+    ``exclusive`` (a test marked as in :data:`ALONE`), else beside the other lanes' tests."""
     with open(folder / "gpu_lanes.turnstile", "a") as gate, open(folder / "gpu_lanes.lock", "a") as lock:
         fcntl.flock(gate, fcntl.LOCK_EX)
         try:

@@ -1,5 +1,6 @@
 """The GPU suite's lanes (tests/gpu_lanes.py): a ``gpu_memory`` test holds the GPU alone, is not
-passed forever by the other lanes' tests, and an unmarked test over a lane's share of memory fails."""
+passed forever by the other lanes' tests, and an unmarked test over a lane's share of memory fails;
+the tests that run alone come last."""
 
 import fcntl
 import multiprocessing
@@ -7,7 +8,7 @@ import queue
 import time
 
 import pytest
-from gpu_lanes import lane, over_budget
+from gpu_lanes import alone_last, lane, lane_threads, over_budget, runs_alone
 
 FORK = multiprocessing.get_context("fork")
 
@@ -92,3 +93,34 @@ def test_an_unmarked_test_over_its_share_fails_naming_the_marker():
     assert over_budget("t::a", 17 * gib, 140 * gib) is None  # within 140 / 8 = 17.5 GiB
     message = over_budget("t::b", 113 * gib, 140 * gib)
     assert message.startswith("t::b reserved 113.0 GiB") and "17.5 GiB" in message and "gpu_memory" in message
+
+
+class _Item:
+    def __init__(self, name, *markers):
+        self.name, self.keywords = name, {name: 1, "gpu": 1, **dict.fromkeys(markers, 1)}
+
+
+def test_the_tests_that_run_alone_come_last_in_their_order(monkeypatch):
+    import conftest
+
+    items = [_Item("a"), _Item("memory 1", "gpu_memory"), _Item("b"), _Item("timing", "gpu_timing"),
+             _Item("memory 2", "gpu_memory"), _Item("c")]
+    assert [i.name for i in alone_last(items)] == ["a", "b", "c", "memory 1", "timing", "memory 2"]
+    monkeypatch.setattr(conftest, "HAS_CUDA", True)  # the collection hook on a GPU host
+    conftest.pytest_collection_modifyitems(None, items)
+    assert [i.name for i in items] == ["a", "b", "c", "memory 1", "timing", "memory 2"]
+    assert runs_alone({"gpu_timing": 1}) and runs_alone({"gpu_memory": 1}) and not runs_alone({"gpu": 1})
+
+
+def test_the_timing_tests_are_marked_to_run_alone():
+    """The tests that assert on measured times run alone (one failed beside seven lanes on an H200)."""
+    import test_harness
+
+    for name in ("test_cuda_timing_bounds_repetitions", "test_device_time_hides_the_hosts_launch_and_latency_keeps_it",
+                 "test_graph_replay_is_timed_cold_and_matches_the_launch"):
+        marks = {m.name for m in getattr(test_harness, name).pytestmark}
+        assert {"gpu", "gpu_timing"} <= marks, name
+
+
+def test_each_lane_takes_its_share_of_the_cores():
+    assert lane_threads(16, 8) == 2 and lane_threads(2, 8) == 1 and lane_threads(16, 1) == 16

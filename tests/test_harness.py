@@ -289,6 +289,7 @@ def test_compile_only_benchmarker_runs_once_in_the_autotuners_shape():
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_timing
 def test_cuda_timing_bounds_repetitions():
     x = torch.randn(1 << 20, device="cuda")
     fast = timing_mod.time_cuda(lambda: x.mul(2), TIMING | {"rep_ms": 100, "min_reps": 5, "max_reps": 40})
@@ -298,6 +299,7 @@ def test_cuda_timing_bounds_repetitions():
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_timing
 def test_device_time_hides_the_hosts_launch_and_latency_keeps_it():
     """A call that spends 300 us on the host before a ~10 us kernel: the device time is the kernel's,
     the latency includes the host's 300 us, and no repetition's spin was short."""
@@ -319,6 +321,7 @@ def test_device_time_hides_the_hosts_launch_and_latency_keeps_it():
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_timing
 def test_graph_replay_is_timed_cold_and_matches_the_launch():
     x = torch.randn(1 << 24, device="cuda")
     launched = timing_mod.time_cuda(lambda: x.mul(2), TIMING | {"warmup_ms": 20, "warmup_max_ms": 500})
