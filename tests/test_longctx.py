@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from conftest import configured_timing
 
 from kernels.core import correctness, harness
 from kernels.longctx import attention, report, scaling, study
@@ -287,7 +288,8 @@ GPU_SWEEP = {"impls": list(study.IMPLS), "dtype": "bfloat16", "batch": 1,
              "prefill": {"seqlens": [256, 1000], "passes": ["fwd", "fwdbwd"]},
              "decode": {"seqlens": [1000], "launches": ["stream", "graph"]},
              "fit_min_seqlen": 256, "table_seqlens": [1000]}
-TIMING = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["timing"]
+#: Short warm-ups and few repetitions, as the other studies' GPU tests time their cases.
+TIMING = configured_timing(warmup_ms=5, warmup_max_ms=200, rep_ms=20, min_reps=3, max_reps=20, cpu_reps=1)
 #: What an anchor that is not installed raises (its rows are then unsupported, as in its own study).
 MISSING_ANCHOR = ("No module named", "is not installed")
 
