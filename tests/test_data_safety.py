@@ -745,7 +745,9 @@ def test_the_check_compares_only_studies_whose_second_run_is_of_their_code(tree)
     compared with them: the check reads exactly the second runs of their studies' code. The first
     configured study's second run is made one of other code here (its rows' timing part changed)."""
     folders = _second_run_folders(tree)
-    configured, _ = _second_runs_of_their_code(tree)
+    from kernels.paper import provenance
+
+    configured = provenance.load_config(tree)["studies"]
     study, folder = next((s.name, f) for f in folders for s in sorted((tree / f).iterdir()) if s.name in configured)
     for path in (tree / folder / study).glob("*.jsonl"):
         rows = [json.loads(line) for line in path.read_text().splitlines()]
