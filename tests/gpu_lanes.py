@@ -6,8 +6,9 @@ with the other lanes and must stay within a lane's share of its memory.
 The lanes coordinate through a readers-writer lock on files in the run's shared temporary
 folder (``fcntl.flock``): a test that runs alone takes it exclusively, the others shared. A
 turnstile taken before either keeps a waiting test that runs alone from being passed by shared
-ones forever (the lock itself does not queue its waiters). The tests that run alone come last
-(:func:`alone_last`).
+ones forever (the lock itself does not queue its waiters). The tests marked ``gpu_long`` (minutes
+of an anchor's JIT compilation) come first and the tests that run alone last (:func:`lane_order`),
+each lane taking one test at a time (:data:`SCHEDULE_CHUNK`).
 """
 
 import contextlib
@@ -19,6 +20,11 @@ from pathlib import Path
 LANES = 8
 #: The markers of the GPU tests that run alone.
 ALONE = ("gpu_memory", "gpu_timing")
+#: The marker of the shared GPU tests that take minutes (an anchor's JIT compilation): they start first.
+LONG = "gpu_long"
+#: Tests that pytest-xdist hands a lane at a time (its ``--maxschedchunk``; at least two are queued):
+#: by default it hands each lane a run of about ten consecutive tests at first, and later ones too.
+SCHEDULE_CHUNK = 1
 
 
 def lane_threads(cpus: int, lanes: int) -> int:
@@ -32,15 +38,17 @@ def runs_alone(keywords) -> bool:
     return any(marker in keywords for marker in ALONE)
 
 
-def alone_last(items: list) -> list:
-    """``items`` (pytest items) with the tests that run alone last, each group in its order.
+def lane_order(items: list) -> list:
+    """``items`` (pytest items) with the tests marked :data:`LONG` first and those that run alone
+    last, each group in its order.
 
     A test that runs alone waits for the shared test in flight in every other lane, and those lanes
-    idle until it ends. Last (pytest-xdist hands tests out in this order), the tests that run alone
-    follow each other with the lanes near their end, and every kernel has been compiled (and
-    autotuned) by the shared tests, in parallel; spread among the others, each drained the lanes
-    once (docs/measuring.md gives a run of each kind)."""
-    return sorted(items, key=lambda item: runs_alone(item.keywords))
+    idle until it ends: last (pytest-xdist hands tests out in this order), the tests that run alone
+    follow each other with the lanes near their end and every kernel compiled (and autotuned) by
+    the shared tests, in parallel; spread among the others, each drained the lanes once. A long
+    shared test still in flight when they begin holds every lane up: first, each runs beside the
+    others' short ones (docs/measuring.md gives a run of each kind)."""
+    return sorted(items, key=lambda item: (runs_alone(item.keywords), LONG not in item.keywords))
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from test_gdn_kernels import DEV, inputs  # noqa: E402
+from test_gdn_kernels import DEV, edge_sequences, inputs, normal_on, packed_subset  # noqa: E402
 
 from kernels.gdn.chunk import chunk_gated_delta_rule  # noqa: E402
 from kernels.core.correctness import relative_rmse  # noqa: E402
@@ -30,18 +30,30 @@ def triton_grads(q, k, v, g, beta, h0, do, dht, cu=None):
     return dict(zip(xs, torch.autograd.grad(loss, list(xs.values()))))
 
 
-def cotangents(B, T, H, D, N=None, seed=7, dtype=torch.bfloat16, scale=1.0):
-    """Seeded N(0, scale^2) gradients of o ``[B, T, H, D]`` and of the final state ``[N, H, D, D]``."""
+def cotangents(B, T, H, D, N=None, seed=7, dtype=torch.bfloat16, scale=1.0, final=True):
+    """Seeded N(0, scale^2) gradients of o ``[B, T, H, D]`` and of the final state ``[N, H, D, D]``
+    (None without ``final``; o's the same either way)."""
     gen = torch.Generator().manual_seed(seed)
-    return ((torch.randn(B, T, H, D, generator=gen) * scale).to(dtype).to(DEV),
-            (torch.randn(N or B, H, D, D, generator=gen) * scale).to(DEV))
+    do = (torch.randn(B, T, H, D, generator=gen) * scale).to(dtype).to(DEV)
+    return do, (torch.randn(N or B, H, D, D, generator=gen) * scale).to(DEV) if final else None
 
 
-def check_grads(q, k, v, g, beta, h0, cu=None, dht=True, tol=None, ref=naive_chunk_gated_delta_rule, cot_scale=1.0):
+def check_grads(q, k, v, g, beta, h0, cu=None, dht=True, tol=None, ref=naive_chunk_gated_delta_rule, cot_scale=1.0,
+                seqs=None):
+    """The Triton gradients against float64 autograd of ``ref`` (relative RMSE per gradient), ``dht``
+    the final state's cotangent: True (drawn with o's, :func:`cotangents`), False (none) or the
+    tensor; with ``seqs``, only those packed sequences of ``cu``, the reference run on them alone
+    (their gradients depend on their own inputs and cotangents only)."""
     B, T, HV, D = v.shape
-    do, ht_grad = cotangents(B, T, HV, D, N=None if cu is None else cu.numel() - 1, dtype=q.dtype, scale=cot_scale)
-    ht_grad = ht_grad if dht else None
+    do, ht_grad = cotangents(B, T, HV, D, N=None if cu is None else cu.numel() - 1, dtype=q.dtype, scale=cot_scale,
+                             final=dht is True)
+    ht_grad = dht if isinstance(dht, torch.Tensor) else ht_grad
     got = triton_grads(q, k, v, g, beta, h0, do, ht_grad, cu)
+    if seqs is not None:
+        tokens, cu = packed_subset(cu, seqs)
+        q, k, v, g, beta, do = (x[:, tokens] for x in (q, k, v, g, beta, do))
+        h0, ht_grad = (x[seqs] if x is not None else None for x in (h0, ht_grad))
+        got = {name: x[seqs] if name == "dh0" else x[:, tokens] for name, x in got.items()}
     want = reference_grads(q, k, v, g, beta, do, ht_grad, initial_state=h0, cu_seqlens=cu, fn=ref)
     assert set(got) == set(want)
     for name, x in got.items():
@@ -63,6 +75,15 @@ def test_bwd_odd_lengths(T):
 def test_bwd_cu_seqlens_initial_state():
     cu = torch.tensor([0, 1, 9, 40, 40, 105, 120, 150], dtype=torch.int32, device=DEV)
     check_grads(*inputs(1, 150, 1, 32, "mild", h0=True, N=7), cu=cu)
+
+
+def test_bwd_check_of_some_packed_sequences():
+    """The many-sequence GPU test's check of a subset of packed sequences (empty one included), its
+    states drawn on the device, passes."""
+    cu = torch.tensor([0, 1, 9, 40, 40, 105, 120, 150], dtype=torch.int32, device=DEV)
+    q, k, v, g, beta, _ = inputs(1, 150, 1, 32, "mild")
+    h0, dht = (normal_on((7, 1, 32, 32), seed=s) for s in (3, 4))
+    check_grads(q, k, v, g, beta, h0, cu=cu, dht=dht, seqs=[0, 3, 4, 6])
 
 
 @pytest.mark.parametrize("regime", ["zero", "mild", "init", "strong"])
@@ -235,14 +256,18 @@ def test_gpu_bwd_large_initial_state(dtype, D):
 
 
 @pytest.mark.gpu
-@pytest.mark.gpu_memory  # the float64 reference's autograd graph: 113 GiB at N 2048 on an H200
+@pytest.mark.gpu_memory  # the kernels' float32 chunk states and their gradients: over a lane's share
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("N,H,HV", [(2048, 32, 32), (4096, 8, 16)])
 def test_gpu_bwd_many_sequences_grid(N, H, HV):
+    """N * HV >= 65536 packed sequences x value heads, the sequences of ``edge_sequences`` compared
+    (the float64 reference's autograd graph of every sequence took 133 GiB at N 4096)."""
     gen = torch.Generator().manual_seed(2)
     lens = torch.randint(1, 100, (N,), generator=gen)
     cu = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(torch.int32).to(DEV)
-    check_grads(*inputs(1, int(cu[-1]), H, 128, "mild", h0=True, N=N, HV=HV), cu=cu)
+    q, k, v, g, beta, _ = inputs(1, int(cu[-1]), H, 128, "mild", HV=HV)
+    h0, dht = (normal_on((N, HV, 128, 128), seed=s) for s in (3, 4))
+    check_grads(q, k, v, g, beta, h0, cu=cu, dht=dht, seqs=edge_sequences(N))
 
 
 @pytest.mark.gpu

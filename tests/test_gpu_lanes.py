@@ -8,7 +8,7 @@ import queue
 import time
 
 import pytest
-from gpu_lanes import alone_last, lane, lane_threads, over_budget, runs_alone
+from gpu_lanes import SCHEDULE_CHUNK, lane, lane_order, lane_threads, over_budget, runs_alone
 
 FORK = multiprocessing.get_context("fork")
 
@@ -100,16 +100,49 @@ class _Item:
         self.name, self.keywords = name, {name: 1, "gpu": 1, **dict.fromkeys(markers, 1)}
 
 
-def test_the_tests_that_run_alone_come_last_in_their_order(monkeypatch):
+def test_long_tests_first_and_those_that_run_alone_last_in_their_order(monkeypatch):
     import conftest
 
     items = [_Item("a"), _Item("memory 1", "gpu_memory"), _Item("b"), _Item("timing", "gpu_timing"),
-             _Item("memory 2", "gpu_memory"), _Item("c")]
-    assert [i.name for i in alone_last(items)] == ["a", "b", "c", "memory 1", "timing", "memory 2"]
+             _Item("long 1", "gpu_long"), _Item("memory 2", "gpu_memory"), _Item("c"), _Item("long 2", "gpu_long")]
+    want = ["long 1", "long 2", "a", "b", "c", "memory 1", "timing", "memory 2"]
+    assert [i.name for i in lane_order(items)] == want
     monkeypatch.setattr(conftest, "HAS_CUDA", True)  # the collection hook on a GPU host
     conftest.pytest_collection_modifyitems(None, items)
-    assert [i.name for i in items] == ["a", "b", "c", "memory 1", "timing", "memory 2"]
+    assert [i.name for i in items] == want
     assert runs_alone({"gpu_timing": 1}) and runs_alone({"gpu_memory": 1}) and not runs_alone({"gpu": 1})
+
+
+def test_a_lane_takes_one_test_at_a_time_on_a_gpu_host(monkeypatch):
+    """On a GPU host pytest-xdist's --maxschedchunk becomes one unless given (so the long tests at
+    the front go to different lanes); a value given stays, and without pytest-xdist nothing is set."""
+    import conftest
+
+    class Config:
+        def __init__(self, **option):
+            self.option = type("Option", (), option)()
+
+        def addinivalue_line(self, *_):
+            pass
+
+    monkeypatch.setattr(conftest, "HAS_CUDA", True)
+    for given, want in ((None, SCHEDULE_CHUNK), (5, 5)):
+        config = Config(maxschedchunk=given)
+        conftest.pytest_configure(config)
+        assert config.option.maxschedchunk == want
+    config = Config()
+    conftest.pytest_configure(config)
+    assert not hasattr(config.option, "maxschedchunk")
+    assert SCHEDULE_CHUNK == 1
+
+
+def test_the_long_context_implementations_test_starts_first():
+    """Its anchors' cases took 216 s (FlashQLA) and 144 s (FLA) in a lane; started midway, the tests
+    that run alone waited up to 187 s for it with every other lane idle."""
+    import test_longctx
+
+    marks = {m.name for m in test_longctx.test_every_impl_runs_each_of_its_cases_on_gpu.pytestmark}
+    assert {"gpu", "gpu_long"} <= marks
 
 
 def test_the_timing_tests_are_marked_to_run_alone():
@@ -124,3 +157,46 @@ def test_the_timing_tests_are_marked_to_run_alone():
 
 def test_each_lane_takes_its_share_of_the_cores():
     assert lane_threads(16, 8) == 2 and lane_threads(2, 8) == 1 and lane_threads(16, 1) == 16
+
+
+def test_a_failed_gpu_test_frees_what_its_frames_held(monkeypatch):
+    """The report hook lets go of a failed GPU test's traceback: a tensor that only its frames held
+    is freed, though pytest kept the traceback for a post-mortem, as the lane's teardown needs before
+    the others go on."""
+    import gc
+    import sys
+    import weakref
+
+    import conftest
+
+    class Held:
+        pass
+
+    def failing_test():
+        held = Held()
+        ref.append(weakref.ref(held))
+        assert held is None   # a rewritten assert: its frame's locals() hold `held` too
+
+    ref = []
+    try:
+        failing_test()
+    except AssertionError:
+        excinfo = pytest.ExceptionInfo.from_current()
+    sys.last_traceback = excinfo.tb   # as pytest's call phase does
+
+    class Call:
+        pass
+
+    call = Call()
+    call.excinfo = excinfo
+    monkeypatch.setattr(conftest, "HAS_CUDA", True)
+    hook = conftest.pytest_runtest_makereport(_Item("t"), call)
+    next(hook)
+    with pytest.raises(StopIteration):
+        hook.send(None)
+    del call, excinfo
+    gc.collect()
+    kept = hasattr(sys, "last_traceback")
+    if kept:
+        del sys.last_traceback
+    assert ref[0]() is None and not kept
