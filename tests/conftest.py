@@ -32,10 +32,10 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu_long: a shared GPU test of minutes (an anchor's JIT compilation): "
                                        "starts first in `pytest -m gpu -n 8`")
     config.addinivalue_line("markers", "slow: runs the Snakemake DAG (minutes)")
-    if HAS_CUDA and getattr(config.option, "maxschedchunk", "absent") is None:  # pytest-xdist's, not given
-        config.option.maxschedchunk = SCHEDULE_CHUNK
     config.addinivalue_line("markers", "slurm: submits jobs to a SLURM cluster (as root: .ci/slurm-up); "
                                        "skipped without one")
+    if HAS_CUDA and getattr(config.option, "maxschedchunk", "absent") is None:  # pytest-xdist's, not given
+        config.option.maxschedchunk = SCHEDULE_CHUNK
 
 
 def pytest_collection_modifyitems(config, items):
@@ -48,19 +48,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     """A failed GPU test's traceback is let go once its failure is reported (the report holds it
     formatted): its frames' local variables cleared and pytest's post-mortem references to it
     (``sys.last_traceback`` and the like) dropped, so that its lane's teardown frees the GPU memory
     that they held before the lane lets the others in. One failed test so kept 133 GiB of an H200,
     failing the next test of every other lane out of memory."""
-    yield
+    report = yield
     if HAS_CUDA and call.excinfo is not None and "gpu" in item.keywords:
         traceback.clear_frames(call.excinfo.tb)
         for name in ("last_type", "last_value", "last_traceback", "last_exc"):
             if hasattr(sys, name):
                 delattr(sys, name)
+    return report
 
 
 @pytest.fixture(autouse=True)

@@ -192,8 +192,9 @@ def test_a_failed_gpu_test_frees_what_its_frames_held(monkeypatch):
     monkeypatch.setattr(conftest, "HAS_CUDA", True)
     hook = conftest.pytest_runtest_makereport(_Item("t"), call)
     next(hook)
-    with pytest.raises(StopIteration):
-        hook.send(None)
+    with pytest.raises(StopIteration) as done:
+        hook.send("the report")
+    assert done.value.value == "the report"
     del call, excinfo
     gc.collect()
     kept = hasattr(sys, "last_traceback")
