@@ -29,7 +29,7 @@ def pytest_configure(config):
                                        "of `pytest -m gpu -n 8` waiting (tests/gpu_lanes.py)")
     config.addinivalue_line("markers", "gpu_timing: asserts on measured times, which other lanes' kernels would "
                                        "disturb: runs alone, like gpu_memory")
-    config.addinivalue_line("markers", "gpu_long: a shared GPU test of minutes (an anchor's JIT compilation): "
+    config.addinivalue_line("markers", "gpu_long: a shared GPU test that takes minutes (anchors' cases): "
                                        "starts first in `pytest -m gpu -n 8`")
     config.addinivalue_line("markers", "slow: runs the Snakemake DAG (minutes)")
     config.addinivalue_line("markers", "slurm: submits jobs to a SLURM cluster (as root: .ci/slurm-up); "

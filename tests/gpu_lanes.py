@@ -7,7 +7,7 @@ The lanes coordinate through a readers-writer lock on files in the run's shared 
 folder (``fcntl.flock``): a test that runs alone takes it exclusively, the others shared. A
 turnstile taken before either keeps a waiting test that runs alone from being passed by shared
 ones forever (the lock itself does not queue its waiters). The tests marked ``gpu_long`` (minutes
-of an anchor's JIT compilation) come first and the tests that run alone last (:func:`lane_order`),
+of anchors' cases) come first and the tests that run alone last (:func:`lane_order`),
 each lane taking one test at a time (:data:`SCHEDULE_CHUNK`).
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 LANES = 8
 #: The markers of the GPU tests that run alone.
 ALONE = ("gpu_memory", "gpu_timing")
-#: The marker of the shared GPU tests that take minutes (an anchor's JIT compilation): they start first.
+#: The marker of the shared GPU tests that take minutes (anchors' cases): they start first.
 LONG = "gpu_long"
 #: Tests that pytest-xdist hands a lane at a time (its ``--maxschedchunk``; at least two are queued):
 #: by default it hands each lane a run of about ten consecutive tests at first, and later ones too.

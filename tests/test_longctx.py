@@ -295,7 +295,7 @@ MISSING_ANCHOR = ("No module named", "is not installed")
 
 
 @pytest.mark.gpu
-@pytest.mark.gpu_long  # FlashQLA's and FLA's cases took 216 s and 144 s in one of eight lanes (JIT compilation)
+@pytest.mark.gpu_long  # FlashQLA's and FLA's cases took 216 s and 144 s in one of eight lanes
 @pytest.mark.parametrize("impl", study.IMPLS)
 def test_every_impl_runs_each_of_its_cases_on_gpu(impl):
     """Each case checked against float64 at 256 tokens, then timed at 256 and 1000 (not a multiple
