@@ -1,14 +1,13 @@
 """Test setup: Triton in the interpreter when there is no CUDA GPU, the `gpu` marker for tests
 that need one (skipped on CPU machines), and the GPU tests' lanes (:mod:`gpu_lanes`): each GPU test
 within its lane's share of the GPU's memory unless marked `gpu_memory` or `gpu_timing`, which run
-alone and last (those marked `gpu_long` first; a lane takes one test at a time); each lane
+alone and last (those marked `gpu_long` first; a lane holds one test and one queued); each lane
 (pytest-xdist worker) with its share of the CPU's cores; a failed GPU test's traceback let go so
 that the memory it held is freed."""
 
 import gc
 import os
 import sys
-import traceback
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,7 @@ def pytest_configure(config):
                                        "of `pytest -m gpu -n 8` waiting (tests/gpu_lanes.py)")
     config.addinivalue_line("markers", "gpu_timing: asserts on measured times, which other lanes' kernels would "
                                        "disturb: runs alone, like gpu_memory")
-    config.addinivalue_line("markers", "gpu_long: a shared GPU test that takes minutes (anchors' cases): "
+    config.addinivalue_line("markers", "gpu_long: a shared GPU test that takes minutes in a lane: "
                                        "starts first in `pytest -m gpu -n 8`")
     config.addinivalue_line("markers", "slow: runs the Snakemake DAG (minutes)")
     config.addinivalue_line("markers", "slurm: submits jobs to a SLURM cluster (as root: .ci/slurm-up); "
@@ -51,13 +50,12 @@ def pytest_collection_modifyitems(config, items):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     """A failed GPU test's traceback is let go once its failure is reported (the report holds it
-    formatted): its frames' local variables cleared and pytest's post-mortem references to it
-    (``sys.last_traceback`` and the like) dropped, so that its lane's teardown frees the GPU memory
-    that they held before the lane lets the others in. One failed test so kept 133 GiB of an H200,
-    failing the next test of every other lane out of memory."""
+    formatted): pytest's post-mortem references to it (``sys.last_traceback`` and the like) are
+    dropped, so that its lane's teardown (``gc.collect``) frees the GPU memory that its frames held
+    before the lane lets the others in. One failed test so kept 133 GiB of an H200, failing the next
+    test of every other lane out of memory. ``--pdb`` still gets the traceback (from ``call``)."""
     report = yield
     if HAS_CUDA and call.excinfo is not None and "gpu" in item.keywords:
-        traceback.clear_frames(call.excinfo.tb)
         for name in ("last_type", "last_value", "last_traceback", "last_exc"):
             if hasattr(sys, name):
                 delattr(sys, name)

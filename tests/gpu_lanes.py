@@ -7,8 +7,8 @@ The lanes coordinate through a readers-writer lock on files in the run's shared 
 folder (``fcntl.flock``): a test that runs alone takes it exclusively, the others shared. A
 turnstile taken before either keeps a waiting test that runs alone from being passed by shared
 ones forever (the lock itself does not queue its waiters). The tests marked ``gpu_long`` (minutes
-of anchors' cases) come first and the tests that run alone last (:func:`lane_order`),
-each lane taking one test at a time (:data:`SCHEDULE_CHUNK`).
+in a lane) come first, each followed by a short one, and the tests that run alone last
+(:func:`lane_order`); each lane holds one test and one queued (:data:`SCHEDULE_CHUNK`).
 """
 
 import contextlib
@@ -20,10 +20,11 @@ from pathlib import Path
 LANES = 8
 #: The markers of the GPU tests that run alone.
 ALONE = ("gpu_memory", "gpu_timing")
-#: The marker of the shared GPU tests that take minutes (anchors' cases): they start first.
+#: The marker of the shared GPU tests that take minutes in a lane: they start first.
 LONG = "gpu_long"
-#: Tests that pytest-xdist hands a lane at a time (its ``--maxschedchunk``; at least two are queued):
-#: by default it hands each lane a run of about ten consecutive tests at first, and later ones too.
+#: Tests that pytest-xdist hands a lane at a time (its ``--maxschedchunk``). It keeps two with each
+#: lane (the one running and the next) and hands each lane two consecutive tests at first; by default
+#: it hands each lane about ten consecutive tests at first, and later ones too.
 SCHEDULE_CHUNK = 1
 
 
@@ -39,16 +40,23 @@ def runs_alone(keywords) -> bool:
 
 
 def lane_order(items: list) -> list:
-    """``items`` (pytest items) with the tests marked :data:`LONG` first and those that run alone
-    last, each group in its order.
+    """``items`` (pytest items): the tests marked :data:`LONG` first, each followed by one of the
+    other shared tests, then the rest of those, then the tests that run alone; each group in its
+    order.
 
     A test that runs alone waits for the shared test in flight in every other lane, and those lanes
     idle until it ends: last (pytest-xdist hands tests out in this order), the tests that run alone
     follow each other with the lanes near their end and every kernel compiled (and autotuned) by
     the shared tests, in parallel; spread among the others, each drained the lanes once. A long
     shared test still in flight when they begin holds every lane up: first, each runs beside the
-    others' short ones (docs/measuring.md gives a run of each kind)."""
-    return sorted(items, key=lambda item: (runs_alone(item.keywords), LONG not in item.keywords))
+    others' short ones, and the short test after each puts the next long one in another lane (a lane
+    gets two consecutive tests at first, :data:`SCHEDULE_CHUNK`). docs/measuring.md gives the runs."""
+    alone = [item for item in items if runs_alone(item.keywords)]
+    shared = [item for item in items if not runs_alone(item.keywords)]
+    long = [item for item in shared if LONG in item.keywords]
+    short = [item for item in shared if LONG not in item.keywords]
+    paired = [item for pair in zip(long, short) for item in pair]
+    return paired + long[len(short):] + short[len(long):] + alone
 
 
 @contextlib.contextmanager

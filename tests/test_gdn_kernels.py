@@ -59,8 +59,8 @@ def inputs(B, T, H, D, regime="mild", dtype=torch.bfloat16, seed=0, h0=False, N=
 
 def normal_on(shape, seed, device=DEV):
     """Seeded N(0, 1) float32 of ``shape`` drawn on ``device`` by a generator of its own: the
-    many-sequence tests' states (2^30 values each), which the CPU draws in seconds apiece with a
-    lane's two threads before copying them over."""
+    many-sequence tests' states (2^30 values each), not drawn by a lane's two CPU threads and then
+    copied over."""
     return torch.randn(shape, generator=torch.Generator(device).manual_seed(seed), device=device)
 
 
@@ -77,8 +77,8 @@ def packed_subset(cu, seqs):
 def edge_sequences(n, first=32, last=224):
     """The packed sequences that the many-sequence tests compare with the float64 reference: the first
     ``first`` and the last ``last`` of ``n``, the last ones at the top of the kernels' grids (where an
-    index past 2^16 would show). Every sequence is the kernels' input; the reference of all 4096 took
-    133 GiB of an H200 (backward) and most of a minute in its per-sequence loop."""
+    index past 2^16 would show). Every sequence is the kernels' input; the backward's reference of all
+    4096 ran out of memory on an H200, holding 133 GiB."""
     return sorted(set(range(min(first, n))) | set(range(max(0, n - last), n)))
 
 
@@ -508,8 +508,9 @@ def test_gpu_large_initial_state(impl, dtype, D):
                          + [("recurrent", 2048, 32, 32), ("recurrent", 4096, 8, 16)])
 def test_gpu_many_sequences_grid(impl, N, H, HV):
     """N * HV >= 65536 packed sequences x value heads (2047 was the old limit at H = 32), the
-    sequences of :func:`edge_sequences` compared. The chunk kernel's cases run alone: at 4096 x 16
-    its float32 chunk states beside the initial and final states took more than a lane's share."""
+    sequences of :func:`edge_sequences` compared. The chunk kernel's cases run alone: at 4096 x 16 it
+    failed the teardown's check of a lane's share of memory in eight lanes on an H200 (its initial
+    and final states alone are 4 GiB each; its chunk states float32, as with any initial state)."""
     gen = torch.Generator().manual_seed(2)
     lens = torch.randint(1, 100, (N,), generator=gen)
     cu = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(torch.int32).to(DEV)

@@ -294,9 +294,14 @@ TIMING = configured_timing(warmup_ms=5, warmup_max_ms=200, rep_ms=20, min_reps=3
 MISSING_ANCHOR = ("No module named", "is not installed")
 
 
+#: The implementations whose cases took minutes in one of eight lanes (FlashQLA 216 s, FLA 144 s):
+#: their GPU test starts first (tests/gpu_lanes.py).
+LONG_IN_A_LANE = ("flash_qla", "fla_chunk")
+
+
 @pytest.mark.gpu
-@pytest.mark.gpu_long  # FlashQLA's and FLA's cases took 216 s and 144 s in one of eight lanes
-@pytest.mark.parametrize("impl", study.IMPLS)
+@pytest.mark.parametrize("impl", [pytest.param(i, marks=pytest.mark.gpu_long) if i in LONG_IN_A_LANE else i
+                                  for i in study.IMPLS])
 def test_every_impl_runs_each_of_its_cases_on_gpu(impl):
     """Each case checked against float64 at 256 tokens, then timed at 256 and 1000 (not a multiple
     of 64), decode launched and replayed from a CUDA graph."""
