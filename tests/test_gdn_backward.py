@@ -13,7 +13,7 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from test_gdn_kernels import DEV, edge_sequences, inputs, normal_on, packed_subset  # noqa: E402
+from test_gdn_kernels import DEV, edge_sequences, inputs, normal_on, packed_subset, random_cu_seqlens  # noqa: E402
 
 from kernels.gdn.chunk import chunk_gated_delta_rule  # noqa: E402
 from kernels.core.correctness import relative_rmse  # noqa: E402
@@ -206,9 +206,7 @@ def test_gpu_bwd_regimes_lengths(regime, T, h0):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("D", [64, 128])
 def test_gpu_bwd_varlen(D):
-    gen = torch.Generator().manual_seed(1)
-    lens = torch.randint(1, 300, (40,), generator=gen)
-    cu = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(torch.int32).to(DEV)
+    cu = random_cu_seqlens(40, 300, seed=1)
     check_grads(*inputs(1, int(cu[-1]), 4, D, "init", h0=True, N=40), cu=cu)
 
 
@@ -240,9 +238,7 @@ def test_gpu_bwd_gva_regimes_lengths(regime, T, h0):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("D", [64, 128])
 def test_gpu_bwd_gva_varlen(D):
-    gen = torch.Generator().manual_seed(1)
-    lens = torch.randint(1, 300, (40,), generator=gen)
-    cu = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(torch.int32).to(DEV)
+    cu = random_cu_seqlens(40, 300, seed=1)
     check_grads(*inputs(1, int(cu[-1]), 4, D, "init", h0=True, N=40, HV=16), cu=cu)
 
 
@@ -262,9 +258,7 @@ def test_gpu_bwd_large_initial_state(dtype, D):
 def test_gpu_bwd_many_sequences_grid(N, H, HV):
     """N * HV >= 65536 packed sequences x value heads, the sequences of ``edge_sequences`` compared
     (the float64 reference's autograd graph of every sequence ran out of memory at N 4096, holding 133 GiB)."""
-    gen = torch.Generator().manual_seed(2)
-    lens = torch.randint(1, 100, (N,), generator=gen)
-    cu = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(torch.int32).to(DEV)
+    cu = random_cu_seqlens(N, 100, seed=2)
     q, k, v, g, beta, _ = inputs(1, int(cu[-1]), H, 128, "mild", HV=HV)
     h0, dht = (normal_on((N, HV, 128, 128), seed=s) for s in (3, 4))
     check_grads(q, k, v, g, beta, h0, cu=cu, dht=dht, seqs=edge_sequences(N))

@@ -64,14 +64,23 @@ def normal_on(shape, seed, device=DEV):
     return torch.randn(shape, generator=torch.Generator(device).manual_seed(seed), device=device)
 
 
+def cu_seqlens_of(lens, device=DEV):
+    """``cu_seqlens`` [len(lens) + 1] int32 on ``device`` of packed sequences of lengths ``lens`` (int64)."""
+    return torch.cat([lens.new_zeros(1), lens.cumsum(0)]).to(device=device, dtype=torch.int32)
+
+
+def random_cu_seqlens(n, high, seed):
+    """``cu_seqlens`` of ``n`` packed sequences of seeded random lengths in [1, high)."""
+    return cu_seqlens_of(torch.randint(1, high, (n,), generator=torch.Generator().manual_seed(seed)))
+
+
 def packed_subset(cu, seqs):
     """The tokens of the packed sequences ``seqs`` (sorted indices into ``cu``'s N sequences) and their
     own ``cu_seqlens``: (token indices [L] int64, cu_seqlens [len(seqs) + 1] int32), on ``cu``'s device."""
     seqs = torch.as_tensor(seqs, dtype=torch.int64, device=cu.device)
     starts, ends = cu[:-1].long()[seqs], cu[1:].long()[seqs]
     tokens = torch.cat([torch.arange(s, e, device=cu.device) for s, e in zip(starts.tolist(), ends.tolist())])
-    lens = torch.cat([torch.zeros(1, dtype=torch.int64, device=cu.device), (ends - starts).cumsum(0)])
-    return tokens, lens.to(torch.int32)
+    return tokens, cu_seqlens_of(ends - starts, cu.device)
 
 
 def edge_sequences(n, first=32, last=224):
@@ -452,9 +461,7 @@ def test_gpu_regimes_lengths(impl, regime, T, h0):
 @pytest.mark.parametrize("impl", sorted(KERNELS))
 @pytest.mark.parametrize("D", [64, 128])
 def test_gpu_varlen(impl, D):
-    gen = torch.Generator().manual_seed(1)
-    lens = torch.randint(1, 300, (40,), generator=gen)
-    cu = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(torch.int32).to(DEV)
+    cu = random_cu_seqlens(40, 300, seed=1)
     T = int(cu[-1])
     check(KERNELS[impl], *inputs(1, T, 4, D, "init", h0=True, N=40), cu, ref=naive_chunk_gated_delta_rule)
 
@@ -483,9 +490,7 @@ def test_gpu_gva_regimes_lengths(impl, regime, T, h0):
 @pytest.mark.parametrize("impl", sorted(KERNELS))
 @pytest.mark.parametrize("D", [64, 128])
 def test_gpu_gva_varlen(impl, D):
-    gen = torch.Generator().manual_seed(1)
-    lens = torch.randint(1, 300, (40,), generator=gen)
-    cu = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(torch.int32).to(DEV)
+    cu = random_cu_seqlens(40, 300, seed=1)
     check(KERNELS[impl], *inputs(1, int(cu[-1]), 4, D, "init", h0=True, N=40, HV=16), cu,
           ref=naive_chunk_gated_delta_rule)
 
@@ -511,9 +516,7 @@ def test_gpu_many_sequences_grid(impl, N, H, HV):
     sequences of :func:`edge_sequences` compared. The chunk kernel's cases run alone: at 4096 x 16 it
     failed the teardown's check of a lane's share of memory in eight lanes on an H200 (its initial
     and final states alone are 4 GiB each; its chunk states float32, as with any initial state)."""
-    gen = torch.Generator().manual_seed(2)
-    lens = torch.randint(1, 100, (N,), generator=gen)
-    cu = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(torch.int32).to(DEV)
+    cu = random_cu_seqlens(N, 100, seed=2)
     q, k, v, g, beta, _ = inputs(1, int(cu[-1]), H, 128, "mild", HV=HV)
     check(KERNELS[impl], q, k, v, g, beta, normal_on((N, HV, 128, 128), seed=3), cu,
           ref=naive_chunk_gated_delta_rule, seqs=edge_sequences(N))
