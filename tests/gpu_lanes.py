@@ -15,8 +15,8 @@ import contextlib
 import fcntl
 from pathlib import Path
 
-#: The lanes that the GPU suite is planned for (README: ``pytest -m gpu -n 8``). A GPU test not
-#: marked ``gpu_memory`` fails when it reserves more than the GPU's memory over this many lanes.
+#: The lanes that the GPU suite is planned for (README: ``pytest -m gpu -n 8``). A GPU test that does
+#: not run alone (:data:`ALONE`) fails when it reserves more than the GPU's memory over this many lanes.
 LANES = 8
 #: The markers of the GPU tests that run alone.
 ALONE = ("gpu_memory", "gpu_timing")
