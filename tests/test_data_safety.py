@@ -503,6 +503,32 @@ def test_config_given_on_the_command_line_is_typed_and_its_errors_name_it(tree, 
     fails(proc, f"config/studies/gdn.yaml (or {tmp_path / 'mine.yaml'}): gdn.sweep.dtype: 'float8' is not one of")
 
 
+@pytest.mark.slow
+def test_the_paper_quotes_the_timing_settings_the_rows_were_timed_with(tree, tmp_path):
+    """A render under other timing settings than the committed rows' (a --configfile) quotes the
+    rows' settings, which their fingerprints prove, and says every study's rows were timed with
+    them; a study whose rows carry another timing digest is named as timed with other settings."""
+    numbers = tree / "paper" / "generated" / "numbers.tex"
+    rows_reps = yaml.safe_load((tree / "config" / "config.yaml").read_text())["timing"]["min_reps"]
+    (tmp_path / "mine.yaml").write_text(f"timing:\n  min_reps: {rows_reps + 2}\n")
+    render = ("paper/generated/numbers.tex", "--cores", "2", "--configfile", str(tmp_path / "mine.yaml"),
+              "--config", "measure=false")
+    proc = snakemake(tree, *render)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = numbers.read_text()
+    assert f"\\newcommand{{\\TimingMinReps}}{{{rows_reps}}}" in text and "\\newcommand{\\TimingRowsNote}{}" in text
+    for path in (tree / "data" / "raw" / "h200" / "tensorcore").glob("*.jsonl"):
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        for row in rows:
+            row["env"]["fingerprint_parts"]["timing"] = "0" * 16
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    proc = snakemake(tree, *render)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = numbers.read_text()
+    assert f"\\newcommand{{\\TimingMinReps}}{{{rows_reps}}}" in text
+    assert "The rows of tensor cores were timed with other settings than these" in text
+
+
 def test_a_run_of_a_subset_of_the_studies_makes_no_paper(tree):
     """config studies naming some of the studies: their tidy tables, figures and tables, no paper
     (it needs every study), no paper-wide macros, no second-run check; the paper cannot be asked for."""

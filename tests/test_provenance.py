@@ -95,6 +95,30 @@ def test_the_config_section_and_the_timing_make_a_study_stale(root, tmp_path):
     assert provenance.study_state("toy", folder, SECTION, {**TIMING, "min_reps": 7}, root).differs == ["timing"]
 
 
+def test_a_study_knows_the_timing_settings_its_rows_were_timed_with(root, tmp_path):
+    """The rows' timing part is the digest of the settings they were timed with, whatever the
+    settings the state is taken against."""
+    folder = tmp_path / "raw"
+    _rows(folder, fingerprint("toy", SECTION, TIMING, root))
+    other = provenance.study_state("toy", folder, SECTION, {**TIMING, "min_reps": 7}, root)
+    assert other.timing_part == fingerprint("toy", SECTION, TIMING, root)["parts"]["timing"]
+
+
+def test_the_quoted_timing_is_the_one_most_rows_were_timed_with(root):
+    """Quoted: the candidate whose digest the most studies' rows carry, the first of a tie; named:
+    the studies of another known digest (not those whose digest is unknown)."""
+    config, rows = {**TIMING, "min_reps": 7}, TIMING
+    part = {name: fingerprint("toy", SECTION, t, root)["parts"]["timing"] for name, t in
+            (("config", config), ("rows", rows), ("third", {**TIMING, "max_reps": 9}))}
+    timed_with = {"a": part["rows"], "b": part["rows"], "c": part["config"], "d": None}
+    assert provenance.quoted_timing(timed_with, [config, rows]) == (rows, ["c"])
+    assert provenance.quoted_timing({"a": part["rows"], "c": part["config"]}, [config, rows]) == (config, ["a"])
+    assert provenance.quoted_timing({"a": part["third"], "d": None}, [config, rows]) == (config, ["a"])
+    assert provenance.quoted_timing({}, [config]) == (config, [])
+    with pytest.raises(ValueError, match="no candidate"):
+        provenance.quoted_timing(timed_with, [])
+
+
 def test_docstrings_comments_reports_and_the_paper_layer_leave_a_study_current(root, tmp_path):
     folder = tmp_path / "raw"
     _rows(folder, fingerprint("toy", SECTION, TIMING, root))

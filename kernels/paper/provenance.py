@@ -29,7 +29,7 @@ import pandas as pd
 import yaml
 
 from kernels.core.files import write_atomic
-from kernels.core.fingerprint import ROOT, differences, fingerprint, measured_modules
+from kernels.core.fingerprint import ROOT, _digest, differences, fingerprint, measured_modules
 from kernels.paper.render import job_minutes, macro_lines, table_to_latex
 from kernels.paper.report_kit import and_list, camel, escape_latex
 from kernels.paper.style import study_label, study_name
@@ -42,8 +42,10 @@ class StudyState:
     """One study's committed rows against the code: ``state`` (:data:`CURRENT`, :data:`STALE` or
     :data:`NOT_MEASURED`), ``why`` (a phrase, empty when current), ``differs`` (the fingerprint's
     parts or files that differ), the run's ``commits``, ``gpus`` (UUIDs), ``dates`` (UTC days),
-    ``rows``, ``minutes`` (its measurement jobs' GPU time, None without benchmark files) and
-    ``fingerprints`` (the digests its rows carry; None for a row without one)."""
+    ``rows``, ``minutes`` (its measurement jobs' GPU time, None without benchmark files),
+    ``fingerprints`` (the digests its rows carry; None for a row without one) and ``timing_part``
+    (the ``timing`` part of its rows' fingerprint: the digest of the timing settings they were
+    timed with; None unless its rows are of one run and carry one)."""
 
     study: str
     state: str
@@ -55,6 +57,7 @@ class StudyState:
     rows: int = 0
     minutes: float | None = None
     fingerprints: list[str | None] = field(default_factory=list)
+    timing_part: str | None = None
 
     @property
     def commit(self) -> str:
@@ -148,6 +151,8 @@ def study_state(study: str, folder: str | Path, section: dict, timing: dict,
         gpus=sorted({str(e["gpu_uuid"]) for e in envs if e.get("gpu_uuid")}),
         dates=sorted({e["date"][:10] for e in envs if e.get("date")}),
         fingerprints=sorted({e.get("fingerprint") for e in envs}, key=str))
+    if len(runs) == 1:
+        state.timing_part = envs[0].get("fingerprint_parts", {}).get("timing")
     if len(runs) > 1:
         state.state, state.why = STALE, f"rows of {len(runs)} runs (commit, GPU, fingerprint)"
     elif state.fingerprints == [None]:
@@ -163,6 +168,26 @@ def study_state(study: str, folder: str | Path, section: dict, timing: dict,
         state.differs = differences(envs[0].get("fingerprint_parts", {}), code["parts"])
         state.why = f"rows measured at {state.commit} by other code or config"
     return state
+
+
+def quoted_timing(timed_with: dict[str, str | None], candidates: list[dict]) -> tuple[dict, list[str]]:
+    """The timing settings that the paper quotes, and the studies whose rows were timed with others.
+
+    ``timed_with``: for each study the paper shows, the ``timing`` part of its rows' fingerprint
+    (the digest of the settings they were timed with: :attr:`StudyState.timing_part`, or the
+    run's own for a study it measures; None where not known); ``candidates``: timing settings in
+    order of preference (the run's config's ``timing``, then ``config/config.yaml``'s). Quoted: the
+    candidate whose digest the most studies' rows carry (the first of a tie), so a render under
+    other settings than the rows' (a ``--configfile``) still quotes theirs, as their fingerprints
+    prove; named: the studies (in ``timed_with``'s order) whose rows carry a known digest other
+    than the quoted settings'. ValueError without candidates."""
+    if not candidates:
+        raise ValueError("quoted_timing: no candidate timing settings")
+    digests = [_digest(c) for c in candidates]
+    counts = [sum(part == d for part in timed_with.values()) for d in digests]
+    best = counts.index(max(counts))
+    others = [s for s, part in timed_with.items() if part is not None and part != digests[best]]
+    return candidates[best], others
 
 
 def load_config(root: str | Path = ROOT) -> dict:

@@ -257,7 +257,8 @@ def first_call_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
 
 
 def timing_macros(timing: dict, other_timing: Sequence[str] = ()) -> dict[str, str]:
-    """The timing settings of ``config.yaml`` (``timing``) quoted in the methodology:
+    """The timing settings ``timing`` quoted in the methodology (those the rows were timed with,
+    where their fingerprints prove it: :func:`kernels.paper.provenance.quoted_timing`):
     ``TimingWarmupMs``, ``TimingWarmupMaxMs``, ``TimingWarmupWindowMs``,
     ``TimingWarmupTolerancePct``, ``TimingRepMs``, ``TimingMinReps``, ``TimingMaxReps``,
     ``TimingSpinMaxMs``; and the code's: ``TimingSpinMinUs`` (:data:`kernels.core.timing.MIN_SPIN_US`) and
@@ -337,8 +338,8 @@ def render_numbers(studies: list[str], tidy_csvs: list[str], out: str,
     The macros: the environment of the measurements (:func:`environment_macros`),
     the measurement jobs' wall time (:func:`benchmark_macros`, from
     ``bench_dir``), its one-off part (:func:`first_call_macros`), the timing
-    settings (:func:`timing_macros`, from ``timing``, the config's, naming the studies
-    ``other_timing`` whose rows were timed with other settings), the rows
+    settings (:func:`timing_macros`, from ``timing``, naming the studies ``other_timing`` whose
+    rows were timed with other settings), the rows
     that drifted while timed (:func:`drift_macros`), the warm-up and spin
     (:func:`warmup_macros`), the constants of the verdicts' criteria
     (:func:`kernels.paper.report_kit.criterion_macros`) and each study's ``report.macros``.
