@@ -692,6 +692,17 @@ def test_a_measuring_dry_run_lists_exactly_the_stale_studies(tree):
     assert f"rows measured at {commit}" in (tree / ".tmp/stale/data/raw/h200/gdn.json").read_text()
 
 
+def test_a_measuring_run_autotunes_afresh_whatever_the_environment(tree):
+    """Triton's on-disk autotuning picks (which the GPU tests keep) are off for a measuring run's
+    jobs, which it says; a render leaves the environment alone."""
+    env = {"TRITON_CACHE_AUTOTUNING": "1"}
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=true", "gpu=h200", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "TRITON_CACHE_AUTOTUNING is unset for this run's jobs" in proc.stderr
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false", env=env)
+    assert proc.returncode == 0 and "TRITON_CACHE_AUTOTUNING" not in proc.stderr, proc.stderr[-3000:]
+
+
 def test_a_study_named_by_measure_is_measured_whatever_its_state(tree):
     proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=[tensorcore]", "gpu=h200")
     assert proc.returncode == 0, proc.stderr[-3000:]

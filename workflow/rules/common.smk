@@ -327,6 +327,20 @@ if MEASURE and not SMOKE and not QUICK and workflow.is_main_process:
         file=sys.stderr,
     )
 
+# Triton's autotuning picks kept on disk (TRITON_CACHE_AUTOTUNING, which the GPU tests set) would
+# hand the timed pass the untimed picks of the compile-ahead children (kernels/core/children.py)
+# and take the autotuning out of its first call: off for a measuring run's jobs
+if (
+    MEASURE
+    and os.environ.pop("TRITON_CACHE_AUTOTUNING", "")
+    and workflow.is_main_process
+):
+    print(
+        "TRITON_CACHE_AUTOTUNING is unset for this run's jobs: each measurement autotunes its "
+        "kernels itself, timed and alone on the GPU.",
+        file=sys.stderr,
+    )
+
 
 def stale_file(study):
     """The record of why a measuring run into data/raw/<gpu>/ measures a study whose rows are there
