@@ -217,11 +217,11 @@ def test_published_table_sets_flash_qlas_times_beside_this_runs():
     rows.append({**rows[1], "device_ms": 9.0, "roles": "sweep"})  # not of the role: left out
     df = report.derive(pd.concat([tidy(), pd.DataFrame(rows)], ignore_index=True))
     t = report.table_published(df)
-    row = t.loc[("forward", "16/32, 1 x 32768")]
+    row = t.loc[("forward", "16/32, 1 × 32768")]
     assert (row["FlashQLA"], row["FLA"], row["FLA/FlashQLA"], row["chunked (ours)"]) == (0.7, 1.4, 2.0, 1.2)
     theirs = published.TIMES[("fwd", 16, 32, 1, 32768)]
     assert (row["FlashQLA, published"], row["FLA, published"]) == (theirs["flash_qla"], theirs["fla_chunk"])
-    assert np.isnan(t.loc[("forward", "2/8, 1 x 32768"), "FlashQLA"])
+    assert np.isnan(t.loc[("forward", "2/8, 1 × 32768"), "FlashQLA"])
     m = report.published_verdicts(df)
     # 16/32 (2.0) and the main shapes of role published in tidy(): 16/16 at 4 x 8192 and 32/32 (2.5 each)
     assert (m["GdnPublishedFwdSpeedups"], m["GdnPublishedFwdConfigs"], m["GdnPublishedFwdVerdict"]) == \

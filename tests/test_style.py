@@ -1,5 +1,6 @@
 """The shared figure style: series that others would hide are found, drawn visible and named."""
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from kernels.paper import style
@@ -54,3 +55,24 @@ def test_legend_says_which_series_coincide():
     style.legend_below(fig, axes)
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["a", "b (= a)"]
     assert axes[0].lines[0].get_markerfacecolor() == "none"
+
+
+def test_a_log_y_axis_has_a_labelled_tick_beyond_each_end_of_its_lines():
+    """Values of 6.4 to 150 on a log y axis: widened to 5 and 200, its lowest and highest labelled
+    ticks; lines drawn after widen it again; an x axis keeps its limits."""
+    fig, ax = style.figure()
+    ax.plot([1.3, 50], [6.4, 150])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    xlim = ax.get_xlim()
+    style.plain_log(ax)
+    fig.canvas.draw()
+    assert ax.get_ylim() == (5.0, 200.0) and ax.get_xlim() == xlim
+    labels = [t.get_text() for t in ax.get_yticklabels() if 5 <= t.get_position()[1] <= 200]
+    assert labels[0] == "5" and labels[-1] == "200"
+    ax.plot([1.3, 50], [1.5, 150])
+    style.plain_log(ax, "y")
+    assert ax.get_ylim() == (1.0, 200.0)
+    plt.close(fig)
+    assert style.tokens(131072) == "128K" and style.tokens(8191) == "8K" and style.tokens(3277) == "3.2K"
+    assert style.tokens(64) == "64" and style.tokens(float("nan")) == style.MISSING

@@ -223,7 +223,7 @@ def _seqlen_ticks(ax, seqlens) -> None:
     ax.set_xscale("log", base=2)
     ticks = sorted({int(n) for n in seqlens})
     if ticks:
-        ax.set_xticks(ticks, [f"{n / 1024:g}K" if n >= 1024 else str(n) for n in ticks])
+        ax.set_xticks(ticks, [style.tokens(n) for n in ticks])
         ax.xaxis.set_minor_formatter(ticker.NullFormatter())
 
 
@@ -289,9 +289,10 @@ def fig_speedup_density(df: pd.DataFrame):
 
 def fig_tflops(df: pd.DataFrame):
     """Causal attention throughput against sequence length at 32768 tokens per batch (H16 D128,
-    bfloat16): FlexAttention (its default Triton backend, autotuned, and its FLASH backend, which runs
-    FlashAttention-4's CuTe-DSL kernels) against the dense SDPA back ends, SDPA with a materialised mask
-    and PyTorch softmax attention (naive), TFLOP/s on the unmasked elements."""
+    bfloat16): FlexAttention (its default Triton backend with its default kernel options, and its
+    FLASH backend, which runs FlashAttention-4's CuTe-DSL kernels) against the dense SDPA back ends,
+    SDPA with a materialised mask and PyTorch softmax attention (naive), TFLOP/s on the unmasked
+    elements."""
     d = _seqlen_series(_ok(_main_gpu(df)))
     passes = ["fwd", "fwdbwd"]
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)

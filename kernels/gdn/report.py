@@ -114,7 +114,7 @@ def _time_vs_seqlen(df: pd.DataFrame, pas: str, what: str):
                     linestyle="-" if len(s) >= 3 else "none")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xticks(lengths, [str(int(t)) for t in lengths], fontsize=6)
+        ax.set_xticks(lengths, [style.tokens(t) for t in lengths], fontsize=6)
         ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         style.plain_log(ax, "y")
     if not d.empty:
@@ -361,7 +361,7 @@ def table_published(df: pd.DataFrame) -> pd.DataFrame:
         ours = d[d["config"].isin([(pas, h, hv, b, t)])].set_index("impl")["device_ms"]
         ours = ours[~ours.index.duplicated()]
         got = {i: ours.get(i, np.nan) for i in ("chunk", "fla_chunk", "flash_qla", "flashinfer")}
-        rows.append({"pass": style.pass_label(pas), "configuration": f"{h}/{hv}, {b} x {t}",
+        rows.append({"pass": style.pass_label(pas), "configuration": f"{h}/{hv}, {b} × {t}",
                      "FlashQLA, published": theirs["flash_qla"], "FLA, published": theirs["fla_chunk"],
                      "FLA/FlashQLA, published": theirs["fla_chunk"] / theirs["flash_qla"],
                      "FlashInfer, published": theirs.get("flashinfer", np.nan),

@@ -94,17 +94,6 @@ def _label(impl: str) -> str:
     return style.label(STUDY, impl)
 
 
-def tokens(n) -> str:
-    """A length for a reader: in K (1024 tokens) with at most one decimal from 1K, ``131072`` ->
-    ``128K``, ``3277`` -> ``3.2K``, below it in tokens (``64``); :data:`kernels.paper.style.MISSING` for NaN."""
-    if n is None or not np.isfinite(float(n)):
-        return style.MISSING
-    if float(n) < 1024:
-        return str(int(round(float(n))))
-    k = float(n) / 1024
-    return f"{k:.0f}K" if abs(k - round(k)) < 0.05 else f"{k:.1f}K"
-
-
 def _log_axes(ax, d: pd.DataFrame) -> None:
     from matplotlib import ticker
 
@@ -113,7 +102,7 @@ def _log_axes(ax, d: pd.DataFrame) -> None:
     style.plain_log(ax, "y")
     ticks = sorted(d["seqlen"].dropna().unique())
     if ticks:
-        ax.set_xticks(ticks, [tokens(t) for t in ticks], fontsize=6)
+        ax.set_xticks(ticks, [style.tokens(t) for t in ticks], fontsize=6)
     ax.xaxis.set_minor_formatter(ticker.NullFormatter())
 
 
@@ -184,8 +173,8 @@ def fig_prefill(df: pd.DataFrame):
             low = cross.low if np.isfinite(cross.low) else d["seqlen"].min()
             high = cross.high if np.isfinite(cross.high) else d["seqlen"].max()
             ax.axvspan(low, high, color="0.85", alpha=0.5, lw=0)
-            ax.text(cross.seqlen, 0.03, f" GDN faster from {tokens(cross.seqlen)}", transform=ax.get_xaxis_transform(),
-                    ha="left", va="bottom", fontsize=7, color="0.3")
+            ax.text(cross.seqlen, 0.03, f" GDN faster from {style.tokens(cross.seqlen)}",
+                    transform=ax.get_xaxis_transform(), ha="left", va="bottom", fontsize=7, color="0.3")
         ax.set_title(what)
     axes[0].set_ylabel("median device time (ms)")
     return _finish(fig, axes)
@@ -272,7 +261,7 @@ def table_main(df: pd.DataFrame) -> pd.DataFrame:
                           ("fwd+bwd ms", lambda i: _at(d, i, "prefill", "fwdbwd", t)),
                           ("decode µs", lambda i: _at(d, i, "decode", "fwd", t) * 1e3),
                           ("cache MiB", lambda i: _at(d, i, "decode", "fwd", t, "cache_mib"))):
-            out[(f"T = {tokens(t)}", name)] = {_label(i): get(i) for i in _impls(d)}
+            out[(f"T = {style.tokens(t)}", name)] = {_label(i): get(i) for i in _impls(d)}
     t = pd.DataFrame(out).astype(float).dropna(how="all")
     t.columns = pd.MultiIndex.from_tuples(t.columns)
     t.index.name = "implementation"
@@ -334,12 +323,12 @@ def sublinear(df: pd.DataFrame, fitted: dict) -> dict[str, str]:
             (t0, y0), (t1, y1) = r.iloc[-2], r.iloc[-1]
             end = np.log2(y1 / y0) / np.log2(t1 / t0)
             texts.append(f"{_label(impl)} {kit.fmt(s.p)} [{kit.fmt(s.low)}, {kit.fmt(s.high)}] "
-                         f"({kit.fmt(end)} between its two longest lengths, {tokens(t0)} and {tokens(t1)})")
+                         f"({kit.fmt(end)} between its two longest lengths, {style.tokens(t0)} and {style.tokens(t1)})")
             if series == "Fwd":
                 ns = (r["value"] * 1e6 / r["seqlen"]).to_numpy()  # ms per call -> ns per token
                 i = int(np.argmax(ns[:-1] - ns[1:]))
-                steps.append(f"{_label(impl)}: from {kit.fmt(ns[i], 1)} ns at {tokens(r['seqlen'].iloc[i])} to "
-                             f"{kit.fmt(ns[i + 1], 1)} ns at {tokens(r['seqlen'].iloc[i + 1])}")
+                steps.append(f"{_label(impl)}: from {kit.fmt(ns[i], 1)} ns at {style.tokens(r['seqlen'].iloc[i])} to "
+                             f"{kit.fmt(ns[i + 1], 1)} ns at {style.tokens(r['seqlen'].iloc[i + 1])}")
         out[f"LongctxSublinear{series}"] = "true" if below else "false"
         out[f"LongctxSublinear{series}Slopes"] = kit.and_list(texts) or style.MISSING
     out["LongctxSublinearFwdStep"] = "; ".join(steps) or style.MISSING
@@ -373,11 +362,11 @@ CLAIMS = {"LongctxLinearVerdict": "linear attention turns O(n²) into O(n)",
 
 def _cross_text(cross, end: float, d: pd.DataFrame) -> str:
     if np.isfinite(end):
-        return tokens(end)
+        return style.tokens(end)
     lengths = d["seqlen"].dropna()
     if lengths.empty:
         return style.MISSING
-    return f"below {tokens(lengths.min())}" if cross.where == "below" else f"above {tokens(lengths.max())}"
+    return f"below {style.tokens(lengths.min())}" if cross.where == "below" else f"above {style.tokens(lengths.max())}"
 
 
 def _bracket(df: pd.DataFrame, impl: str, pas: str, at: float) -> tuple[float, float]:
@@ -428,7 +417,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             m[name + "Low"] = _cross_text(cross, cross.low, rows) if cross.where != "none" else style.MISSING
             m[name + "High"] = _cross_text(cross, cross.high, rows) if cross.where != "none" else style.MISSING
             lo, hi = _bracket(d, impl, pas, cross.seqlen)
-            m[name + "Between"] = f"{tokens(lo)} and {tokens(hi)}" if np.isfinite(hi) else style.MISSING
+            m[name + "Between"] = f"{style.tokens(lo)} and {style.tokens(hi)}" if np.isfinite(hi) else style.MISSING
     for t in cfg["table_seqlens"]:
         tag = f"T{kit.size_name(t)}"
         for impl in ORDER:
@@ -453,8 +442,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     m["LongctxAttentionShape"] = style.shape(B=cfg["batch"], H=a["heads"], KV=a["kv_heads"], D=a["head_dim"])
     m["LongctxGdnShape"] = style.shape(B=cfg["batch"], H=g["heads"], HV=g["value_heads"], D=g["head_dim"])
     lengths = cfg["prefill"]["seqlens"]
-    m["LongctxSeqlenRange"] = f"{tokens(min(lengths))}--{tokens(max(lengths))}"
-    m["LongctxFitMin"] = tokens(cfg["fit_min_seqlen"])
+    m["LongctxSeqlenRange"] = f"{style.tokens(min(lengths))}--{style.tokens(max(lengths))}"
+    m["LongctxFitMin"] = style.tokens(cfg["fit_min_seqlen"])
     m["LongctxCheckSeqlen"] = str(int(cfg["check_seqlen"]))
     m["LongctxMeasured"] = "true" if (d["status"] == "ok").any() else "false"
     err = pd.to_numeric(d.loc[d["status"] == "ok", "rel_err"], errors="coerce")

@@ -214,18 +214,38 @@ def legend_below(fig, axes, ncol: int = 4) -> None:
                    ncol=min(ncol, len(entries)))
 
 
+def tokens(n) -> str:
+    """A length for a reader: in K (1024 tokens) with at most one decimal from 1K, ``131072`` ->
+    ``128K``, ``3277`` -> ``3.2K``, below it in tokens (``64``); :data:`MISSING` for NaN."""
+    if n is None or not np.isfinite(float(n)):
+        return MISSING
+    if float(n) < 1024:
+        return str(int(round(float(n))))
+    k = float(n) / 1024
+    return f"{k:.0f}K" if abs(k - round(k)) < 0.05 else f"{k:.1f}K"
+
+
 def plain_log(ax, axis: str = "both") -> None:
     """Plain numbers (0.2, 1, 5) instead of powers of ten (``2 × 10^1``) on the log axes of ``ax``
     (``"x"``, ``"y"`` or ``"both"``; call it after drawing): ticks at 1, 2 and 5 times each power of
-    ten on an axis of up to three decades, at the powers of ten alone on a longer one."""
+    ten on an axis of up to three decades, at the powers of ten alone on a longer one. A y axis is
+    widened to the nearest tick beyond each end, so that every value lies between two labelled
+    ticks (autoscaling left on: lines drawn later widen it again); an x axis keeps its limits, where
+    labels side by side would crowd."""
     from matplotlib import ticker
 
     fmt = ticker.FuncFormatter(lambda v, _: f"{v:g}")
     for name in ("x", "y") if axis == "both" else (axis,):
         lo, hi = sorted(getattr(ax, f"get_{name}lim")())
         decades = np.log10(hi / lo) if lo > 0 else np.inf
+        subs = (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
+        if name == "y" and np.isfinite(decades):
+            ticks = [m * 10.0 ** e for e in range(int(np.floor(np.log10(lo))) - 1, int(np.ceil(np.log10(hi))) + 2)
+                     for m in subs]
+            getattr(ax, f"set_{name}lim")(max(t for t in ticks if t <= lo * (1 + 1e-9)),
+                                          min(t for t in ticks if t >= hi * (1 - 1e-9)), auto=None)
         a = getattr(ax, f"{name}axis")
-        a.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 3 else (1.0,)))
+        a.set_major_locator(ticker.LogLocator(base=10, subs=subs))
         a.set_major_formatter(fmt)
         a.set_minor_formatter(ticker.NullFormatter())
 

@@ -250,7 +250,8 @@ GEMM_LABELS = {"eager": "cuBLAS + eager act.", "matmul": _label("matmul")}
 
 
 def _gemm_shape(t, k, n) -> str:
-    return f"{int(t)} × {int(k)} to {int(n)}"
+    """``tokens × K to 2 × N``: the GEMM's N is gate and up side by side, twice the FFN's hidden size ``n``."""
+    return f"{int(t)} × {int(k)} to 2 × {int(n)}"
 
 
 def fig_gemm(df: pd.DataFrame):
@@ -341,7 +342,7 @@ def table_gemm(df: pd.DataFrame) -> pd.DataFrame:
                                                for unit, impl in table.columns])
     if {"gemm_fused", "matmul"} <= set(impls):
         table[("speedup", "fused")] = (ms["matmul"] / ms["gemm_fused"]).round(2)
-    table.index.name = "model, tokens × K to N"
+    table.index.name = "model, tokens × K to 2 × N (gate, up)"
     return table.reindex(list(dict.fromkeys(d.sort_values("gemm_in")["shape"])))
 
 
