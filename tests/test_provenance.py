@@ -119,6 +119,22 @@ def test_the_quoted_timing_is_the_one_most_rows_were_timed_with(root):
         provenance.quoted_timing(timed_with, [])
 
 
+def test_the_paper_names_the_tree_it_is_built_from(tmp_path):
+    """Its commit, with uncommitted changes where a tracked file differs from it (an untracked one
+    does not count), or an unversioned tree outside git."""
+    assert provenance.tree_name(tmp_path) == "an unversioned tree"
+    git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.com"]
+    (tmp_path / "a.py").write_text("A = 1\n")
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "a"]):
+        subprocess.run(git + cmd, cwd=tmp_path, check=True, capture_output=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout
+    assert provenance.tree_name(tmp_path) == f"commit {head[:7]}"
+    (tmp_path / "new.py").write_text("")
+    assert provenance.tree_name(tmp_path) == f"commit {head[:7]}"
+    (tmp_path / "a.py").write_text("A = 2\n")
+    assert provenance.tree_name(tmp_path) == f"commit {head[:7]} and uncommitted changes"
+
+
 def test_docstrings_comments_reports_and_the_paper_layer_leave_a_study_current(root, tmp_path):
     folder = tmp_path / "raw"
     _rows(folder, fingerprint("toy", SECTION, TIMING, root))
