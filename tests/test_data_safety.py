@@ -225,6 +225,17 @@ def test_a_lost_row_file_of_an_implementation_the_run_measured_stops_before_any_
     assert data_state(tree) == before
 
 
+def test_a_lost_row_file_of_a_current_study_stops_before_any_job_without_its_benchmark_file(tree):
+    """Its benchmark files gone too: the study's other rows are current, and their fingerprint holds
+    the config that names the implementation, so its rows are missing, not unmeasured."""
+    (tree / GDN_CHUNK).unlink()
+    for path in (tree / "data" / "raw" / "h200" / "benchmarks").glob("measure_gdn_chunk.*"):
+        path.unlink()
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false")
+    fails(proc, f"{GDN_CHUNK} is missing, but the run of data/raw/h200/ measured gdn with chunk among its "
+                "implementations (its rows are current): restore it")
+
+
 def test_a_study_the_committed_run_did_not_measure_renders_as_not_measured(tree):
     """A configured study with neither rows nor measurement jobs in the folder (one added after its
     run) is rendered as not measured, saying so, and the quick run has none of its rows to compare;
@@ -267,7 +278,7 @@ ROW_CASES = {
     # the issue's cases: a string shape field, duplicates, NaN, an empty file, a cut last line
     "string": (_edit_line(4, seqlen="8192"), f"{GDN_CHUNK}:4: seqlen: '8192' is not of type 'integer'"),
     "identical": (lambda lines: lines + [lines[2]], f"{GDN_CHUNK}:{CHUNK_ROWS + 1}: same case as {GDN_CHUNK}:3"),
-    "conflicting": (lambda lines: lines + _edit_line(3, median_ms=0.001)(list(lines))[2:3],
+    "conflicting": (lambda lines: lines + _edit_line(3, median_ms=0.001, times_ms=[0.001])(list(lines))[2:3],
                     f"{GDN_CHUNK}:{CHUNK_ROWS + 1}: same case as {GDN_CHUNK}:3"),
     "nan": (lambda lines: lines[:4] + [lines[4].replace('"median_ms": ', '"median_ms": NaN, "x": ')] + lines[5:],
             f"{GDN_CHUNK}:5: non-finite number NaN"),
@@ -323,12 +334,27 @@ GOOD = json.loads((ROOT / GDN_CHUNK).read_text().splitlines()[0])
     (json.dumps({**GOOD, "impl": "fla_chunk"}), "row of impl 'fla_chunk' in the file of impl 'chunk'"),
     (json.dumps({**GOOD, "study": "flex"}), "row of study 'flex' in 'gdn' data"),
     (json.dumps({**GOOD, "rel_err_dq": "small"}), "rel_err_dq: 'small' is not of type 'number'"),
+    # a median edited apart from its repetitions (the reproduction check reads the median)
+    (json.dumps({**GOOD, "device_ms": GOOD["device_ms"] / 2}), "device_ms 0.3"),
+    (json.dumps({**GOOD, "median_ms": GOOD["median_ms"] * 2}), "is not the median of times_ms"),
 ])
 def test_row_problems_name_file_and_line(tmp_path, text, message):
     path = _write(tmp_path / "gdn" / "chunk.jsonl", [GOOD, "", text])
     with pytest.raises(ValueError) as err:
         collect.load_rows([path], "gdn")
     assert str(err.value).startswith(f"{path}:3: ") and message in str(err.value)
+
+
+def test_a_byte_that_is_not_utf8_is_named_by_file_and_line(tmp_path):
+    """The collect names it; the study's state at the run's start passes over the line."""
+    path = tmp_path / "gdn" / "chunk.jsonl"
+    _write(path, [GOOD, GOOD])
+    path.write_bytes(path.read_bytes().replace(b'"study"', b'"\xffstudy"', 1))
+    with pytest.raises(ValueError, match=f"^{path}:1: not UTF-8 text \\(byte 0xff at column "):
+        collect.load_rows([str(path)], "gdn")
+    from kernels.paper import provenance
+
+    assert len(provenance.row_envs(tmp_path, "gdn")) == 1
 
 
 def test_files_without_rows_and_duplicates_across_files(tmp_path):

@@ -119,6 +119,20 @@ def test_run_minutes_sum_every_job_compile_ahead_included(tmp_path):
     assert render.benchmark_macros(tmp_path)["MeasureAheadText"] == ""
 
 
+@pytest.mark.parametrize("tsv,lease", [("s\th:m:s\n", '{"lease_held_s": 90}'), ("", '{"lease_held_s": 90}'),
+                                       ("s\th:m:s\nx\t0:00:00\n", '{"lease_held_s": 90}'),
+                                       ("s\th:m:s\n120\t0:00:02\n", '{"lease_held_s": "x"}'),
+                                       ("s\th:m:s\n120\t0:00:02\n", '{"lease_wait_s": 3}')])
+def test_a_benchmark_file_without_a_time_is_named_whether_or_not_a_lease_record_is_beside_it(tmp_path, tsv, lease):
+    """The lease record gives the job's time, but an edited or truncated TSV beside it is refused
+    too (it is an input of the paper: passing it over would make an edit rerun to no effect)."""
+    (tmp_path / "measure_gdn_chunk.tsv").write_text(tsv)
+    (tmp_path / "measure_gdn_chunk.lease.json").write_text(lease)
+    bad = "measure_gdn_chunk.tsv" if "lease_held_s\": 90" in lease else "measure_gdn_chunk.lease.json"
+    with pytest.raises(ValueError, match=f"{bad}: no job time in it"):
+        render.job_minutes(tmp_path)
+
+
 def test_tidy_rows_spread_the_compile_ahead_answer_into_columns():
     from kernels.paper.collect import tidy
 

@@ -2,8 +2,9 @@
 
 Every row is checked against its study's row schema,
 ``$defs.row`` of ``workflow/schemas/<study>.schema.yaml`` (which includes the common
-``workflow/schemas/row.schema.yaml``), with no NaN or Infinity anywhere; each
-case (study, impl and every field but the measured ones the schemas list) has
+``workflow/schemas/row.schema.yaml``), with no NaN or Infinity anywhere and its
+``device_ms`` and ``median_ms`` the medians of its repetitions (the reproduction check
+reads them); each case (study, impl and every field but the measured ones the schemas list) has
 one row, and each file at least one. The first problem stops the collect with
 ``path:line: what is wrong`` (a ValueError), before anything is written.
 
@@ -35,6 +36,8 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import math
+import statistics
 from pathlib import Path
 
 import numpy as np
@@ -55,13 +58,17 @@ def read_rows(path: str | Path) -> list[tuple[int, dict]]:
     """``(line number, row)`` of each non-blank line of a JSONL file.
 
     Raises ValueError ``'path:line: what is wrong'`` for a line that is not
-    one JSON object (a truncated or edited line) or holds NaN or Infinity,
+    one JSON object in UTF-8 (a truncated or edited line) or holds NaN or Infinity,
     and ``'path: ...'`` for a file without rows.
     """
     rows = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            text = line.strip()
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                text = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{path}:{n}: not UTF-8 text (byte {raw[exc.start]:#04x} at column "
+                                 f"{exc.start + 1})") from None
             if not text:
                 continue
             try:
@@ -86,7 +93,8 @@ def load_rows(paths: list[str], study: str, configured: set[str] | None = None) 
     ids (:func:`kernels.paper.rows.configured_cases`) of the config the rows were measured with, of
     which each row's case must be one (None: any case).
 
-    Raises ValueError ``'path:line: what is wrong'`` for the first bad row;
+    Raises ValueError ``'path:line: what is wrong'`` for the first bad row (a row whose
+    ``device_ms`` or ``median_ms`` is not the median of its repetitions among them);
     a second row of a case names both positions.
     """
     schema = rows_mod.row_schema(study)
@@ -98,6 +106,11 @@ def load_rows(paths: list[str], study: str, configured: set[str] | None = None) 
                 raise ValueError(f"{path}:{n}: {error}")
             if row["study"] != study:
                 raise ValueError(f"{path}:{n}: row of study {row['study']!r} in {study!r} data")
+            for key, values in (("device_ms", "device_times_ms"), ("median_ms", "times_ms")):
+                if row.get(values) and row.get(key) is not None \
+                        and not math.isclose(row[key], statistics.median(row[values]), rel_tol=1e-6):
+                    raise ValueError(f"{path}:{n}: {key} {row[key]:g} is not the median of {values} "
+                                     f"({statistics.median(row[values]):g})")
             if row["impl"] != Path(path).stem:
                 raise ValueError(f"{path}:{n}: row of impl {row['impl']!r} in the file of impl {Path(path).stem!r}")
             case = rows_mod.case_id(row)

@@ -76,14 +76,14 @@ class StudyState:
 
 def row_envs(folder: str | Path, study: str) -> list[dict]:
     """The ``env`` block of each row of ``folder/<study>/*.jsonl`` (a row without one gives {}). A
-    line that is not a JSON object is skipped: the collect step names its file and line."""
+    line that is not a JSON object in UTF-8 is skipped: the collect step names its file and line."""
     envs = []
     for path in sorted(Path(folder, study).glob("*.jsonl")):
-        with open(path) as f:
+        with open(path, "rb") as f:
             for line in f:
                 try:
                     row = json.loads(line) if line.strip() else None
-                except ValueError:
+                except ValueError:  # UnicodeDecodeError and JSONDecodeError among them
                     continue
                 if isinstance(row, dict):
                     envs.append(row.get("env") if isinstance(row.get("env"), dict) else {})

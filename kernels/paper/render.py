@@ -198,15 +198,23 @@ def job_minutes(bench_dir: str | Path) -> dict[str, float]:
     (``measure_gdn_chunk``, ``compile_ahead_gdn``): how long it held its GPU's lease (the record
     beside the file, :func:`kernels.core.gpulease.record_path`), else the file's wall time. Snakemake
     starts a job while the one before it still runs on that GPU, so a job's wall time also holds
-    its imports and its wait for the GPU. ValueError naming a file without a time."""
+    its imports and its wait for the GPU. ValueError naming a file without a time (either file,
+    where both are there: an edited or truncated one is refused, not passed over)."""
+    def seconds_in(path: Path, read) -> float:
+        try:
+            value = float(read(path))
+        except (KeyError, IndexError, TypeError, ValueError, pd.errors.ParserError) as exc:
+            raise ValueError(f"{path}: no job time in it ({exc})") from None
+        if not np.isfinite(value) or value < 0:
+            raise ValueError(f"{path}: no job time in it ({value})")
+        return value
+
     out = {}
     for path in sorted(Path(bench_dir).glob("*.tsv")) if bench_dir and Path(bench_dir).is_dir() else []:
+        seconds = seconds_in(path, lambda p: pd.read_csv(p, sep="\t")["s"].iloc[-1])
         lease = record_path(path)
-        try:
-            seconds = json.loads(lease.read_text())["lease_held_s"] if lease.exists() \
-                else float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
-        except (KeyError, IndexError, ValueError, pd.errors.ParserError) as exc:
-            raise ValueError(f"{lease if lease.exists() else path}: no job time in it ({exc})") from None
+        if lease.exists():
+            seconds = seconds_in(lease, lambda p: json.loads(p.read_text())["lease_held_s"])
         out[path.stem] = seconds / 60
     return out
 

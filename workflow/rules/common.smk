@@ -461,22 +461,30 @@ if not MEASURE:
 
 
 # In a run that reads a study's committed rows (every run but the smoke and quick runs, for the studies
-# it does not measure), an implementation whose measurement job ran (its benchmark file is there)
-# must have its rows.
+# it does not measure), an implementation must have its rows where its measurement job ran (its
+# benchmark file is there) or its study is current (the config its rows' fingerprint holds names it).
 _lost = [
     (s, impl)
     for s in ([] if SMOKE or QUICK else STUDIES)
     if s not in MEASURED
     for impl in study_impls(s)
-    if Path(BENCH, f"measure_{s}_{impl}.tsv").exists()
+    if (
+        Path(BENCH, f"measure_{s}_{impl}.tsv").exists()
+        or (s in STATES and STATES[s].state == provenance.CURRENT)
+    )
     and not Path(RAW, GPU, s, f"{impl}.jsonl").exists()
 ]
 if _lost:
     _study, _impl = _lost[0]
+    _bench = Path(BENCH, f"measure_{_study}_{_impl}.tsv")
     raise WorkflowError(
         f"{RAW}/{GPU}/{_study}/{_impl}.jsonl is missing, but the run of {RAW}/{GPU}/ measured "
-        f"{_impl} of {_study} ({BENCH}/measure_{_study}_{_impl}.tsv): restore it (git "
-        f"checkout -- {RAW}/{GPU}/{_study}/) or re-measure {_study} on its GPU"
+        + (
+            f"{_impl} of {_study} ({_bench})"
+            if _bench.exists()
+            else f"{_study} with {_impl} among its implementations (its rows are current)"
+        )
+        + f": restore it (git checkout -- {RAW}/{GPU}/{_study}/) or re-measure {_study} on its GPU"
     )
 
 
