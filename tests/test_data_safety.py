@@ -614,6 +614,27 @@ def _pdf_text(path):
 
 
 @pytest.mark.skipif(not shutil.which("latexmk") or not shutil.which("pdftotext"), reason="needs TeX and poppler")
+def test_after_a_killed_run_the_next_names_its_jobs_still_running(tree):
+    """A lock left in .snakemake/locks/: the next run lists the job scripts of this folder still
+    running (PID and command line), or says that none is, before Snakemake's own refusal."""
+    locks = tree / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    (locks / "0.input.lock").write_text("")
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false")
+    assert "A Snakemake lock is in .snakemake/locks/ and no job of a run of this folder is running on this host" in proc.stderr
+    script = tree / ".snakemake" / "scripts" / "tmpleft.reproduce.py"
+    script.parent.mkdir(parents=True)
+    script.write_text("import time\ntime.sleep(120)\n")
+    job = subprocess.Popen([sys.executable, ".snakemake/scripts/tmpleft.reproduce.py"], cwd=tree)
+    try:
+        proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false")
+        assert f"Jobs of a Snakemake run of this folder are still running (PID {job.pid}: " in proc.stderr
+        assert f"stop them (kill {job.pid};" in proc.stderr and "then run snakemake --unlock" in proc.stderr
+    finally:
+        job.kill()
+        job.wait()
+
+
 def test_a_killed_paper_build_does_not_wedge_the_next(paper, tmp_path):
     out = tmp_path / "paper" / "main.pdf"
     render.build_paper(paper[0], str(out), paper)

@@ -158,6 +158,22 @@ def committed_rows(folder: str | Path) -> list[str]:
     return sorted(p for p in proc.stdout.split("\0") if p.endswith(".jsonl"))
 
 
+def leftover_jobs(folder: str | Path, proc: str | Path = "/proc") -> list[tuple[int, str]]:
+    """``(PID, command line)`` of each running job script of a Snakemake run of ``folder``: a
+    process running ``.snakemake/scripts/...`` with ``folder`` its working directory, read from
+    Linux's ``proc`` file system (none where there is none). What a killed run leaves running."""
+    found = []
+    for entry in Path(proc).glob("[0-9]*"):
+        try:
+            cmd = [part.decode(errors="replace") for part in (entry / "cmdline").read_bytes().split(b"\0") if part]
+            if any(".snakemake/scripts/" in part for part in cmd) \
+                    and (entry / "cwd").resolve() == Path(folder).resolve():
+                found.append((int(entry.name), " ".join(cmd)))
+        except OSError:  # ended, or another user's
+            continue
+    return sorted(found)
+
+
 def require_no_cuda_yet(module) -> None:
     """Raise RuntimeError if CUDA is initialised in this process already (importing ``module``, a
     study, did it): a measurement job imports its study before its GPU lease, which picks the

@@ -3,17 +3,43 @@
 import hashlib
 import importlib
 import json
+import os
 import shutil
 import subprocess
 
 import yaml
 
-from kernels.core.checks import committed_rows, schema_error
+from kernels.core.checks import committed_rows, leftover_jobs, schema_error
 from kernels.core.env import gpu_slug
 from kernels.core.files import write_atomic
 from kernels.core.fingerprint import fingerprint
 from kernels.core.gpulease import record_path
 from kernels.paper import provenance
+
+# A lock left by a run that was killed: Snakemake refuses the run (LockException, "--unlock") and
+# does not say that the killed run's jobs may still be running; this names them first.
+if (
+    workflow.is_main_process
+    and "--unlock" not in sys.argv
+    and any(Path(".snakemake", "locks").glob("*.lock"))
+):
+    _left = leftover_jobs(Path.cwd())
+    print(
+        (
+            "Jobs of a Snakemake run of this folder are still running ("
+            + "; ".join(f"PID {pid}: {cmd}" for pid, cmd in _left)
+            + "): if that run was killed, let them end or stop them (kill "
+            + " ".join(str(pid) for pid, _ in _left)
+            + "; a job may have children of its own), then run snakemake --unlock and this "
+            "command again."
+            if _left
+            else "A Snakemake lock is in .snakemake/locks/ and no job of a run of this folder "
+            "is running on this host (on a cluster, see its queue): if no other run of this "
+            "folder is under way, the last one was killed; run snakemake --unlock, then this "
+            "command again."
+        ),
+        file=sys.stderr,
+    )
 
 _KNOWN_STUDIES = {
     p.stem for p in Path(workflow.basedir, "config", "studies").glob("*.yaml")

@@ -4,11 +4,6 @@
 PAPER_SOURCES = ["paper/main.tex", "paper/references.bib"]
 
 
-# On a cluster (profiles/slurm) the PDF is built on the submit host.
-localrules:
-    paper,
-
-
 if PAPER_DIR != "paper":
 
     localrules:
@@ -27,6 +22,10 @@ if PAPER_DIR != "paper":
 
 # the paper needs every study: a run of a subset makes none (common.smk, SUBSET_LEFT_OUT)
 if not SUBSET_LEFT_OUT:
+
+    # On a cluster (profiles/slurm) the PDF is built on the submit host.
+    localrules:
+        paper,
 
     rule paper:
         input:
