@@ -13,7 +13,9 @@ import json
 import os
 import shutil
 import subprocess
+import statistics
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -335,7 +337,7 @@ GOOD = json.loads((ROOT / GDN_CHUNK).read_text().splitlines()[0])
     (json.dumps({**GOOD, "study": "flex"}), "row of study 'flex' in 'gdn' data"),
     (json.dumps({**GOOD, "rel_err_dq": "small"}), "rel_err_dq: 'small' is not of type 'number'"),
     # a median edited apart from its repetitions (the reproduction check reads the median)
-    (json.dumps({**GOOD, "device_ms": GOOD["device_ms"] / 2}), "device_ms 0.3"),
+    (json.dumps({**GOOD, "device_ms": GOOD["device_ms"] / 2}), f"device_ms {GOOD['device_ms'] / 2:g} is not"),
     (json.dumps({**GOOD, "median_ms": GOOD["median_ms"] * 2}), "is not the median of times_ms"),
 ])
 def test_row_problems_name_file_and_line(tmp_path, text, message):
@@ -343,6 +345,17 @@ def test_row_problems_name_file_and_line(tmp_path, text, message):
     with pytest.raises(ValueError) as err:
         collect.load_rows([path], "gdn")
     assert str(err.value).startswith(f"{path}:3: ") and message in str(err.value)
+
+
+def test_a_median_of_repetitions_rounded_to_the_nanosecond_is_the_rows_median(tmp_path):
+    """The harness stores each repetition rounded to 1 ns and the median of the unrounded times (a
+    CPU clock counting from boot is not on a 1 ns grid): such a row is valid, one 2 ns off is not."""
+    times = [0.01835749 + 0.000001 * i for i in range(21)]  # medians 0.01836749 and 0.018367
+    row = {**GOOD, "device_times_ms": [round(t, 6) for t in times], "device_ms": statistics.median(times)}
+    assert len(collect.load_rows([_write(tmp_path / "gdn" / "chunk.jsonl", [row])], "gdn")) == 1
+    row["device_ms"] += 2e-6
+    with pytest.raises(ValueError, match="is not the median of device_times_ms"):
+        collect.load_rows([_write(tmp_path / "other" / "chunk.jsonl", [row])], "gdn")
 
 
 def test_a_byte_that_is_not_utf8_is_named_by_file_and_line(tmp_path):
@@ -613,28 +626,59 @@ def _pdf_text(path):
     return subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True, check=True).stdout
 
 
-@pytest.mark.skipif(not shutil.which("latexmk") or not shutil.which("pdftotext"), reason="needs TeX and poppler")
+def test_leftover_jobs_are_this_folders_and_their_children(tmp_path):
+    """A job script or a measurement's child process working in the folder, and the processes
+    descended from one (wherever they work); not another folder's job, nor an unrelated process."""
+    folder, other, proc = tmp_path / "run", tmp_path / "other", tmp_path / "proc"
+    folder.mkdir()
+    other.mkdir()
+    for pid, ppid, cwd, cmd in ((10, 1, folder, "python .snakemake/scripts/tmpa.measure.py"),
+                                (11, 10, other, "python -c x"), (12, 11, other, "nvcc"),
+                                (20, 1, other, "python .snakemake/scripts/tmpb.measure.py"),
+                                (30, 1, folder, "vim Snakefile"),
+                                (40, 1, folder, "python -m kernels.core.children")):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "cmdline").write_bytes(cmd.replace(" ", "\0").encode() + b"\0")
+        (proc / str(pid) / "status").write_text(f"Name:\tpython\nPPid:\t{ppid}\n")
+        (proc / str(pid) / "cwd").symlink_to(cwd)
+    (proc / "50").mkdir()  # ended while read
+    assert checks.leftover_jobs(folder, proc) == [(10, "python .snakemake/scripts/tmpa.measure.py"),
+                                                  (11, "python -c x"), (12, "nvcc"),
+                                                  (40, "python -m kernels.core.children")]
+    assert checks.leftover_jobs(folder, tmp_path / "none") == []
+
+
 def test_after_a_killed_run_the_next_names_its_jobs_still_running(tree):
-    """A lock left in .snakemake/locks/: the next run lists the job scripts of this folder still
-    running (PID and command line), or says that none is, before Snakemake's own refusal."""
+    """The lock a killed run left (its output paper/main.pdf): the next run, which Snakemake
+    refuses, first lists the jobs of this folder still running (PID and command line) and their
+    children, or says that none is; a dry run, which Snakemake does not refuse, says nothing."""
     locks = tree / ".snakemake" / "locks"
     locks.mkdir(parents=True)
-    (locks / "0.input.lock").write_text("")
-    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false")
-    assert "A Snakemake lock is in .snakemake/locks/ and no job of a run of this folder is running on this host" in proc.stderr
+    (locks / "0.output.lock").write_text("paper/main.pdf\n")
+    proc = snakemake(tree, "--cores", "1", "--config", "measure=false")
+    fails(proc, "A Snakemake lock is in .snakemake/locks/ and no job of a run of this folder is running on this "
+                "host", "Directory cannot be locked")
+    assert "Snakemake lock" not in snakemake(tree, "-n", "--cores", "1", "--config", "measure=false").stderr
     script = tree / ".snakemake" / "scripts" / "tmpleft.reproduce.py"
     script.parent.mkdir(parents=True)
-    script.write_text("import time\ntime.sleep(120)\n")
+    script.write_text("import subprocess, sys\n"
+                      "subprocess.run([sys.executable, '-c', 'import time; time.sleep(120)'])\n")
     job = subprocess.Popen([sys.executable, ".snakemake/scripts/tmpleft.reproduce.py"], cwd=tree)
     try:
-        proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false")
-        assert f"Jobs of a Snakemake run of this folder are still running (PID {job.pid}: " in proc.stderr
-        assert f"stop them (kill {job.pid};" in proc.stderr and "then run snakemake --unlock" in proc.stderr
+        for _ in range(100):  # until its child has started
+            if checks.leftover_jobs(tree)[1:]:
+                break
+            time.sleep(0.1)
+        proc = snakemake(tree, "--cores", "1", "--config", "measure=false")
+        child = checks.leftover_jobs(tree)[1][0]
+        fails(proc, f"Jobs of a Snakemake run of this folder are still running (PID {job.pid}: ",
+              f"stop them (kill {job.pid} {child}), then run snakemake --unlock")
     finally:
         job.kill()
         job.wait()
 
 
+@pytest.mark.skipif(not shutil.which("latexmk") or not shutil.which("pdftotext"), reason="needs TeX and poppler")
 def test_a_killed_paper_build_does_not_wedge_the_next(paper, tmp_path):
     out = tmp_path / "paper" / "main.pdf"
     render.build_paper(paper[0], str(out), paper)
@@ -739,9 +783,10 @@ def test_a_measuring_dry_run_lists_exactly_the_stale_studies(tree):
     assert f"rows measured at {commit}" in (tree / ".tmp/stale/data/raw/h200/gdn.json").read_text()
 
 
-def test_a_measuring_run_autotunes_afresh_whatever_the_environment(tree):
+def test_a_measuring_run_says_it_unsets_triton_autotuning_picks_on_disk(tree):
     """Triton's on-disk autotuning picks (which the GPU tests keep) are off for a measuring run's
-    jobs, which it says; a render leaves the environment alone."""
+    jobs (TRITON_CACHE_AUTOTUNING popped from the environment they inherit), which it says; a
+    render says nothing."""
     env = {"TRITON_CACHE_AUTOTUNING": "1"}
     proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=true", "gpu=h200", env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -8,6 +8,7 @@ themselves (the measurement job's GPU, ``kernels.paper.collect``'s rows).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import urllib.parse
 from collections.abc import Iterable
@@ -158,20 +159,33 @@ def committed_rows(folder: str | Path) -> list[str]:
     return sorted(p for p in proc.stdout.split("\0") if p.endswith(".jsonl"))
 
 
+#: What a job of a Snakemake run of this workflow runs: a ``script:`` rule's script, and the child
+#: process in which a measurement job prepares or times a case (:mod:`kernels.core.children`).
+JOB_COMMANDS = (".snakemake/scripts/", "kernels.core.children")
+
+
 def leftover_jobs(folder: str | Path, proc: str | Path = "/proc") -> list[tuple[int, str]]:
-    """``(PID, command line)`` of each running job script of a Snakemake run of ``folder``: a
-    process running ``.snakemake/scripts/...`` with ``folder`` its working directory, read from
-    Linux's ``proc`` file system (none where there is none). What a killed run leaves running."""
-    found = []
+    """``(PID, command line)`` of each running job of a Snakemake run of ``folder`` (a process whose
+    command line holds one of :data:`JOB_COMMANDS`, with ``folder`` its working directory) and of
+    every process descended from one, by PID; read from Linux's ``proc`` file system (none where
+    there is none). What a killed run leaves running."""
+    table = {}
     for entry in Path(proc).glob("[0-9]*"):
         try:
-            cmd = [part.decode(errors="replace") for part in (entry / "cmdline").read_bytes().split(b"\0") if part]
-            if any(".snakemake/scripts/" in part for part in cmd) \
-                    and (entry / "cwd").resolve() == Path(folder).resolve():
-                found.append((int(entry.name), " ".join(cmd)))
-        except OSError:  # ended, or another user's
+            cmd = " ".join(p.decode(errors="replace") for p in (entry / "cmdline").read_bytes().split(b"\0") if p)
+            ppid = next(int(line.split()[1]) for line in (entry / "status").read_text().splitlines()
+                        if line.startswith("PPid:"))
+            cwd = Path(os.readlink(entry / "cwd"))
+        except (OSError, StopIteration, ValueError, IndexError):  # ended, another user's, or not a process
             continue
-    return sorted(found)
+        table[int(entry.name)] = (ppid, cwd, cmd)
+    folder = Path(folder).resolve()
+    found = {pid for pid, (_, cwd, cmd) in table.items() if cwd == folder and any(c in cmd for c in JOB_COMMANDS)}
+    while True:
+        more = {pid for pid, (ppid, _, _) in table.items() if ppid in found} - found
+        if not more:
+            return sorted((pid, table[pid][2]) for pid in found)
+        found |= more
 
 
 def require_no_cuda_yet(module) -> None:

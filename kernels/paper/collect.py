@@ -4,7 +4,8 @@ Every row is checked against its study's row schema,
 ``$defs.row`` of ``workflow/schemas/<study>.schema.yaml`` (which includes the common
 ``workflow/schemas/row.schema.yaml``), with no NaN or Infinity anywhere and its
 ``device_ms`` and ``median_ms`` the medians of its repetitions (the reproduction check
-reads them); each case (study, impl and every field but the measured ones the schemas list) has
+reads them; the harness stores each repetition rounded to the nanosecond and the median of
+the unrounded ones, so within 1 ns); each case (study, impl and every field but the measured ones the schemas list) has
 one row, and each file at least one. The first problem stops the collect with
 ``path:line: what is wrong`` (a ValueError), before anything is written.
 
@@ -108,7 +109,7 @@ def load_rows(paths: list[str], study: str, configured: set[str] | None = None) 
                 raise ValueError(f"{path}:{n}: row of study {row['study']!r} in {study!r} data")
             for key, values in (("device_ms", "device_times_ms"), ("median_ms", "times_ms")):
                 if row.get(values) and row.get(key) is not None \
-                        and not math.isclose(row[key], statistics.median(row[values]), rel_tol=1e-6):
+                        and not math.isclose(row[key], statistics.median(row[values]), rel_tol=1e-6, abs_tol=1e-6):
                     raise ValueError(f"{path}:{n}: {key} {row[key]:g} is not the median of {values} "
                                      f"({statistics.median(row[values]):g})")
             if row["impl"] != Path(path).stem:

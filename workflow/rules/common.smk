@@ -16,11 +16,12 @@ from kernels.core.fingerprint import fingerprint
 from kernels.core.gpulease import record_path
 from kernels.paper import provenance
 
-# A lock left by a run that was killed: Snakemake refuses the run (LockException, "--unlock") and
-# does not say that the killed run's jobs may still be running; this names them first.
+# A lock left by a run that was killed: Snakemake refuses the run (LockException, "--unlock"; a dry
+# run or --nolock only warns) and does not say that the killed run's jobs may still be running;
+# this names them first.
 if (
     workflow.is_main_process
-    and "--unlock" not in sys.argv
+    and not {"--unlock", "-n", "--dry-run", "--dryrun", "--nolock"} & set(sys.argv)
     and any(Path(".snakemake", "locks").glob("*.lock"))
 ):
     _left = leftover_jobs(Path.cwd())
@@ -30,8 +31,7 @@ if (
             + "; ".join(f"PID {pid}: {cmd}" for pid, cmd in _left)
             + "): if that run was killed, let them end or stop them (kill "
             + " ".join(str(pid) for pid, _ in _left)
-            + "; a job may have children of its own), then run snakemake --unlock and this "
-            "command again."
+            + "), then run snakemake --unlock and this command again."
             if _left
             else "A Snakemake lock is in .snakemake/locks/ and no job of a run of this folder "
             "is running on this host (on a cluster, see its queue): if no other run of this "
