@@ -121,8 +121,8 @@ def test_the_quoted_timing_is_the_one_most_rows_were_timed_with(root):
 
 def test_the_paper_names_the_tree_it_is_built_from(tmp_path):
     """Its commit, with uncommitted changes where a tracked file differs from it (an untracked one
-    does not count), or an unversioned tree outside git."""
-    assert provenance.tree_name(tmp_path) == "an unversioned tree"
+    does not count), or no commit outside a repository of its own."""
+    assert provenance.tree_name(tmp_path) == provenance.NO_COMMIT
     git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.com"]
     (tmp_path / "a.py").write_text("A = 1\n")
     for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "a"]):
@@ -133,6 +133,8 @@ def test_the_paper_names_the_tree_it_is_built_from(tmp_path):
     assert provenance.tree_name(tmp_path) == f"commit {head[:7]}"
     (tmp_path / "a.py").write_text("A = 2\n")
     assert provenance.tree_name(tmp_path) == f"commit {head[:7]} and uncommitted changes"
+    (tmp_path / "inner").mkdir()  # a tree unpacked inside another repository is not of its commits
+    assert provenance.tree_name(tmp_path / "inner") == provenance.NO_COMMIT
 
 
 def test_docstrings_comments_reports_and_the_paper_layer_leave_a_study_current(root, tmp_path):

@@ -58,8 +58,9 @@ def test_legend_says_which_series_coincide():
 
 
 def test_a_log_y_axis_has_a_labelled_tick_beyond_each_end_of_its_lines():
-    """Values of 6.4 to 150 on a log y axis: widened to 5 and 200, its lowest and highest labelled
-    ticks; lines drawn after widen it again; an x axis keeps its limits."""
+    """Values of 6.4 to 150 on a log y axis: set to 5 and 200, its lowest and highest labelled
+    ticks; from the data, not the margins (10.5 to 98: 10 and 100); a line drawn after autoscales it
+    again, and a second call sets it anew; an x axis keeps its limits."""
     fig, ax = style.figure()
     ax.plot([1.3, 50], [6.4, 150])
     ax.set_xscale("log")
@@ -73,6 +74,12 @@ def test_a_log_y_axis_has_a_labelled_tick_beyond_each_end_of_its_lines():
     ax.plot([1.3, 50], [1.5, 150])
     style.plain_log(ax, "y")
     assert ax.get_ylim() == (1.0, 200.0)
+    plt.close(fig)
+    fig, ax = style.figure()
+    ax.plot([1.3, 50], [10.5, 98])
+    ax.set_yscale("log")
+    style.plain_log(ax, "y")
+    assert ax.get_ylim() == (10.0, 100.0)
     plt.close(fig)
     assert style.tokens(131072) == "128K" and style.tokens(8191) == "8K" and style.tokens(3277) == "3.2K"
     assert style.tokens(64) == "64" and style.tokens(float("nan")) == style.MISSING

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -35,6 +36,7 @@ from kernels.paper.report_kit import and_list, camel, escape_latex
 from kernels.paper.style import study_label, study_name
 
 CURRENT, STALE, NOT_MEASURED = "current", "stale", "not measured"
+log = logging.getLogger("kernels.paper.provenance")
 
 
 @dataclass
@@ -152,7 +154,8 @@ def study_state(study: str, folder: str | Path, section: dict, timing: dict,
         dates=sorted({e["date"][:10] for e in envs if e.get("date")}),
         fingerprints=sorted({e.get("fingerprint") for e in envs}, key=str))
     if len(runs) == 1:
-        state.timing_part = envs[0].get("fingerprint_parts", {}).get("timing")
+        parts = envs[0].get("fingerprint_parts")
+        state.timing_part = parts.get("timing") if isinstance(parts, dict) else None
     if len(runs) > 1:
         state.state, state.why = STALE, f"rows of {len(runs)} runs (commit, GPU, fingerprint)"
     elif state.fingerprints == [None]:
@@ -165,7 +168,7 @@ def study_state(study: str, folder: str | Path, section: dict, timing: dict,
                 "; none of its files changed since"
     elif state.fingerprints != [code["digest"]]:
         state.state = STALE
-        state.differs = differences(envs[0].get("fingerprint_parts", {}), code["parts"])
+        state.differs = differences(envs[0].get("fingerprint_parts") or {}, code["parts"])
         state.why = f"rows measured at {state.commit} by other code or config"
     return state
 
@@ -232,19 +235,31 @@ def _note(s: StudyState) -> str:
             r" (Table~\ref{tab:provenance}).")
 
 
+#: :func:`tree_name` where git cannot name the tree's commit.
+NO_COMMIT = "no git commit known"
+
+
 def tree_name(root: str | Path = ROOT) -> str:
     """The tree that the paper is built from, as its text names it: ``commit 1a2b3c4``, with
-    ``and uncommitted changes`` where a tracked file differs from that commit, or ``an unversioned
-    tree`` where git cannot tell."""
+    ``and uncommitted changes`` where a tracked file differs from that commit, or
+    :data:`NO_COMMIT` where git cannot tell (no git, ``root`` not the top of a repository of its
+    own, as a tarball unpacked inside another one, or git refusing it: its message is logged)."""
     def git(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60)
+        return subprocess.run(["git", "--no-optional-locks", *args], cwd=root, capture_output=True, text=True,
+                              timeout=60)
 
     try:
+        top = git("rev-parse", "--show-toplevel")
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != Path(root).resolve():
+            log.info("no commit of %s: %s", root, top.stderr.strip() or f"inside {top.stdout.strip()}")
+            return NO_COMMIT
         head, status = git("rev-parse", "--short=7", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError):
-        return "an unversioned tree"
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.info("no commit of %s: %s", root, exc)
+        return NO_COMMIT
     if head.returncode != 0 or status.returncode != 0:
-        return "an unversioned tree"
+        log.info("no commit of %s: %s", root, (head.stderr + status.stderr).strip())
+        return NO_COMMIT
     return f"commit {head.stdout.strip()}" + (" and uncommitted changes" if status.stdout.strip() else "")
 
 
@@ -252,7 +267,8 @@ def render_provenance(studies: list[str], folder: str | Path, sections: dict[str
                       out: str | Path, root: str | Path = ROOT, tree: str | None = None) -> list[StudyState]:
     """Write the paper's provenance macros to ``out`` (LaTeX): ``ProvenanceTable`` (a table float,
     label ``tab:provenance``: per study its state, commit, GPU, date, minutes and rows),
-    ``ProvenanceTree`` (``tree``, the tree the paper is built from; default :func:`tree_name` of ``root``),
+    ``ProvenanceTree`` (``tree``, the tree the paper is built from; default :func:`tree_name` of
+    ``root`` when this runs, so that a measuring run's paper says that its rows are not committed yet),
     ``ProvenanceCurrent`` and ``ProvenanceStudies`` (how many studies are current, of how many),
     ``ProvenanceStaleText`` (a clause naming the stale studies, empty without any) and per study
     ``StaleNote<Study>`` (the sentence of a stale study's section, :func:`_note`; empty otherwise).

@@ -229,9 +229,9 @@ def plain_log(ax, axis: str = "both") -> None:
     """Plain numbers (0.2, 1, 5) instead of powers of ten (``2 × 10^1``) on the log axes of ``ax``
     (``"x"``, ``"y"`` or ``"both"``; call it after drawing): ticks at 1, 2 and 5 times each power of
     ten on an axis of up to three decades, at the powers of ten alone on a longer one. A y axis is
-    widened to the nearest tick beyond each end, so that every value lies between two labelled
-    ticks (autoscaling left on: lines drawn later widen it again); an x axis keeps its limits, where
-    labels side by side would crowd."""
+    set from its data, 2 % beyond each end, to the nearest tick, so that every value lies between
+    two labelled ticks (a line drawn later autoscales it again: call this once more); an x axis
+    keeps its limits, where labels side by side would crowd."""
     from matplotlib import ticker
 
     fmt = ticker.FuncFormatter(lambda v, _: f"{v:g}")
@@ -239,11 +239,13 @@ def plain_log(ax, axis: str = "both") -> None:
         lo, hi = sorted(getattr(ax, f"get_{name}lim")())
         decades = np.log10(hi / lo) if lo > 0 else np.inf
         subs = (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
-        if name == "y" and np.isfinite(decades):
-            ticks = [m * 10.0 ** e for e in range(int(np.floor(np.log10(lo))) - 1, int(np.ceil(np.log10(hi))) + 2)
-                     for m in subs]
-            getattr(ax, f"set_{name}lim")(max(t for t in ticks if t <= lo * (1 + 1e-9)),
-                                          min(t for t in ticks if t >= hi * (1 - 1e-9)), auto=None)
+        data_lo, data_hi = sorted(ax.dataLim.intervaly)
+        if name == "y" and np.isfinite(decades) and 0 < data_lo <= data_hi < np.inf:
+            data_lo, data_hi = data_lo / 1.02, data_hi * 1.02
+            ticks = [m * 10.0 ** e for e in range(int(np.floor(np.log10(data_lo))) - 1,
+                                                  int(np.ceil(np.log10(data_hi))) + 2) for m in subs]
+            ax.set_ylim(max(t for t in ticks if t <= data_lo * (1 + 1e-9)),
+                        min(t for t in ticks if t >= data_hi * (1 - 1e-9)), auto=None)
         a = getattr(ax, f"{name}axis")
         a.set_major_locator(ticker.LogLocator(base=10, subs=subs))
         a.set_major_formatter(fmt)

@@ -250,7 +250,8 @@ GEMM_LABELS = {"eager": "cuBLAS + eager act.", "matmul": _label("matmul")}
 
 
 def _gemm_shape(t, k, n) -> str:
-    """``tokens × K to 2 × N``: the GEMM's N is gate and up side by side, twice the FFN's hidden size ``n``."""
+    """``tokens × K to 2 × n``: the GEMM's N is gate and up side by side, twice the FFN's
+    intermediate size ``n``."""
     return f"{int(t)} × {int(k)} to 2 × {int(n)}"
 
 
@@ -342,7 +343,7 @@ def table_gemm(df: pd.DataFrame) -> pd.DataFrame:
                                                for unit, impl in table.columns])
     if {"gemm_fused", "matmul"} <= set(impls):
         table[("speedup", "fused")] = (ms["matmul"] / ms["gemm_fused"]).round(2)
-    table.index.name = "model, tokens × K to 2 × N (gate, up)"
+    table.index.name = "model, M × K to N (gate and up: 2 × intermediate)"
     return table.reindex(list(dict.fromkeys(d.sort_values("gemm_in")["shape"])))
 
 

@@ -169,7 +169,8 @@ rule provenance:
         timing=config["timing"],
         # each study's fingerprint: a change of its code or config changes its state
         fingerprints={s: FINGERPRINTS[s]["digest"] for s in STUDIES},
-        # the tree the paper is built from (its commit, and whether tracked files differ from it)
+        # the tree the paper is built from (its commit, and whether tracked files differ from it):
+        # a new one re-renders the table (the job names the tree as it is when it runs)
         tree=provenance.tree_name(workflow.basedir),
         code=code_version("kernels/paper/provenance.py", *RENDER_CODE),
     script:

@@ -6,4 +6,4 @@ from kernels.paper.provenance import render_provenance
 setup_logging(snakemake.log[0])  # noqa: F821
 params = snakemake.params  # noqa: F821
 render_provenance(list(params.studies), params.folder, {s: dict(v) for s, v in params.sections.items()},
-                  dict(params.timing), snakemake.output[0], tree=params.tree)  # noqa: F821
+                  dict(params.timing), snakemake.output[0])  # noqa: F821
