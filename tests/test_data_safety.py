@@ -336,6 +336,7 @@ GOOD = json.loads((ROOT / GDN_CHUNK).read_text().splitlines()[0])
     (json.dumps({**GOOD, "impl": "fla_chunk"}), "row of impl 'fla_chunk' in the file of impl 'chunk'"),
     (json.dumps({**GOOD, "study": "flex"}), "row of study 'flex' in 'gdn' data"),
     (json.dumps({**GOOD, "rel_err_dq": "small"}), "rel_err_dq: 'small' is not of type 'number'"),
+    (json.dumps({**GOOD, "env": {**GOOD["env"], "note": "re-timed"}}), "env.note: unknown key (expected one "),
     # a median edited apart from its repetitions (the reproduction check reads the median)
     (json.dumps({**GOOD, "device_ms": GOOD["device_ms"] / 2}), f"device_ms {GOOD['device_ms'] / 2:g} is not"),
     (json.dumps({**GOOD, "median_ms": GOOD["median_ms"] * 2}), "is not the median of times_ms"),
