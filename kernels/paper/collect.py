@@ -108,10 +108,10 @@ def load_rows(paths: list[str], study: str, configured: set[str] | None = None) 
             if row["study"] != study:
                 raise ValueError(f"{path}:{n}: row of study {row['study']!r} in {study!r} data")
             for key, values in (("device_ms", "device_times_ms"), ("median_ms", "times_ms")):
-                if row.get(values) and row.get(key) is not None \
-                        and not math.isclose(row[key], statistics.median(row[values]), rel_tol=1e-6, abs_tol=1e-6):
-                    raise ValueError(f"{path}:{n}: {key} {row[key]:g} is not the median of {values} "
-                                     f"({statistics.median(row[values]):g})")
+                median = statistics.median(row[values]) if row.get(values) else None
+                if median is not None and row.get(key) is not None \
+                        and not math.isclose(row[key], median, rel_tol=1e-6, abs_tol=1e-6):
+                    raise ValueError(f"{path}:{n}: {key} {row[key]:g} is not the median of {values} ({median:g})")
             if row["impl"] != Path(path).stem:
                 raise ValueError(f"{path}:{n}: row of impl {row['impl']!r} in the file of impl {Path(path).stem!r}")
             case = rows_mod.case_id(row)
