@@ -2,8 +2,8 @@
 that need one (skipped on CPU machines), and the GPU tests' lanes (:mod:`gpu_lanes`): each GPU test
 within its lane's share of the GPU's memory unless marked `gpu_memory` or `gpu_timing`, which run
 alone and last (those marked `gpu_long` first; a lane holds one test and one queued); each lane
-(pytest-xdist worker) with its share of the CPU's cores and Triton's autotuning picks on disk, shared
-with the other lanes; a failed GPU test's traceback let go so that the memory it held is freed."""
+(pytest-xdist worker) with its share of the CPU's cores; a failed GPU test's traceback let go so
+that the memory it held is freed."""
 
 import gc
 import os
@@ -18,8 +18,6 @@ from gpu_lanes import SCHEDULE_CHUNK, lane, lane_order, lane_threads, over_budge
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before any test module imports triton
-else:  # autotuning picks kept on disk, read when a kernel's autotuner is made: one lane's serve the next
-    os.environ.setdefault("TRITON_CACHE_AUTOTUNING", "1")
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:  # one of pytest-xdist's lanes: its share of the cores
     torch.set_num_threads(lane_threads(os.cpu_count() or 1, int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 

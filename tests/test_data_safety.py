@@ -785,7 +785,7 @@ def test_a_measuring_dry_run_lists_exactly_the_stale_studies(tree):
 
 
 def test_a_measuring_run_says_it_unsets_triton_autotuning_picks_on_disk(tree):
-    """Triton's on-disk autotuning picks (which the GPU tests keep) are off for a measuring run's
+    """Triton's on-disk autotuning picks (TRITON_CACHE_AUTOTUNING) are off for a measuring run's
     jobs (TRITON_CACHE_AUTOTUNING popped from the environment they inherit), which it says; a
     render says nothing."""
     env = {"TRITON_CACHE_AUTOTUNING": "1"}

@@ -353,9 +353,9 @@ if MEASURE and not SMOKE and not QUICK and workflow.is_main_process:
         file=sys.stderr,
     )
 
-# Triton's autotuning picks kept on disk (TRITON_CACHE_AUTOTUNING, which the GPU tests set) would
-# hand the timed pass the untimed picks of the compile-ahead children (kernels/core/children.py)
-# and take the autotuning out of its first call: off for a measuring run's jobs
+# Triton's autotuning picks kept on disk (TRITON_CACHE_AUTOTUNING) would hand the timed pass the
+# untimed picks of the compile-ahead children (kernels/core/children.py), and Triton cannot write
+# the GDN kernels' tuning key (it holds a Triton dtype) to disk: off for a measuring run's jobs
 if (
     MEASURE
     and os.environ.pop("TRITON_CACHE_AUTOTUNING", "")
