@@ -5,7 +5,10 @@ the tests that run alone come last."""
 import fcntl
 import multiprocessing
 import queue
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from gpu_lanes import SCHEDULE_CHUNK, lane, lane_order, lane_threads, over_budget, runs_alone
@@ -114,6 +117,24 @@ def test_long_tests_first_each_before_a_short_one_and_those_that_run_alone_last(
     # more long tests than short ones: the long ones left over follow the pairs
     items = [_Item("long 1", "gpu_long"), _Item("long 2", "gpu_long"), _Item("a"), _Item("long 3", "gpu_long")]
     assert [i.name for i in lane_order(items)] == ["long 1", "a", "long 2", "long 3"]
+
+
+def test_the_test_after_each_long_one_is_a_gpu_test_that_runs():
+    """The order is made after ``-m gpu`` deselects (collected here on any host): the test after
+    each long one, a lane's second at first, is a GPU test. Made before, it was a CPU test of the
+    same module, deselected, and both long tests went to one lane, one after the other (on an H200
+    at 8cd2bc5: FLA's 160 s, then FlashQLA's 245 s, while every other lane had begun the tests that
+    run alone)."""
+    from test_longctx import LONG_IN_A_LANE
+
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu", "-p", "no:cacheprovider",
+                           "tests/test_longctx.py"], cwd=Path(__file__).resolve().parent.parent,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    long = [f"[{impl}]" for impl in LONG_IN_A_LANE]
+    is_long = [any(line.endswith(name) for name in long) for line in ids]
+    assert is_long[:4] == [True, False, True, False] and sum(is_long) == len(long), ids[:6]
 
 
 def test_a_lane_takes_one_test_at_a_time_on_a_gpu_host(monkeypatch):
