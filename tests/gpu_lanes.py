@@ -46,8 +46,8 @@ def lane_order(items: list) -> list:
 
     A test that runs alone waits for the shared test in flight in every other lane, and those lanes
     idle until it ends: last (pytest-xdist hands tests out in this order), the tests that run alone
-    follow each other with the lanes near their end and every kernel compiled (and autotuned) by
-    the shared tests, in parallel; spread among the others, each drained the lanes once. A long
+    follow each other with the lanes near their end and every kernel compiled by the shared tests,
+    in parallel (Triton's cache on disk; each lane autotunes its own); spread among the others, each drained the lanes once. A long
     shared test still in flight when they begin holds every lane up: first, each runs beside the
     others' short ones, and the short test after each puts the next long one in another lane (a lane
     gets two consecutive tests at first, :data:`SCHEDULE_CHUNK`). docs/measuring.md gives the runs."""

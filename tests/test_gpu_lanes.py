@@ -121,10 +121,9 @@ def test_long_tests_first_each_before_a_short_one_and_those_that_run_alone_last(
 
 def test_the_test_after_each_long_one_is_a_gpu_test_that_runs():
     """The order is made after ``-m gpu`` deselects (collected here on any host): the test after
-    each long one, a lane's second at first, is a GPU test. Made before, it was a CPU test of the
-    same module, deselected, and both long tests went to one lane, one after the other (on an H200
-    at 8cd2bc5: FLA's 160 s, then FlashQLA's 245 s, while every other lane had begun the tests that
-    run alone)."""
+    each long one, a lane's second at first, is a GPU test. Made before, it could be a CPU test,
+    deselected, and both long tests went to one lane, one after the other (on an H200 at 8cd2bc5:
+    FLA's 160 s, then FlashQLA's 245 s)."""
     from test_longctx import LONG_IN_A_LANE
 
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu", "-p", "no:cacheprovider",
