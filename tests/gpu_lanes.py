@@ -47,10 +47,11 @@ def lane_order(items: list) -> list:
     A test that runs alone waits for the shared test in flight in every other lane, and those lanes
     idle until it ends: last (pytest-xdist hands tests out in this order), the tests that run alone
     follow each other with the lanes near their end and every kernel compiled by the shared tests,
-    in parallel (Triton's cache on disk; each lane autotunes its own); spread among the others, each drained the lanes once. A long
-    shared test still in flight when they begin holds every lane up: first, each runs beside the
-    others' short ones, and the short test after each puts the next long one in another lane (a lane
-    gets two consecutive tests at first, :data:`SCHEDULE_CHUNK`). docs/measuring.md gives the runs."""
+    in parallel (Triton's cache on disk; each lane autotunes its own); spread among the others,
+    each drained the lanes once. A long shared test still in flight when they begin holds every
+    lane up: first, each runs beside the others' short ones, and the short test after each puts the
+    next long one in another lane (a lane gets two consecutive tests at first,
+    :data:`SCHEDULE_CHUNK`). docs/measuring.md gives the runs."""
     alone = [item for item in items if runs_alone(item.keywords)]
     shared = [item for item in items if not runs_alone(item.keywords)]
     long = [item for item in shared if LONG in item.keywords]
