@@ -1,9 +1,9 @@
 """Test setup: Triton in the interpreter when there is no CUDA GPU, the `gpu` marker for tests
 that need one (skipped on CPU machines), and the GPU tests' lanes (:mod:`gpu_lanes`): each GPU test
-within its lane's share of the GPU's memory unless marked `gpu_memory` or `gpu_timing`, which run
-alone and last (those marked `gpu_long` first; a lane holds one test and one queued); each lane
-(pytest-xdist worker) with its share of the CPU's cores; a failed GPU test's traceback let go so
-that the memory it held is freed."""
+within its lane's share of the GPU's memory unless marked `gpu_memory(lanes=k)` (k shares) or
+`gpu_timing` (alone), which run last (those marked `gpu_long` first; a lane holds one test and one
+queued); each lane (pytest-xdist worker) with its share of the CPU's cores; a failed GPU test's
+traceback let go so that the memory it held is freed."""
 
 import gc
 import os
@@ -13,21 +13,23 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from gpu_lanes import SCHEDULE_CHUNK, lane, lane_order, lane_threads, over_budget, runs_alone
+from gpu_lanes import LANES, SCHEDULE_CHUNK, lane, lane_order, lane_threads, lanes_of, over_budget
 
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before any test module imports triton
-if "PYTEST_XDIST_WORKER_COUNT" in os.environ:  # one of pytest-xdist's lanes: its share of the cores
-    torch.set_num_threads(lane_threads(os.cpu_count() or 1, int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", 0))  # in one of pytest-xdist's lanes: how many
+if WORKERS:  # its share of the cores
+    torch.set_num_threads(lane_threads(os.cpu_count() or 1, WORKERS))
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (run on the H200 with `pytest -m gpu`)")
-    config.addinivalue_line("markers", "gpu_memory: needs most of the GPU's memory: runs alone, the other lanes "
-                                       "of `pytest -m gpu -n 8` waiting (tests/gpu_lanes.py)")
+    config.addinivalue_line("markers", f"gpu_memory(lanes=k): needs k of the GPU's {LANES} lanes' shares of memory "
+                                       "(all of them without lanes, then it runs alone) in `pytest -m gpu -n 8` "
+                                       "(tests/gpu_lanes.py)")
     config.addinivalue_line("markers", "gpu_timing: asserts on measured times, which other lanes' kernels would "
-                                       "disturb: runs alone, like gpu_memory")
+                                       "disturb: runs alone")
     config.addinivalue_line("markers", "gpu_long: a shared GPU test that takes minutes in a lane: "
                                        "starts first in `pytest -m gpu -n 8`")
     config.addinivalue_line("markers", "slow: runs the Snakemake DAG (minutes)")
@@ -65,21 +67,26 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture(autouse=True)
 def _gpu_lane(request, tmp_path_factory):
-    """A GPU test in its lane: alone when marked ``gpu_memory`` or ``gpu_timing``; otherwise beside the other lanes,
-    failing when it reserved more than one lane's share of the GPU's memory. The memory it cached
-    is returned to the GPU after it."""
+    """A GPU test in its lane, holding its shares of the GPU (:func:`gpu_lanes.lanes_of`; all of them: alone)
+    and, in pytest-xdist's lanes, as many lanes' shares of the CPU's cores; failing when it reserved more
+    than its shares of the GPU's memory. The memory it cached is returned to the GPU after it; its peak
+    is the report's user property ``gpu_peak_gib``."""
     if not HAS_CUDA or "gpu" not in request.keywords:
         yield
         return
-    exclusive = runs_alone(request.keywords)
-    with lane(tmp_path_factory.getbasetemp().parent, exclusive):  # the parent: shared by the lanes of a run
+    shares = lanes_of(request.node)
+    threads = torch.get_num_threads()
+    with lane(tmp_path_factory.getbasetemp().parent, shares):  # the parent: shared by the lanes of a run
+        if WORKERS:
+            torch.set_num_threads(lane_threads(os.cpu_count() or 1, WORKERS, shares))
         torch.cuda.reset_peak_memory_stats()
         yield
+        torch.set_num_threads(threads)
         peak = torch.cuda.max_memory_reserved()
         gc.collect()
         torch.cuda.empty_cache()
-    message = None if exclusive else over_budget(request.node.nodeid, peak,
-                                                  torch.cuda.get_device_properties(0).total_memory)
+    request.node.user_properties.append(("gpu_peak_gib", round(peak / 2**30, 1)))
+    message = over_budget(request.node.nodeid, peak, torch.cuda.get_device_properties(0).total_memory, shares)
     if message:
         pytest.fail(message)
 

@@ -1,86 +1,164 @@
-"""The GPU suite in parallel lanes (``pytest -m gpu -n 8``, pytest-xdist): a test marked
-``gpu_memory`` (needs most of the GPU's memory) or ``gpu_timing`` (asserts on measured times,
-which the other lanes' kernels would disturb) runs alone; every other GPU test shares the GPU
-with the other lanes and must stay within a lane's share of its memory.
+"""The GPU suite in parallel lanes (``pytest -m gpu -n 8``, pytest-xdist): the GPU is held as
+:data:`LANES` shares, each an eighth of its memory. A GPU test holds one share, or the shares that
+its marker names (:func:`lanes_of`): ``gpu_memory(lanes=k)`` k of them (needs k shares of memory),
+a bare ``gpu_memory`` or ``gpu_timing`` (asserts on measured times, which other lanes' kernels
+would disturb) all of them, so that it runs alone. A test must stay within the memory of the
+shares it holds (:func:`over_budget`).
 
-The lanes coordinate through a readers-writer lock on files in the run's shared temporary
-folder (``fcntl.flock``): a test that runs alone takes it exclusively, the others shared. A
-turnstile taken before either keeps a waiting test that runs alone from being passed by shared
-ones forever (the lock itself does not queue its waiters). The tests marked ``gpu_long`` (minutes
-in a lane) come first, each followed by a short one, and the tests that run alone last
-(:func:`lane_order`); each lane holds one test and one queued (:data:`SCHEDULE_CHUNK`).
+The lanes coordinate through locks on files in the run's shared temporary folder
+(``fcntl.flock``): one file per share, taken exclusively, by one test at a time through a
+turnstile (:func:`lane`). A test waiting for several shares holds the turnstile and the shares it
+has until it has them all, so that tests needing one share do not pass it forever; the kernel
+drops the locks of a lane that dies. The order (:func:`lane_order`): the tests marked ``gpu_long``
+(minutes in a lane) first, each followed by a short one; the other shared tests with consecutive
+tests of different test functions and variants; the tests holding several shares last. Each lane holds one
+test and one queued (:data:`SCHEDULE_CHUNK`).
 """
 
 import contextlib
 import fcntl
+import time
 from pathlib import Path
 
-#: The lanes that the GPU suite is planned for (README: ``pytest -m gpu -n 8``). A GPU test that does
-#: not run alone (:data:`ALONE`) fails when it reserves more than the GPU's memory over this many lanes.
+#: The shares the GPU is held as: the lanes that the GPU suite is planned for (README:
+#: ``pytest -m gpu -n 8``). A GPU test fails when it reserves more than the GPU's memory over this
+#: many lanes times the shares it holds.
 LANES = 8
-#: The markers of the GPU tests that run alone.
-ALONE = ("gpu_memory", "gpu_timing")
+#: The marker of the GPU tests that need more than a share of memory: ``lanes=k`` shares (all without it).
+MEMORY = "gpu_memory"
+#: The marker of the GPU tests that assert on measured times: they hold every share.
+TIMING = "gpu_timing"
 #: The marker of the shared GPU tests that take minutes in a lane: they start first.
 LONG = "gpu_long"
 #: Tests that pytest-xdist hands a lane at a time (its ``--maxschedchunk``). It keeps two with each
 #: lane (the one running and the next) and hands each lane two consecutive tests at first; by default
 #: it hands each lane about ten consecutive tests at first, and later ones too.
 SCHEDULE_CHUNK = 1
+#: Seconds between a waiting test's tries of the shares that other tests hold.
+POLL_S = 0.05
 
 
-def lane_threads(cpus: int, lanes: int) -> int:
-    """The CPU threads of each of ``lanes`` test processes on ``cpus`` cores (at least one): torch's
-    default, every core in every process, oversubscribes the host's cores ``lanes`` times over."""
-    return max(1, cpus // max(1, lanes))
+def lane_threads(cpus: int, lanes: int, shares: int = 1) -> int:
+    """The CPU threads of a test holding ``shares`` of ``lanes`` test processes' shares on ``cpus``
+    cores (at least one, at most ``cpus``): torch's default, every core in every process,
+    oversubscribes the host's cores ``lanes`` times over."""
+    return min(max(1, cpus), max(1, cpus // max(1, lanes)) * shares)
 
 
-def runs_alone(keywords) -> bool:
-    """Whether a test of these ``keywords`` (a pytest item's) holds the GPU alone."""
-    return any(marker in keywords for marker in ALONE)
+def lanes_of(item) -> int:
+    """The shares of the GPU that the test ``item`` (a pytest item) holds: every one (:data:`LANES`)
+    when marked ``gpu_timing`` or ``gpu_memory`` without ``lanes``, ``k`` when marked
+    ``gpu_memory(lanes=k)``, else one.
+
+    Raises:
+        ValueError: ``lanes`` not an integer from 2 to :data:`LANES` (the message names the test).
+    """
+    if item.get_closest_marker(TIMING) is not None:
+        return LANES
+    marker = item.get_closest_marker(MEMORY)
+    if marker is None:
+        return 1
+    shares = marker.kwargs.get("lanes", LANES)
+    if isinstance(shares, bool) or not isinstance(shares, int) or not 2 <= shares <= LANES:
+        raise ValueError(f"{item.nodeid}: gpu_memory(lanes={shares!r}): lanes must be an integer from 2 to {LANES}")
+    return shares
+
+
+def _function(item) -> str:
+    """A test's function: its node id before the parameters."""
+    return item.nodeid.split("[")[0]
+
+
+def _first_parameter(item) -> str:
+    """The first parameter of a test's id (``False`` of ``f[False-1-zero]``; empty without one)."""
+    return item.nodeid.partition("[")[2].split("-")[0]
+
+
+def _round_robin(items: list, key) -> list:
+    """``items`` taking turns by ``key`` (a function of an item): the first item of each key (in the
+    order of their first items), then the second of each, and so on."""
+    groups: dict[str, list] = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    rounds = max((len(group) for group in groups.values()), default=0)
+    return [group[i] for i in range(rounds) for group in groups.values() if i < len(group)]
+
+
+def _spread(items: list) -> list:
+    """``items`` (GPU tests) taking turns by test function, and each function's tests by their first
+    parameter (parametrize's first axis is the kernel's variant: a dtype, an implementation): the
+    lanes start on different kernels at a time, each compiled once into Triton's cache on disk, which
+    the other lanes then read, rather than all compiling the same ones."""
+    by_function: dict[str, list] = {}
+    for item in items:
+        by_function.setdefault(_function(item), []).append(item)
+    turns = [item for group in by_function.values() for item in _round_robin(group, _first_parameter)]
+    return _round_robin(turns, _function)
 
 
 def lane_order(items: list) -> list:
-    """``items`` (pytest items): the tests marked :data:`LONG` first, each followed by one of the
-    other shared tests, then the rest of those, then the tests that run alone; each group in its
-    order.
+    """``items`` (pytest items) in the order that the lanes take them: the GPU tests marked
+    :data:`LONG` first, each followed by one of the other shared tests; then the rest of those, the
+    tests without the ``gpu`` marker in their order and the GPU ones by :func:`_spread`; then the
+    tests holding several shares (:func:`lanes_of`), those holding every share last.
 
-    A test that runs alone waits for the shared test in flight in every other lane, and those lanes
-    idle until it ends: last (pytest-xdist hands tests out in this order), the tests that run alone
-    follow each other with the lanes near their end and every kernel compiled by the shared tests,
-    in parallel (Triton's cache on disk; each lane autotunes its own); spread among the others,
-    each drained the lanes once. A long shared test still in flight when they begin holds every
-    lane up: first, each runs beside the others' short ones, and the short test after each puts the
-    next long one in another lane (a lane gets two consecutive tests at first,
-    :data:`SCHEDULE_CHUNK`). docs/measuring.md gives the runs."""
-    alone = [item for item in items if runs_alone(item.keywords)]
-    shared = [item for item in items if not runs_alone(item.keywords)]
+    A test holding several shares waits for the tests in flight in as many lanes, and the lanes
+    behind it idle until it has them: last (pytest-xdist hands tests out in this order), they run
+    with the lanes near their end and every kernel compiled by the shared tests; the ones holding
+    some shares beside each other, those holding all alone at the very end. A long shared test still
+    in flight when they begin holds them up: first, each runs beside the others' short ones, and the
+    short test after each puts the next long one in another lane (a lane gets two consecutive tests
+    at first, :data:`SCHEDULE_CHUNK`). docs/measuring.md gives the runs."""
+    shares = {id(item): lanes_of(item) for item in items}
+    shared = [item for item in items if shares[id(item)] == 1]
     long = [item for item in shared if LONG in item.keywords]
     short = [item for item in shared if LONG not in item.keywords]
+    short = [item for item in short if "gpu" not in item.keywords] + _spread(
+        [item for item in short if "gpu" in item.keywords])
     paired = [item for pair in zip(long, short) for item in pair]
-    return paired + long[len(short):] + short[len(long):] + alone
+    wide = [item for item in items if 1 < shares[id(item)] < LANES]
+    whole = [item for item in items if shares[id(item)] == LANES]
+    return paired + long[len(short):] + short[len(long):] + wide + whole
 
 
 @contextlib.contextmanager
-def lane(folder: Path, exclusive: bool):
-    """Hold the GPU lanes' lock in ``folder`` (shared by every lane of one run): alone when
-    ``exclusive`` (a test marked as in :data:`ALONE`), else beside the other lanes' tests."""
-    with open(folder / "gpu_lanes.turnstile", "a") as gate, open(folder / "gpu_lanes.lock", "a") as lock:
+def lane(folder: Path, shares: int = 1):
+    """Hold ``shares`` of the GPU's :data:`LANES` shares (one lock file each in ``folder``, the
+    folder shared by every lane of one run) while the block runs; wait for them through the
+    turnstile, one waiting test at a time."""
+    with contextlib.ExitStack() as stack:
+        files = [stack.enter_context(open(folder / f"gpu_lanes.{i}", "a")) for i in range(LANES)]
+        gate = stack.enter_context(open(folder / "gpu_lanes.turnstile", "a"))
+        held, need = [], min(shares, LANES)
+        stack.callback(lambda: [fcntl.flock(f, fcntl.LOCK_UN) for f in held])
         fcntl.flock(gate, fcntl.LOCK_EX)
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            while len(held) < need:
+                for f in files:
+                    if len(held) < need and f not in held and _try_lock(f):
+                        held.append(f)
+                if len(held) < need:
+                    time.sleep(POLL_S)
         finally:
             fcntl.flock(gate, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        yield
 
 
-def over_budget(nodeid: str, peak_bytes: int, total_bytes: int, lanes: int = LANES) -> str | None:
-    """The failure message of a GPU test not marked ``gpu_memory`` that reserved ``peak_bytes`` of
-    a GPU of ``total_bytes``: more than one lane's share (``total_bytes / lanes``); None within it."""
-    share = total_bytes / lanes
-    if peak_bytes <= share:
+def _try_lock(file) -> bool:
+    """Whether ``file``'s lock was free and is now taken (exclusively)."""
+    try:
+        fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def over_budget(nodeid: str, peak_bytes: int, total_bytes: int, shares: int = 1, lanes: int = LANES) -> str | None:
+    """The failure message of a GPU test holding ``shares`` of ``lanes`` shares that reserved
+    ``peak_bytes`` of a GPU of ``total_bytes``: more than its shares' memory
+    (``total_bytes * shares / lanes``); None within it (and always when it holds them all)."""
+    budget = total_bytes * shares / lanes
+    if shares >= lanes or peak_bytes <= budget:
         return None
-    return (f"{nodeid} reserved {peak_bytes / 2**30:.1f} GiB of GPU memory, more than one of {lanes} lanes' "
-            f"share ({share / 2**30:.1f} GiB): mark it gpu_memory (it then runs alone) or make it smaller")
+    return (f"{nodeid} reserved {peak_bytes / 2**30:.1f} GiB of GPU memory, more than {shares} of {lanes} lanes' "
+            f"shares ({budget / 2**30:.1f} GiB): mark it gpu_memory(lanes=k) with a larger k, or make it smaller")

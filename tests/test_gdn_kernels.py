@@ -24,8 +24,8 @@ TOL = 0.005
 KERNELS = {"chunk": chunk_gated_delta_rule, "recurrent": fused_recurrent_gated_delta_rule}
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 #: The cases that reserved more than one lane's share of an H200 (17.5 GiB) beside their float64
-#: reference in `pytest -m gpu -n 8` (tests/gpu_lanes.py): they run alone.
-BEYOND_A_LANE = pytest.mark.gpu_memory
+#: reference in `pytest -m gpu -n 8` (tests/gpu_lanes.py): they hold four lanes' shares.
+BEYOND_A_LANE = pytest.mark.gpu_memory(lanes=4)
 
 
 def gate(regime, shape, gen):

@@ -1,6 +1,6 @@
-"""The GPU suite's lanes (tests/gpu_lanes.py): a ``gpu_memory`` test holds the GPU alone, is not
-passed forever by the other lanes' tests, and an unmarked test over a lane's share of memory fails;
-the tests that run alone come last."""
+"""The GPU suite's lanes (tests/gpu_lanes.py): a test holds its shares of the GPU (a ``gpu_memory``
+test several or all of them), is not passed forever by the other lanes' tests, and a test over its
+shares of memory fails; the tests holding several shares come last."""
 
 import fcntl
 import multiprocessing
@@ -11,20 +11,22 @@ import time
 from pathlib import Path
 
 import pytest
-from gpu_lanes import SCHEDULE_CHUNK, lane, lane_order, lane_threads, over_budget, runs_alone
+from gpu_lanes import LANES, SCHEDULE_CHUNK, lane, lane_order, lane_threads, lanes_of, over_budget
 
 FORK = multiprocessing.get_context("fork")
 
 
-def _hold(folder, exclusive, name, order, release):
-    with lane(folder, exclusive):
+def _hold(folder, shares, name, order, release):
+    with lane(folder, shares):
         order.put(name)
         release.wait(30)
 
 
-def _start(folder, exclusive, name, order):
+def _start(folder, shares, name, order):
+    """A lane's test holding ``shares`` (True: every share, alone; False: one) until released."""
+    shares = LANES if shares is True else 1 if shares is False else shares
     release = FORK.Event()
-    proc = FORK.Process(target=_hold, args=(folder, exclusive, name, order, release), daemon=True)
+    proc = FORK.Process(target=_hold, args=(folder, shares, name, order, release), daemon=True)
     proc.start()
     return proc, release
 
@@ -91,32 +93,97 @@ def test_a_waiting_gpu_memory_test_is_not_passed_by_later_lanes(tmp_path):
         proc.join(10)
 
 
-def test_an_unmarked_test_over_its_share_fails_naming_the_marker():
+def test_a_test_of_several_shares_runs_beside_the_others_when_they_leave_it_enough(tmp_path):
+    """Six one-share tests and one of two shares fill the eight; a second two-share test waits for
+    two shares to free, and a one-share test behind it waits too (not passing it)."""
+    order = FORK.Queue()
+    held = []
+    for i in range(6):
+        held.append(_start(tmp_path, False, f"shared {i}", order))
+        assert _next(order) == f"shared {i}"
+    held.append(_start(tmp_path, 2, "two 1", order))
+    assert _next(order) == "two 1"  # beside the six
+    held.append(_start(tmp_path, 2, "two 2", order))
+    _wait_gate_taken(tmp_path)
+    held.append(_start(tmp_path, False, "shared later", order))
+    _none_for(order, 0.5)
+    held[0][1].set()
+    _none_for(order, 0.3)  # one share free, two needed
+    held[1][1].set()
+    assert _next(order) == "two 2"
+    _none_for(order, 0.3)  # all eight held again
+    held[2][1].set()
+    assert _next(order) == "shared later"
+    for proc, release in held:
+        release.set()
+        proc.join(10)
+
+
+def test_a_test_over_its_shares_fails_naming_the_marker():
     gib = 2**30
     assert over_budget("t::a", 17 * gib, 140 * gib) is None  # within 140 / 8 = 17.5 GiB
     message = over_budget("t::b", 113 * gib, 140 * gib)
     assert message.startswith("t::b reserved 113.0 GiB") and "17.5 GiB" in message and "gpu_memory" in message
+    assert over_budget("t::c", 60 * gib, 140 * gib, shares=4) is None  # within 70 GiB
+    assert "4 of 8 lanes' shares (70.0 GiB)" in over_budget("t::d", 71 * gib, 140 * gib, shares=4)
+    assert over_budget("t::e", 139 * gib, 140 * gib, shares=LANES) is None  # alone: all of it
+
+
+class _Marker:
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
 
 
 class _Item:
-    def __init__(self, name, *markers):
-        self.name, self.keywords = name, {name: 1, "gpu": 1, **dict.fromkeys(markers, 1)}
+    """A pytest item's face to the lanes: its name, node id (its test function before ``[``),
+    keywords and markers (name or (name, kwargs))."""
+
+    def __init__(self, name, *markers, gpu=True):
+        markers = dict(m if isinstance(m, tuple) else (m, {}) for m in markers)
+        self.name, self.nodeid = name, f"t.py::{name.split()[0]}[{name}]"
+        self.keywords = {name: 1, **({"gpu": 1} if gpu else {}), **dict.fromkeys(markers, 1)}
+        self.markers = {m: _Marker(**kwargs) for m, kwargs in markers.items()}
+
+    def get_closest_marker(self, name):
+        return self.markers.get(name)
 
 
-def test_long_tests_first_each_before_a_short_one_and_those_that_run_alone_last(monkeypatch):
+def test_the_shares_a_test_holds():
+    assert lanes_of(_Item("a")) == 1 and lanes_of(_Item("t", "gpu_timing")) == LANES
+    assert lanes_of(_Item("m", "gpu_memory")) == LANES and lanes_of(_Item("m", ("gpu_memory", {"lanes": 3}))) == 3
+    for bad in (1, 9, 2.5, True, "4"):
+        with pytest.raises(ValueError, match=r"t.py::m\[m\]: gpu_memory\(lanes=.*integer from 2 to 8"):
+            lanes_of(_Item("m", ("gpu_memory", {"lanes": bad})))
+
+
+def test_long_tests_first_each_before_a_short_one_and_those_of_several_shares_last(monkeypatch):
     import conftest
 
     items = [_Item("a"), _Item("memory 1", "gpu_memory"), _Item("b"), _Item("timing", "gpu_timing"),
-             _Item("long 1", "gpu_long"), _Item("memory 2", "gpu_memory"), _Item("c"), _Item("long 2", "gpu_long")]
-    want = ["long 1", "a", "long 2", "b", "c", "memory 1", "timing", "memory 2"]
+             _Item("long 1", "gpu_long"), _Item("wide 1", ("gpu_memory", {"lanes": 4})), _Item("c"),
+             _Item("memory 2", "gpu_memory"), _Item("long 2", "gpu_long"), _Item("wide 2", ("gpu_memory", {"lanes": 2}))]
+    want = ["long 1", "a", "long 2", "b", "c", "wide 1", "wide 2", "memory 1", "timing", "memory 2"]
     assert [i.name for i in lane_order(items)] == want
     monkeypatch.setattr(conftest, "HAS_CUDA", True)  # the collection hook on a GPU host
     conftest.pytest_collection_modifyitems(None, items)
     assert [i.name for i in items] == want
-    assert runs_alone({"gpu_timing": 1}) and runs_alone({"gpu_memory": 1}) and not runs_alone({"gpu": 1})
     # more long tests than short ones: the long ones left over follow the pairs
     items = [_Item("long 1", "gpu_long"), _Item("long 2", "gpu_long"), _Item("a"), _Item("long 3", "gpu_long")]
     assert [i.name for i in lane_order(items)] == ["long 1", "a", "long 2", "long 3"]
+
+
+def test_consecutive_shared_gpu_tests_are_of_different_functions_and_variants():
+    """The shared GPU tests take turns by test function (the first of each, then the second...), and
+    each function's by its first parameter, so that the lanes do not all compile one kernel variant at
+    once (on an H200 at 8cd2bc5 six lanes started the backward's regime tests of one product dtype
+    within 11 s, each taking 42-50 s where the later ones took under a second); tests without the gpu
+    marker keep their order, first."""
+    items = [_Item("f 1"), _Item("f 2"), _Item("f 3"), _Item("g 1"), _Item("cpu 1", gpu=False), _Item("h 1"),
+             _Item("g 2"), _Item("cpu 2", gpu=False)]
+    assert [i.name for i in lane_order(items)] == ["cpu 1", "cpu 2", "f 1", "g 1", "h 1", "f 2", "g 2", "f 3"]
+    items = [_Item(f"f {dtype}-{n}") for dtype in ("False", "True") for n in (1, 2, 3)] + [_Item("g 1")]
+    assert [i.name for i in lane_order(items)] == ["f False-1", "g 1", "f True-1", "f False-2", "f True-2",
+                                                   "f False-3", "f True-3"]
 
 
 def test_the_test_after_each_long_one_is_a_gpu_test_that_runs():
@@ -185,6 +252,7 @@ def test_the_timing_tests_are_marked_to_run_alone():
 
 def test_each_lane_takes_its_share_of_the_cores():
     assert lane_threads(16, 8) == 2 and lane_threads(2, 8) == 1 and lane_threads(16, 1) == 16
+    assert lane_threads(16, 8, 4) == 8 and lane_threads(16, 8, 8) == 16 and lane_threads(2, 8, 4) == 2
 
 
 def test_a_failed_gpu_test_frees_what_its_frames_held(monkeypatch):
