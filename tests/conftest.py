@@ -5,7 +5,6 @@ within its lane's share of the GPU's memory unless marked `gpu_memory(lanes=k)` 
 queued); each lane (pytest-xdist worker) with its share of the CPU's cores; a failed GPU test's
 traceback let go so that the memory it held is freed."""
 
-import gc
 import os
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from gpu_lanes import LANES, SCHEDULE_CHUNK, lane, lane_order, lane_threads, lanes_of, over_budget
+from gpu_lanes import LANES, SCHEDULE_CHUNK, in_lane, lane_order, lane_threads
 
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
@@ -67,28 +66,13 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture(autouse=True)
 def _gpu_lane(request, tmp_path_factory):
-    """A GPU test in its lane, holding its shares of the GPU (:func:`gpu_lanes.lanes_of`; all of them: alone)
-    and, in pytest-xdist's lanes, as many lanes' shares of the CPU's cores; failing when it reserved more
-    than its shares of the GPU's memory. The memory it cached is returned to the GPU after it; its peak
-    is the report's user property ``gpu_peak_gib``."""
+    """A GPU test in its lane (:func:`gpu_lanes.in_lane`): holding its shares of the GPU and of the cores,
+    failing when it reserved more than its shares of the GPU's memory, which it returns after."""
     if not HAS_CUDA or "gpu" not in request.keywords:
         yield
         return
-    shares = lanes_of(request.node)
-    threads = torch.get_num_threads()
-    with lane(tmp_path_factory.getbasetemp().parent, shares):  # the parent: shared by the lanes of a run
-        if WORKERS:
-            torch.set_num_threads(lane_threads(os.cpu_count() or 1, WORKERS, shares))
-        torch.cuda.reset_peak_memory_stats()
+    with in_lane(request.node, tmp_path_factory.getbasetemp().parent, WORKERS, torch):  # the parent: the run's
         yield
-        torch.set_num_threads(threads)
-        peak = torch.cuda.max_memory_reserved()
-        gc.collect()
-        torch.cuda.empty_cache()
-    request.node.user_properties.append(("gpu_peak_gib", round(peak / 2**30, 1)))
-    message = over_budget(request.node.nodeid, peak, torch.cuda.get_device_properties(0).total_memory, shares)
-    if message:
-        pytest.fail(message)
 
 
 @pytest.fixture

@@ -8,17 +8,22 @@ shares it holds (:func:`over_budget`).
 The lanes coordinate through locks on files in the run's shared temporary folder
 (``fcntl.flock``): one file per share, taken exclusively, by one test at a time through a
 turnstile (:func:`lane`). A test waiting for several shares holds the turnstile and the shares it
-has until it has them all, so that tests needing one share do not pass it forever; the kernel
-drops the locks of a lane that dies. The order (:func:`lane_order`): the tests marked ``gpu_long``
-(minutes in a lane) first, each followed by a short one; the other shared tests with consecutive
-tests of different test functions and variants; the tests holding several shares last. Each lane holds one
+has until it has them all, so that once it holds the turnstile, tests needing one share do not
+pass it (before, the turnstile's waiters are not queued in order: a few may); the kernel drops
+the locks of a lane that dies. The order (:func:`lane_order`): the tests marked ``gpu_long``
+(minutes in a lane) first, each followed by a short one; the other shared tests taking turns by
+test function and variant (:func:`_spread`); the tests holding several shares last. Each lane holds one
 test and one queued (:data:`SCHEDULE_CHUNK`).
 """
 
 import contextlib
 import fcntl
+import gc
+import os
 import time
 from pathlib import Path
+
+import pytest
 
 #: The shares the GPU is held as: the lanes that the GPU suite is planned for (README:
 #: ``pytest -m gpu -n 8``). A GPU test fails when it reserves more than the GPU's memory over this
@@ -39,10 +44,11 @@ POLL_S = 0.05
 
 
 def lane_threads(cpus: int, lanes: int, shares: int = 1) -> int:
-    """The CPU threads of a test holding ``shares`` of ``lanes`` test processes' shares on ``cpus``
-    cores (at least one, at most ``cpus``): torch's default, every core in every process,
+    """torch's CPU threads for a test holding ``shares`` of the GPU's :data:`LANES` shares, in one of
+    ``lanes`` test processes on ``cpus`` cores: the lane's share of the cores (at least one), or
+    ``shares`` eighths of them when more. torch's default, every core in every process,
     oversubscribes the host's cores ``lanes`` times over."""
-    return min(max(1, cpus), max(1, cpus // max(1, lanes)) * shares)
+    return max(1, cpus // max(1, lanes), cpus * shares // LANES)
 
 
 def lanes_of(item) -> int:
@@ -51,13 +57,16 @@ def lanes_of(item) -> int:
     ``gpu_memory(lanes=k)``, else one.
 
     Raises:
-        ValueError: ``lanes`` not an integer from 2 to :data:`LANES` (the message names the test).
+        ValueError: ``lanes`` not an integer from 2 to :data:`LANES`, or the marker given a positional
+            argument (the message names the test).
     """
     if item.get_closest_marker(TIMING) is not None:
         return LANES
     marker = item.get_closest_marker(MEMORY)
     if marker is None:
         return 1
+    if marker.args:
+        raise ValueError(f"{item.nodeid}: gpu_memory{marker.args!r}: name the shares, gpu_memory(lanes=k)")
     shares = marker.kwargs.get("lanes", LANES)
     if isinstance(shares, bool) or not isinstance(shares, int) or not 2 <= shares <= LANES:
         raise ValueError(f"{item.nodeid}: gpu_memory(lanes={shares!r}): lanes must be an integer from 2 to {LANES}")
@@ -85,10 +94,12 @@ def _round_robin(items: list, key) -> list:
 
 
 def _spread(items: list) -> list:
-    """``items`` (GPU tests) taking turns by test function, and each function's tests by their first
-    parameter (parametrize's first axis is the kernel's variant: a dtype, an implementation): the
-    lanes start on different kernels at a time, each compiled once into Triton's cache on disk, which
-    the other lanes then read, rather than all compiling the same ones."""
+    """``items`` (GPU tests) taking turns by test function, and each function's tests by the first
+    part of their id (the innermost ``parametrize``'s value: in this suite mostly the kernel's
+    variant, a product dtype or an implementation; a head size in some): the lanes start on different
+    kernels at a time, each compiled once into Triton's cache on disk, which the other lanes then
+    read, rather than all compiling the same ones. Once the other functions' tests are handed out,
+    the rest of the largest function's follow each other."""
     by_function: dict[str, list] = {}
     for item in items:
         by_function.setdefault(_function(item), []).append(item)
@@ -151,6 +162,31 @@ def _try_lock(file) -> bool:
     except BlockingIOError:
         return False
     return True
+
+
+@contextlib.contextmanager
+def in_lane(node, folder: Path, workers: int, torch):
+    """Run a GPU test (the pytest item ``node``) in its lane: holding its shares of the GPU
+    (:func:`lanes_of`, :func:`lane` in ``folder``) and, in one of ``workers`` pytest-xdist lanes
+    (0: none), :func:`lane_threads` of ``torch``'s CPU threads; then returning the memory it cached,
+    recording its peak reservation as the user property ``gpu_peak_gib`` and failing it
+    (``pytest.fail``) when that is over its shares' memory (:func:`over_budget`). ``torch``: the
+    module (a stand-in in the tests)."""
+    shares = lanes_of(node)
+    threads = torch.get_num_threads()
+    with lane(folder, shares):
+        if workers:
+            torch.set_num_threads(lane_threads(os.cpu_count() or 1, workers, shares))
+        torch.cuda.reset_peak_memory_stats()
+        yield
+        torch.set_num_threads(threads)
+        peak = torch.cuda.max_memory_reserved()
+        gc.collect()
+        torch.cuda.empty_cache()
+    node.user_properties.append(("gpu_peak_gib", round(peak / 2**30, 1)))
+    message = over_budget(node.nodeid, peak, torch.cuda.get_device_properties(0).total_memory, shares)
+    if message:
+        pytest.fail(message)
 
 
 def over_budget(nodeid: str, peak_bytes: int, total_bytes: int, shares: int = 1, lanes: int = LANES) -> str | None:

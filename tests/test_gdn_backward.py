@@ -252,7 +252,7 @@ def test_gpu_bwd_large_initial_state(dtype, D):
 
 
 @pytest.mark.gpu
-@pytest.mark.gpu_memory(lanes=4)  # 4 GiB states: initial, its copy and gradient, final, its cotangent; a share 17.5 GiB
+@pytest.mark.gpu_memory(lanes=4)  # 4 GiB states: initial, its copy and gradient, final, its cotangent: 54-58 GiB
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("N,H,HV", [(2048, 32, 32), (4096, 8, 16)])
 def test_gpu_bwd_many_sequences_grid(N, H, HV):

@@ -24,8 +24,9 @@ TOL = 0.005
 KERNELS = {"chunk": chunk_gated_delta_rule, "recurrent": fused_recurrent_gated_delta_rule}
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 #: The cases that reserved more than one lane's share of an H200 (17.5 GiB) beside their float64
-#: reference in `pytest -m gpu -n 8` (tests/gpu_lanes.py): they hold four lanes' shares.
-BEYOND_A_LANE = pytest.mark.gpu_memory(lanes=4)
+#: reference in `pytest -m gpu -n 8` (tests/gpu_lanes.py), or within 1 % of it (17.4-23.6 GiB at
+#: 33868e9): they hold two lanes' shares.
+BEYOND_A_LANE = pytest.mark.gpu_memory(lanes=2)
 
 
 def gate(regime, shape, gen):
@@ -513,9 +514,9 @@ def test_gpu_large_initial_state(impl, dtype, D):
                          + [("recurrent", 2048, 32, 32), ("recurrent", 4096, 8, 16)])
 def test_gpu_many_sequences_grid(impl, N, H, HV):
     """N * HV >= 65536 packed sequences x value heads (2047 was the old limit at H = 32), the
-    sequences of :func:`edge_sequences` compared. The chunk kernel's cases run alone: at 4096 x 16 it
-    failed the teardown's check of a lane's share of memory in eight lanes on an H200 (its initial
-    and final states alone are 4 GiB each; its chunk states float32, as with any initial state)."""
+    sequences of :func:`edge_sequences` compared. The chunk kernel's cases hold two lanes' shares: at
+    4096 x 16 it failed the teardown's check of a lane's share of memory in eight lanes on an H200 (its
+    initial and final states alone are 4 GiB each; its chunk states float32, as with any initial state)."""
     cu = random_cu_seqlens(N, 100, seed=2)
     q, k, v, g, beta, _ = inputs(1, int(cu[-1]), H, 128, "mild", HV=HV)
     check(KERNELS[impl], q, k, v, g, beta, normal_on((N, HV, 128, 128), seed=3), cu,
@@ -524,7 +525,7 @@ def test_gpu_many_sequences_grid(impl, N, H, HV):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("B,T,H,HV", [(4, 8192, 16, 16), (1, 32768, 16, 32),
+@pytest.mark.parametrize("B,T,H,HV", [(4, 8192, 16, 16), pytest.param(1, 32768, 16, 32, marks=BEYOND_A_LANE),
                                        pytest.param(4, 8192, 16, 64, marks=BEYOND_A_LANE), (1, 32768, 2, 8)])
 def test_gpu_chunk_flash_qla_shapes(B, T, H, HV):
     """FlashQLA's published forward shapes (h_qk / h_v)."""

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from gpu_lanes import LANES, SCHEDULE_CHUNK, lane, lane_order, lane_threads, lanes_of, over_budget
+from gpu_lanes import LANES, SCHEDULE_CHUNK, in_lane, lane, lane_order, lane_threads, lanes_of, over_budget
 
 FORK = multiprocessing.get_context("fork")
 
@@ -130,8 +130,8 @@ def test_a_test_over_its_shares_fails_naming_the_marker():
 
 
 class _Marker:
-    def __init__(self, **kwargs):
-        self.kwargs = kwargs
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
 
 
 class _Item:
@@ -142,7 +142,8 @@ class _Item:
         markers = dict(m if isinstance(m, tuple) else (m, {}) for m in markers)
         self.name, self.nodeid = name, f"t.py::{name.split()[0]}[{name}]"
         self.keywords = {name: 1, **({"gpu": 1} if gpu else {}), **dict.fromkeys(markers, 1)}
-        self.markers = {m: _Marker(**kwargs) for m, kwargs in markers.items()}
+        self.markers = {m: _Marker(*kwargs.pop("args", ()), **kwargs) for m, kwargs in markers.items()}
+        self.user_properties = []
 
     def get_closest_marker(self, name):
         return self.markers.get(name)
@@ -154,6 +155,8 @@ def test_the_shares_a_test_holds():
     for bad in (1, 9, 2.5, True, "4"):
         with pytest.raises(ValueError, match=r"t.py::m\[m\]: gpu_memory\(lanes=.*integer from 2 to 8"):
             lanes_of(_Item("m", ("gpu_memory", {"lanes": bad})))
+    with pytest.raises(ValueError, match=r"t.py::m\[m\]: gpu_memory\(4,\): name the shares"):
+        lanes_of(_Item("m", ("gpu_memory", {"args": (4,)})))
 
 
 def test_long_tests_first_each_before_a_short_one_and_those_of_several_shares_last(monkeypatch):
@@ -252,7 +255,87 @@ def test_the_timing_tests_are_marked_to_run_alone():
 
 def test_each_lane_takes_its_share_of_the_cores():
     assert lane_threads(16, 8) == 2 and lane_threads(2, 8) == 1 and lane_threads(16, 1) == 16
-    assert lane_threads(16, 8, 4) == 8 and lane_threads(16, 8, 8) == 16 and lane_threads(2, 8, 4) == 2
+    # a test of k shares: k eighths of the cores, at least its lane's share
+    assert lane_threads(16, 8, 4) == 8 and lane_threads(16, 8, 8) == 16 and lane_threads(2, 8, 4) == 1
+    assert lane_threads(16, 4, 2) == 4 and lane_threads(16, 16, 4) == 8
+
+
+def _free(folder) -> int:
+    """How many of the shares' and turnstile's lock files in ``folder`` this process can take now."""
+    free = 0
+    for name in [f"gpu_lanes.{i}" for i in range(LANES)] + ["gpu_lanes.turnstile"]:
+        with open(folder / name, "a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            fcntl.flock(f, fcntl.LOCK_UN)
+            free += 1
+    return free
+
+
+def _held_elsewhere(folder, queue_):
+    """In another process: how many lock files are free."""
+    queue_.put(_free(folder))
+
+
+def test_a_lane_lets_go_of_its_shares_when_it_ends_or_raises(tmp_path):
+    """One process (as a lane lives on between tests): its shares are held only inside the block,
+    whether the block ends or raises."""
+    seen = FORK.Queue()
+    with lane(tmp_path, 3):
+        proc = FORK.Process(target=_held_elsewhere, args=(tmp_path, seen))
+        proc.start()
+        proc.join(10)
+    assert seen.get(timeout=5) == LANES + 1 - 3   # flock: another process sees the three held
+    assert _free(tmp_path) == LANES + 1
+    with pytest.raises(RuntimeError), lane(tmp_path, LANES):
+        raise RuntimeError("the test failed")
+    assert _free(tmp_path) == LANES + 1
+
+
+class _Torch:
+    """torch's face to :func:`in_lane`: CPU threads and the CUDA memory calls, recorded."""
+
+    def __init__(self, peak_gib, total_gib=140):
+        self.threads, self.calls = 16, []
+        self.cuda = self
+        self.peak, self.total_memory = int(peak_gib * 2**30), int(total_gib * 2**30)
+
+    def get_num_threads(self):
+        return self.threads
+
+    def set_num_threads(self, n):
+        self.threads = n
+        self.calls.append(("threads", n))
+
+    def reset_peak_memory_stats(self):
+        self.calls.append("reset")
+
+    def max_memory_reserved(self):
+        return self.peak
+
+    def empty_cache(self):
+        self.calls.append("empty")
+
+    def get_device_properties(self, _):
+        return self
+
+
+def test_a_gpu_test_in_its_lane_holds_its_shares_and_threads_and_is_held_to_its_memory(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    wide, torch_ = _Item("wide", ("gpu_memory", {"lanes": 4})), _Torch(peak_gib=60)
+    with in_lane(wide, tmp_path, 8, torch_):
+        assert _free(tmp_path) == LANES - 4 + 1 and torch_.threads == 8   # four shares, half the cores
+    assert torch_.calls == [("threads", 8), "reset", ("threads", 16), "empty"] and _free(tmp_path) == LANES + 1
+    assert wide.user_properties == [("gpu_peak_gib", 60.0)]   # within 4 x 17.5 GiB
+    shared, torch_ = _Item("a"), _Torch(peak_gib=18)
+    with pytest.raises(pytest.fail.Exception, match=r"t.py::a\[a\] reserved 18.0 GiB .* 1 of 8 lanes' shares"):
+        with in_lane(shared, tmp_path, 0, torch_):
+            assert _free(tmp_path) == LANES and torch_.threads == 16   # outside pytest-xdist: threads as they were
+    assert shared.user_properties == [("gpu_peak_gib", 18.0)] and _free(tmp_path) == LANES + 1
 
 
 def test_a_failed_gpu_test_frees_what_its_frames_held(monkeypatch):
