@@ -23,7 +23,7 @@ if WORKERS:  # its share of the cores
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (run on the H200 with `pytest -m gpu`)")
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (run on the H200 with `pytest -m gpu`, in lanes `-n 8`)")
     config.addinivalue_line("markers", f"gpu_memory(lanes=k): needs k of the GPU's {LANES} lanes' shares of memory "
                                        "(all of them without lanes, then it runs alone) in `pytest -m gpu -n 8` "
                                        "(tests/gpu_lanes.py)")

@@ -9,8 +9,8 @@ The lanes coordinate through locks on files in the run's shared temporary folder
 (``fcntl.flock``): one file per share, taken exclusively, by one test at a time through a
 turnstile (:func:`lane`). A test waiting for several shares holds the turnstile and the shares it
 has until it has them all, so that once it holds the turnstile, tests needing one share do not
-pass it (before, the turnstile's waiters are not queued in order: a few may); the kernel drops
-the locks of a lane that dies. The order (:func:`lane_order`): the tests marked ``gpu_long``
+pass it (until then, the turnstile's waiters are not served in order, so a few one-share tests may
+go first); the kernel drops the locks of a lane that dies. The order (:func:`lane_order`): the tests marked ``gpu_long``
 (minutes in a lane) first, each followed by a short one; the other shared tests taking turns by
 test function and variant (:func:`_spread`); the tests holding several shares last. Each lane holds one
 test and one queued (:data:`SCHEDULE_CHUNK`).
