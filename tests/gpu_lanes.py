@@ -1,18 +1,18 @@
 """The GPU suite in parallel lanes (``pytest -m gpu -n 8``, pytest-xdist): the GPU is held as
 :data:`LANES` shares, each an eighth of its memory. A GPU test holds one share, or the shares that
-its marker names (:func:`lanes_of`): ``gpu_memory(lanes=k)`` k of them (needs k shares of memory),
-a bare ``gpu_memory`` or ``gpu_timing`` (asserts on measured times, which other lanes' kernels
-would disturb) all of them, so that it runs alone. A test must stay within the memory of the
-shares it holds (:func:`over_budget`).
+its marker names (:func:`lanes_of`): ``gpu_memory(lanes=k)`` k of them (needs k shares of memory), a
+bare ``gpu_memory`` or ``gpu_timing`` (asserts on measured times, which other lanes' kernels would
+disturb) all of them, so that it runs alone. A test must stay within the memory of the shares it
+holds (:func:`over_budget`).
 
-The lanes coordinate through locks on files in the run's shared temporary folder
-(``fcntl.flock``): one file per share, taken exclusively, by one test at a time through a
-turnstile (:func:`lane`). A test waiting for several shares holds the turnstile and the shares it
-has until it has them all, so that once it holds the turnstile, tests needing one share do not
-pass it (until then, the turnstile's waiters are not served in order, so a few one-share tests may
-go first); the kernel drops the locks of a lane that dies. The order (:func:`lane_order`): the tests marked ``gpu_long``
-(minutes in a lane) first, each followed by a short one; the other shared tests taking turns by
-test function and variant (:func:`_spread`); the tests holding several shares last. Each lane holds one
+The lanes coordinate through locks on files in the run's shared temporary folder (``fcntl.flock``):
+one file per share, taken exclusively, by one test at a time through a turnstile (:func:`lane`). A
+test waiting for several shares holds the turnstile and the shares it has until it has them all, so
+that once it holds the turnstile, tests needing one share do not pass it (until then, the
+turnstile's waiters are not served in order, so a few one-share tests may go first); the kernel
+drops the locks of a lane that dies. The order (:func:`lane_order`): the tests marked ``gpu_long``
+(minutes in a lane) first, each followed by a short one; the other shared tests taking turns by test
+function and variant (:func:`_spread`); the tests holding several shares last. Each lane holds one
 test and one queued (:data:`SCHEDULE_CHUNK`).
 """
 
@@ -83,14 +83,21 @@ def _first_parameter(item) -> str:
     return item.nodeid.partition("[")[2].split("-")[0]
 
 
-def _round_robin(items: list, key) -> list:
-    """``items`` taking turns by ``key`` (a function of an item): the first item of each key (in the
-    order of their first items), then the second of each, and so on."""
+def _groups(items: list, key) -> list[list]:
+    """``items`` grouped by ``key`` (a function of an item), the groups in the order of their first
+    items, each in its order."""
     groups: dict[str, list] = {}
     for item in items:
         groups.setdefault(key(item), []).append(item)
-    rounds = max((len(group) for group in groups.values()), default=0)
-    return [group[i] for i in range(rounds) for group in groups.values() if i < len(group)]
+    return list(groups.values())
+
+
+def _round_robin(items: list, key) -> list:
+    """``items`` taking turns by ``key`` (a function of an item): the first item of each key (in the
+    order of their first items), then the second of each, and so on."""
+    groups = _groups(items, key)
+    rounds = max((len(group) for group in groups), default=0)
+    return [group[i] for i in range(rounds) for group in groups if i < len(group)]
 
 
 def _spread(items: list) -> list:
@@ -100,10 +107,7 @@ def _spread(items: list) -> list:
     kernels at a time, each compiled once into Triton's cache on disk, which the other lanes then
     read, rather than all compiling the same ones. Once the other functions' tests are handed out,
     the rest of the largest function's follow each other."""
-    by_function: dict[str, list] = {}
-    for item in items:
-        by_function.setdefault(_function(item), []).append(item)
-    turns = [item for group in by_function.values() for item in _round_robin(group, _first_parameter)]
+    turns = [item for group in _groups(items, _function) for item in _round_robin(group, _first_parameter)]
     return _round_robin(turns, _function)
 
 

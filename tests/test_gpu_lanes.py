@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from gpu_lanes import LANES, SCHEDULE_CHUNK, in_lane, lane, lane_order, lane_threads, lanes_of, over_budget
+from gpu_lanes import LANES, SCHEDULE_CHUNK, _try_lock, in_lane, lane, lane_order, lane_threads, lanes_of, over_budget
 
 FORK = multiprocessing.get_context("fork")
 
@@ -41,14 +41,17 @@ def _none_for(order, seconds):
         order.get(timeout=seconds)
 
 
+def _takeable(path) -> bool:
+    """Whether this process could take the lock of the file ``path`` now (it lets it go again)."""
+    with open(path, "a") as f:
+        if not _try_lock(f):
+            return False
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return True
+
+
 def _gate_taken(folder) -> bool:
-    with open(folder / "gpu_lanes.turnstile", "a") as gate:
-        try:
-            fcntl.flock(gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(gate, fcntl.LOCK_UN)
-        return False
+    return not _takeable(folder / "gpu_lanes.turnstile")
 
 
 def _wait_gate_taken(folder, timeout=10.0):
@@ -262,16 +265,7 @@ def test_each_lane_takes_its_share_of_the_cores():
 
 def _free(folder) -> int:
     """How many of the shares' and turnstile's lock files in ``folder`` this process can take now."""
-    free = 0
-    for name in [f"gpu_lanes.{i}" for i in range(LANES)] + ["gpu_lanes.turnstile"]:
-        with open(folder / name, "a") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue
-            fcntl.flock(f, fcntl.LOCK_UN)
-            free += 1
-    return free
+    return sum(_takeable(folder / name) for name in [f"gpu_lanes.{i}" for i in range(LANES)] + ["gpu_lanes.turnstile"])
 
 
 def _held_elsewhere(folder, queue_):
