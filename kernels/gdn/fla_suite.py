@@ -115,7 +115,7 @@ def pytest_report_header(config):
             f"kernels.gdn.chunk.chunk_gated_delta_rule")
 
 
-def pytest_collection_modifyitems(session, config, items):
+def pytest_collection_modifyitems(config, items):
     """Stop (usage error) if a collected test module holds FLA's op under any name."""
     originals = getattr(config, "_fla_originals", set())
     for module in {getattr(item, "module", None) for item in items} - {None}:
