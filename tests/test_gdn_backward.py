@@ -127,6 +127,15 @@ def test_bwd_no_state_no_final_grad_head_dim_64():
     check_grads(q, k, v, g, beta, None, dht=False)
 
 
+def test_bwd_value_blocks_summed(monkeypatch):
+    """Steps 3 and 4 sum over the value axis in blocks of ``PARALLEL_BV`` columns: forced to 16,
+    four blocks at V = 64 (the study's V = 128 takes two), the gradients still match."""
+    from kernels.gdn import chunk_bwd
+
+    monkeypatch.setattr(chunk_bwd, "PARALLEL_BV", 16)
+    check_grads(*inputs(1, 70, 2, 64, "init", dtype=torch.float32, h0=True), tol=2e-5)
+
+
 def test_bwd_float32_matches_the_math():
     """In float32 (exact dots in the interpreter) the backward equals the float64 gradient to rounding."""
     check_grads(*inputs(1, 130, 2, 16, "init", dtype=torch.float32, h0=True), tol=2e-5)

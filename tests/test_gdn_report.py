@@ -277,11 +277,17 @@ def test_the_backward_figures_caption_names_the_shapes_an_implementation_was_not
     df = report.derive(bwd_tidy())
     assert report.bwd_unmeasured_note(df) == ""  # every implementation drawn at every shape
     assert set(report.CAPTION_MACROS) <= set(report.FIGURES) and "GdnBwdUnmeasuredNote" in report.macros(df)
-    # FlashQLA's backward at the shape its config's impl_shapes allows only
+    # FlashQLA's backward at the shapes its config's impl_shapes allows only
+    limited = report.derive(bwd_tidy()[lambda d: (d.impl != "flash_qla") | (d.seqlen != 8192) | (d.batch == 4)])
+    assert report.bwd_unmeasured_note(limited) == (
+        "FlashQLA has no bar at B1 T8192 H16: of these shapes the sweep times its backward at "
+        "B4 T8192 H16 and B1 T32768 H32 only, as its TileLang kernels compile anew for each shape.")
+    # and one of those without a timed row: both reasons, each for its own shape
     limited = report.derive(bwd_tidy()[lambda d: (d.impl != "flash_qla") | ((d.batch == 4) & (d.seqlen == 8192))])
     assert report.bwd_unmeasured_note(limited) == (
         "FlashQLA has no bar at B1 T32768 H32 and B1 T8192 H16: of these shapes the sweep times its backward at "
-        "B4 T8192 H16 only, as its TileLang kernels compile anew for each shape.")
+        "B4 T8192 H16 and B1 T32768 H32 only, as its TileLang kernels compile anew for each shape; its rows at "
+        "B1 T32768 H32 are not timed.")
     # a shape the config allows, without a timed row: said so, not blamed on the config
     untimed = report.derive(bwd_tidy()[lambda d: (d.impl != "chunk") | (d.seqlen != 32768)])
     assert report.bwd_unmeasured_note(untimed) == "chunked (ours) has no bar at B1 T32768 H32: its rows at B1 T32768 H32 are not timed."

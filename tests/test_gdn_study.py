@@ -107,7 +107,7 @@ def test_committed_sweep_runs_flash_qla_configurations():
     """FlashQLA's published configurations (forward: five h_qk/h_v at their token counts;
     backward: its four, 16/32 at 1 x 8192 and 16/32, 8/16, 2/4 at 1 x 32768, in the bwd pass
     only) run for chunk, fla_chunk and flash_qla, and FlashQLA's backward runs nowhere else but
-    B4 T8192 H16."""
+    the first two main shapes, B4 T8192 H16 and B1 T32768 H32 (both passes)."""
     with open(Path(__file__).parents[1] / "config/studies/gdn.yaml") as f:
         sweep = yaml.safe_load(f)["gdn"]["sweep"]
     fwd = {(4, 8192, 16, None), (1, 32768, 16, 32), (1, 32768, 32, None), (4, 8192, 16, 64), (1, 32768, 2, 8)}
@@ -117,7 +117,8 @@ def test_committed_sweep_runs_flash_qla_configurations():
         assert fwd <= set(gva_shapes(rows, "fwd")) and bwd <= set(gva_shapes(rows, "bwd"))
         assert not bwd & set(gva_shapes(rows, "fwdbwd"))  # backward only, as FlashQLA publishes them
     qla = cases(sweep, "flash_qla")
-    assert set(gva_shapes(qla, "bwd")) == {(4, 8192, 16, None)} | bwd
+    main = {(4, 8192, 16, None), (1, 32768, 32, None)}
+    assert set(gva_shapes(qla, "bwd")) == main | bwd and set(gva_shapes(qla, "fwdbwd")) == main
     assert len(shapes(cases(sweep, "fla_chunk"), "bwd")) == 4 + 4
     assert not any("value_heads" in c for c in cases(sweep, "naive") + cases(sweep, "recurrent"))
 
@@ -259,6 +260,8 @@ def test_flashinfer_adapter_takes_fla_arguments(monkeypatch, varlen):
     if varlen:
         lengths = [b - a for a, b in zip(cu.tolist(), cu.tolist()[1:])]
         assert call["cu_seqlens"] == cu.tolist() and call["max_seqlen"] == max(lengths)
+        with pytest.raises(ValueError, match="cu_seqlens must start at 0"):
+            flashinfer.chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens=cu.flip(0))
     else:
         assert call["cu_seqlens"] == [0, 70, 140, 210] and call["max_seqlen"] == 70
     o2, none = flashinfer.chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens=cu)

@@ -64,7 +64,7 @@ Memory: the forward of the autograd Function keeps its intermediates
 chunk states and V_new in float16 with float16 products (every later use is a
 float16-operand product, or S * dS' upcast), else float32: with p bytes per
 kept element, (C + 1) * 4 + V * p bytes per token and head plus K * V * p per
-chunk and head. The backward adds W (K * 4 bytes per token and head), the
+chunk and head. The backward adds W (K * p bytes per token and head), the
 scratch (2C * p), dV_new (V * p) and dS' (K * V * p per chunk and head).
 """
 
@@ -241,7 +241,7 @@ def chunk_gated_delta_rule_bwd(q, k, v, beta, scale, initial_state, cu_seqlens, 
         return torch.zeros_like(q), torch.zeros_like(k), dv, dg, dbeta, dh0
     dh = torch.empty(NC, HV, K, V, dtype=inter.h.dtype, device=dev)      # read only by products (and S * dS')
     dvn = torch.empty(B * T, HV, V, dtype=inter.h.dtype, device=dev)
-    w = torch.empty(B * T, HV, K, dtype=torch.float32, device=dev)
+    w = torch.empty(B * T, HV, K, dtype=inter.h.dtype, device=dev)        # read only by products
     scratch = torch.empty(NC, HV, 2, C, C, dtype=inter.h.dtype, device=dev)   # read only by products
     BK = min(K, 64)
     db3, dgam3 = (torch.empty(B * T, HV, dtype=torch.float32, device=dev) for _ in range(2))

@@ -6,8 +6,9 @@ FlashInfer's call differs from FLA's in four ways, all bridged here:
 - tokens packed: q, k ``[B*T, H, K]``, v ``[B*T, HV, V]`` (a reshape, no copy for contiguous inputs);
 - ``cu_seqlens`` always: for B fixed-length sequences the offsets ``0, T, ..., B*T`` (int32, built
   once per (B, T, device)); ``max_seqlen``, the host-side bound that its context-parallel kernels
-  size their grids by, is T, or for packed sequences their longest length, read from the device
-  once per ``cu_seqlens`` tensor (:func:`kernels.gdn.validate.cached_per_tensor`);
+  size their grids by, is T, or for packed sequences their longest length, from the boundaries
+  that :func:`kernels.gdn.validate.checked_offsets` checks and reads from the device once per
+  ``cu_seqlens`` tensor and version (as our op does);
 - the decay as a factor, ``alpha = exp(g)`` (float32 ``[B*T, HV]``): one elementwise kernel of
   each call, and part of the time measured;
 - states ``[N, HV, V, K]``, the transpose of FLA's ``[N, HV, K, V]``: the initial state is passed
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import functools
 
-from kernels.gdn.validate import cached_per_tensor
+from kernels.gdn.validate import checked_offsets
 
 #: The FlashInfer release that this study's rows come from (a pip requirement string).
 REQUIREMENT = "flashinfer-python==0.7.2.post1"
@@ -43,12 +44,6 @@ def _fixed_offsets(batch: int, seqlen: int, device):
     import torch
 
     return torch.arange(0, (batch + 1) * seqlen, seqlen, dtype=torch.int32, device=device)
-
-
-@cached_per_tensor
-def _longest(cu_seqlens) -> int:
-    """The longest sequence of packed ``cu_seqlens`` (read from its device once per tensor and version)."""
-    return int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
 
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
@@ -68,6 +63,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
         ``(o [B, T, HV, V] in v's dtype, final_state [N, HV, K, V] float32 or None)``; the final
         state is a transposed view of FlashInfer's ``[N, HV, V, K]`` tensor.
     Raises:
+        ValueError: ``cu_seqlens`` does not start at 0, decreases or does not end at T.
         ModuleNotFoundError: FlashInfer is not installed; FlashInfer's own errors for inputs it
         does not take (a device before SM90, another head size).
     """
@@ -78,7 +74,8 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     if cu_seqlens is None:
         cu, longest = _fixed_offsets(B, T, q.device), T
     else:
-        cu, longest = cu_seqlens, _longest(cu_seqlens)
+        cs = checked_offsets(cu_seqlens, T)
+        cu, longest = cu_seqlens, max((b - a for a, b in zip(cs, cs[1:])), default=0)
     h0 = None if initial_state is None else initial_state.transpose(-1, -2).contiguous()
     out = flashinfer.chunk_gated_delta_rule(
         q.reshape(B * T, H, K), k.reshape(B * T, H, K), v.reshape(B * T, HV, V),
