@@ -96,8 +96,8 @@ def _chunk_wu_kernel(q, k, gamma, beta, tmat, do, w, dvn, cu_seqlens, chunk_indi
                      H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
                      IS_VARLEN: tl.constexpr, UPCAST: tl.constexpr, DD: tl.constexpr):
     """e^-gamma_0 W = T diag(beta e^(gamma - gamma_0)) K (gamma_0: the chunk's first token),
-    in ``w``'s dtype (the products'), from the forward's saved T (the diagonal factors scale T's columns so K
-    enters unrounded), and Aqk^T dO of one (chunk, value head)."""
+    in ``w``'s dtype (the products'), from the forward's saved T (the diagonal factors scale
+    T's columns so K enters unrounded), and Aqk^T dO of one (chunk, value head)."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
     i_hk = i_h // (HV // H)
