@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.core.fingerprint import differences, fingerprint, measured_modules, source_digest
+from kernels.core.fingerprint import RECORD_ONLY, differences, fingerprint, measured_modules, source_digest
 from kernels.paper import provenance
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,8 +49,32 @@ def _state(root, folder, section=SECTION):
 def test_the_closure_holds_the_study_the_runner_and_what_they_import(root):
     modules = measured_modules("toy", root)
     assert {"kernels/toy/study.py", "kernels/toy/impls.py", "kernels/core/jobs.py", "kernels/core/harness.py",
-            "kernels/core/timing.py", "kernels/core/fingerprint.py", "kernels/__init__.py"} <= set(modules)
+            "kernels/core/timing.py", "kernels/__init__.py"} <= set(modules)
     assert not [m for m in modules if m.startswith("kernels/paper/") or m.endswith("report.py")], modules
+    assert not set(RECORD_ONLY) & set(modules), "what only records is no part of a fingerprint"
+
+
+def test_what_only_records_leaves_a_study_current_and_a_measurement_change_does_not(root, tmp_path):
+    """The record-only modules may change, and the runner's ``recorded(f, *args)`` digests as
+    ``f(*args)``; rows whose parts still name a record-only module (measured before it was declared
+    one) compare without it. Anything else in the call is measured code."""
+    folder = tmp_path / "raw"
+    code = fingerprint("toy", SECTION, TIMING, root)
+    _rows(folder, {"digest": "0" * 16, "parts": {**code["parts"], "kernels/core/env.py": "1" * 16}})
+    assert _state(root, folder).state == provenance.CURRENT
+    for module in RECORD_ONLY:
+        (root / module).write_text((root / module).read_text() + "\nEXTRA = 1\n")
+    jobs = root / "kernels/core/jobs.py"
+    text = jobs.read_text()
+    call = "recorded(measure_case, mod, impl, case, device, timing)"
+    assert call in text and "from kernels.core.gpustate import recorded\n" in text
+    jobs.write_text(text.replace(call, "measure_case(mod, impl, case, device, timing)")
+                    .replace("recorded(measure_in_child, ", "measure_in_child(")
+                    .replace("from kernels.core.gpustate import recorded\n", ""))
+    assert _state(root, folder).state == provenance.CURRENT
+    jobs.write_text(text.replace(call, "recorded(measure_case, mod, impl, case, device, {})"))
+    state = _state(root, folder)
+    assert state.state == provenance.STALE and state.differs == ["kernels/core/jobs.py"], state
 
 
 def test_each_real_study_measures_with_the_core_and_no_paper_module():
@@ -165,6 +189,7 @@ def test_rows_of_two_runs_or_without_fingerprint_are_stale_and_no_rows_are_not_m
 
 def test_differences_name_changed_added_and_removed_parts():
     assert differences({"a": "1", "b": "2", "c": "3"}, {"a": "1", "b": "9", "d": "4"}) == ["b", "-c", "+d"]
+    assert differences({"a": "1", RECORD_ONLY[0]: "2"}, {"a": "1"}) == []
 
 
 def test_two_runs_are_of_the_same_code_only_when_each_is_of_one_code():

@@ -18,6 +18,14 @@ Every row records its study's digest and parts (``env.fingerprint``, ``env.finge
 :mod:`kernels.core.jobs`); committed rows whose digest differs from the code's are *stale*
 (:mod:`kernels.paper.provenance`). The digest is the same on Python 3.11 and 3.12 (:func:`_canonical`
 skips the empty fields that a newer syntax tree adds).
+
+Recording is not measuring: the modules of :data:`RECORD_ONLY` only write down what ran and where
+(the environment block, this digest, what the GPU did around a case: :mod:`kernels.core.gpustate`)
+and change no number, so they are no part of a fingerprint (:func:`measuring_digest` leaves them
+out of the parts of rows measured before this rule too), and in the modules that use them, the
+wrapper ``recorded(f, *args)`` around a measurement and its import digest as if absent
+(``f(*args)``; :func:`_without_recording`). What is recorded can then grow without making committed
+rows stale (``docs/measuring.md`` says why).
 """
 
 from __future__ import annotations
@@ -33,6 +41,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 #: The measurement's entry modules besides the study's own ``study.py``.
 RUNNER = ("kernels/core/jobs.py",)
+#: Modules that only record and never change a number (module docstring): no part of a fingerprint.
+RECORD_ONLY = ("kernels/core/env.py", "kernels/core/fingerprint.py", "kernels/core/gpustate.py")
+#: The function of a :data:`RECORD_ONLY` module that wraps a measurement: ``recorded(f, *args)``.
+RECORDER = "recorded"
 #: A string that names a project module, with an optional ``:attribute`` (a registry's ``op``).
 _MODULE_STRING = re.compile(r"^(kernels(?:\.[A-Za-z_]\w*)+)(?::[\w.]+)?$")
 
@@ -66,11 +78,45 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
+def _record_only_module(name: str) -> bool:
+    """Whether dotted module ``name`` is one of :data:`RECORD_ONLY`."""
+    return f"{name.replace('.', '/')}.py" in RECORD_ONLY
+
+
+class _Unrecord(ast.NodeTransformer):
+    """Drops :data:`RECORDER` from ``from <record-only module> import ...`` (the statement when it
+    imports nothing else) and turns ``recorded(f, *args, **kwargs)`` into ``f(*args, **kwargs)``."""
+
+    def __init__(self):
+        self.recorders: set[str] = set()
+
+    def visit_ImportFrom(self, node):
+        if node.module and node.level == 0 and _record_only_module(node.module):
+            self.recorders.update(a.asname or a.name for a in node.names if a.name == RECORDER)
+            node.names = [a for a in node.names if a.name != RECORDER]
+            return node if node.names else None
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in self.recorders and node.args \
+                and not isinstance(node.args[0], ast.Starred):
+            return ast.Call(func=node.args[0], args=node.args[1:], keywords=node.keywords)
+        return node
+
+
+def _without_recording(tree: ast.Module) -> ast.Module:
+    """``tree`` as if it recorded nothing (:class:`_Unrecord`; the imports come before the calls
+    in the order the tree is walked)."""
+    return _Unrecord().visit(tree)
+
+
 def source_digest(path: str | Path) -> str:
     """SHA-256 (16 hex digits) of a Python file's syntax tree without docstrings, comments and
-    layout. Raises SyntaxError naming the file for code that does not parse."""
+    layout, and without what only records (:func:`_without_recording`). Raises SyntaxError naming
+    the file for code that does not parse."""
     path = Path(path)
-    tree = _strip_docstrings(ast.parse(path.read_text(), filename=str(path)))
+    tree = _without_recording(_strip_docstrings(ast.parse(path.read_text(), filename=str(path))))
     blob = json.dumps(_canonical(tree), separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -106,8 +152,8 @@ def _imported(path: Path, root: Path) -> set[str]:
 def measured_modules(study: str, root: str | Path = ROOT) -> list[str]:
     """The project modules (paths relative to ``root``, sorted) that a measurement of ``study``
     imports: the closure of ``kernels/<study>/study.py`` and :data:`RUNNER` over
-    :func:`_imported`, with the package ``__init__.py`` of each. ValueError when the study has no
-    ``study.py``."""
+    :func:`_imported`, with the package ``__init__.py`` of each, but :data:`RECORD_ONLY`.
+    ValueError when the study has no ``study.py``."""
     root = Path(root)
     start = root / "kernels" / study / "study.py"
     if not start.is_file():
@@ -122,7 +168,8 @@ def measured_modules(study: str, root: str | Path = ROOT) -> list[str]:
             parts = name.split(".")
             for i in range(1, len(parts) + 1):  # a module's packages run their __init__.py first
                 found = _module_file(".".join(parts[:i]), root)
-                if found is not None and found not in seen:
+                if found is not None and found not in seen \
+                        and str(found.relative_to(root)) not in RECORD_ONLY:
                     todo.append(found)
     return sorted(str(p.relative_to(root)) for p in seen)
 
@@ -138,6 +185,13 @@ def _digest(value) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def measuring_digest(parts: dict[str, str]) -> str:
+    """The digest of a fingerprint's ``parts`` without those of :data:`RECORD_ONLY` modules: the
+    ``digest`` of :func:`fingerprint`, and what a committed row's ``env.fingerprint_parts`` is
+    compared by (rows measured before a module was declared record-only carry its part)."""
+    return _digest({k: v for k, v in parts.items() if k not in RECORD_ONLY})
+
+
 def fingerprint(study: str, section: dict, timing: dict, root: str | Path = ROOT) -> dict:
     """The fingerprint of ``study`` measured with config ``section`` (the study's active config
     section) and ``timing`` (the config's ``timing``): ``{"digest": 16 hex digits, "parts":
@@ -145,13 +199,13 @@ def fingerprint(study: str, section: dict, timing: dict, root: str | Path = ROOT
     ValueError when the study has no ``study.py``; SyntaxError naming a module that does not parse."""
     parts = {path: source_digest(Path(root) / path) for path in measured_modules(study, root)}
     parts.update(config=_digest(section), timing=_digest(timing), anchors=_digest(anchor_pins(root)))
-    return {"digest": _digest(parts), "parts": parts}
+    return {"digest": measuring_digest(parts), "parts": parts}
 
 
 def differences(old: dict, new: dict) -> list[str]:
     """The parts in which fingerprint ``old`` differs from ``new`` (``parts`` dicts of
-    :func:`fingerprint`): changed ones by name, ``+name`` for a part only ``new`` has, ``-name`` for
-    one only ``old`` has."""
-    names = sorted(set(old) | set(new))
+    :func:`fingerprint`; :data:`RECORD_ONLY` modules left out): changed ones by name, ``+name`` for a
+    part only ``new`` has, ``-name`` for one only ``old`` has."""
+    names = sorted((set(old) | set(new)) - set(RECORD_ONLY))
     return [name if name in old and name in new else (f"+{name}" if name in new else f"-{name}")
             for name in names if old.get(name) != new.get(name)]

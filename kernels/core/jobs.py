@@ -18,6 +18,7 @@ from kernels.core.children import measure_in_child
 from kernels.core.env import environment, git_commit
 from kernels.core.files import write_atomic, write_jsonl
 from kernels.core.fingerprint import fingerprint
+from kernels.core.gpustate import recorded
 from kernels.core.harness import measure_case
 
 log = logging.getLogger("kernels.core.jobs")
@@ -123,7 +124,8 @@ def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: 
             prepared here (``ahead_workers`` at a time).
     Every row's ``env`` is :func:`kernels.core.env.environment` of the job, with the study's
     :func:`kernels.core.fingerprint.fingerprint` for ``sweep`` and ``timing``: ``fingerprint`` (its
-    digest) and ``fingerprint_parts``.
+    digest) and ``fingerprint_parts``; its ``gpu_state`` is what the GPU did from just before the
+    case to just after its timed repetitions (:func:`kernels.core.gpustate.recorded`).
     Returns the rows written.
     """
     import torch
@@ -165,9 +167,9 @@ def run_job(study: str, impl: str, sweep: dict, out: str | os.PathLike, timing: 
                 rows.append(done[key])
                 continue
             if isolate:
-                row = measure_in_child(study, impl, case, timing)
+                row = recorded(measure_in_child, study, impl, case, timing)
             else:
-                row = measure_case(mod, impl, case, device, timing)
+                row = recorded(measure_case, mod, impl, case, device, timing)
             if key in answered:
                 row["compile_ahead"] = answered[key]
             row["env"] = env

@@ -30,7 +30,8 @@ import pandas as pd
 import yaml
 
 from kernels.core.files import write_atomic
-from kernels.core.fingerprint import ROOT, _digest, differences, fingerprint, measured_modules
+from kernels.core.fingerprint import (ROOT, RECORD_ONLY, _digest, differences, fingerprint, measured_modules,
+                                      measuring_digest)
 from kernels.paper.render import job_minutes, macro_lines, table_to_latex
 from kernels.paper.report_kit import and_list, camel, escape_latex
 from kernels.paper.style import study_label, study_name
@@ -92,11 +93,21 @@ def row_envs(folder: str | Path, study: str) -> list[dict]:
     return envs
 
 
+def row_fingerprint(env: dict) -> str | None:
+    """The fingerprint a row's ``env`` block gives, as today's code computes it
+    (:func:`kernels.core.fingerprint.measuring_digest` of its parts), else its recorded digest
+    (None for a row measured before rows carried one)."""
+    parts = env.get("fingerprint_parts")
+    return measuring_digest(parts) if isinstance(parts, dict) and parts else env.get("fingerprint")
+
+
 def code_digest(parts: dict[str, str]) -> str:
     """A digest of a fingerprint's parts (:func:`kernels.core.fingerprint.fingerprint`) but its
-    ``config``: the code, timing and anchors that measured, whatever cases the run measured (a
-    quick run's rows are of the same code as the sweep's)."""
-    blob = json.dumps({k: v for k, v in parts.items() if k != "config"}, sort_keys=True)
+    ``config`` and its :data:`kernels.core.fingerprint.RECORD_ONLY` modules: the code, timing and
+    anchors that measured, whatever cases the run measured (a quick run's rows are of the same code
+    as the sweep's)."""
+    blob = json.dumps({k: v for k, v in parts.items() if k != "config" and k not in RECORD_ONLY},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -146,13 +157,13 @@ def study_state(study: str, folder: str | Path, section: dict, timing: dict,
     if not envs:
         return StudyState(study, NOT_MEASURED, "no rows", minutes=minutes)
     code = code or fingerprint(study, section, timing, root)
-    runs = {(e.get("git_commit"), e.get("gpu_uuid"), e.get("fingerprint")) for e in envs}
+    runs = {(e.get("git_commit"), e.get("gpu_uuid"), row_fingerprint(e)) for e in envs}
     state = StudyState(
         study, CURRENT, rows=len(envs), minutes=minutes,
         commits=sorted({str(e.get("git_commit")) for e in envs}),
         gpus=sorted({str(e["gpu_uuid"]) for e in envs if e.get("gpu_uuid")}),
         dates=sorted({e["date"][:10] for e in envs if e.get("date")}),
-        fingerprints=sorted({e.get("fingerprint") for e in envs}, key=str))
+        fingerprints=sorted({row_fingerprint(e) for e in envs}, key=str))
     parts = envs[0].get("fingerprint_parts")
     parts = parts if isinstance(parts, dict) else {}
     if len(runs) == 1:
