@@ -1,10 +1,12 @@
 """Test setup: Triton in the interpreter when there is no CUDA GPU, the `gpu` marker for tests
 that need one (skipped on CPU machines), and the GPU tests' lanes (:mod:`gpu_lanes`): each GPU test
-within its lane's share of the GPU's memory unless marked `gpu_memory(lanes=k)` (k shares) or
-`gpu_timing` (alone), which run last (those marked `gpu_long` first; a lane holds one test and one
-queued); each lane (pytest-xdist worker) with its share of the CPU's cores; a failed GPU test's
-traceback let go so that the memory it held is freed."""
+within its lane's share of the GPU's memory unless marked `gpu_memory(gib=X)` (the shares that hold
+its peak of X GiB on this GPU; skipped when all of them do not) or `gpu_timing` (alone), which run
+last (those marked `gpu_long` first; a lane holds one test and one queued); each lane (pytest-xdist
+worker) with its share of the CPU's cores; a failed GPU test's traceback let go so that the memory
+it held is freed."""
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from gpu_lanes import LANES, SCHEDULE_CHUNK, in_lane, lane_order, lane_threads
+from gpu_lanes import LANES, SCHEDULE_CHUNK, in_lane, lane_order, lane_threads, too_large
 
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
@@ -24,12 +26,12 @@ if WORKERS:  # its share of the cores
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (run on the H200 with `pytest -m gpu`, in lanes `-n 8`)")
-    config.addinivalue_line("markers", f"gpu_memory(lanes=k): needs k of the GPU's {LANES} lanes' shares of memory "
-                                       "(all of them without lanes, then it runs alone) in `pytest -m gpu -n 8` "
-                                       "(tests/gpu_lanes.py)")
+    config.addinivalue_line("markers", f"gpu_memory(gib=X): reserves X GiB of GPU memory at its peak: holds as many of "
+                                       f"the GPU's {LANES} lanes' shares as that needs in `pytest -m gpu -n 8`, "
+                                       "skipped where all of them are less (tests/gpu_lanes.py)")
     config.addinivalue_line("markers", "gpu_timing: asserts on measured times, which other lanes' kernels would "
                                        "disturb: runs alone")
-    config.addinivalue_line("markers", "gpu_long: a shared GPU test that takes minutes in a lane: "
+    config.addinivalue_line("markers", "gpu_long: a GPU test that takes minutes in a lane: "
                                        "starts first in `pytest -m gpu -n 8`")
     config.addinivalue_line("markers", "slow: runs the Snakemake DAG (minutes)")
     config.addinivalue_line("markers", "slurm: submits jobs to a SLURM cluster (as root: .ci/slurm-up); "
@@ -40,8 +42,14 @@ def pytest_configure(config):
 
 @pytest.hookimpl(trylast=True)  # after `-m gpu` deselects, or a long test's partner may be a test that does not run
 def pytest_collection_modifyitems(config, items):
-    items[:] = lane_order(items)  # on every host, so that a CPU host can check the order (tests/test_gpu_lanes.py)
+    # the GPU's memory (bytes); unbounded on a host without one, whose order holds each test in one share
+    total = torch.cuda.get_device_properties(0).total_memory if HAS_CUDA else math.inf
+    items[:] = lane_order(items, total)  # on every host, so that a CPU host can check the order (test_gpu_lanes.py)
     if HAS_CUDA:
+        for item in items:
+            reason = too_large(item, total)
+            if reason is not None:
+                item.add_marker(pytest.mark.skip(reason=reason))
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:

@@ -1,9 +1,11 @@
 """The GPU suite in parallel lanes (``pytest -m gpu -n 8``, pytest-xdist): the GPU is held as
-:data:`LANES` shares, each an eighth of its memory. A GPU test holds one share, or the shares that
-its marker names (:func:`lanes_of`): ``gpu_memory(lanes=k)`` k of them (needs k shares of memory), a
-bare ``gpu_memory`` or ``gpu_timing`` (asserts on measured times, which other lanes' kernels would
-disturb) all of them, so that it runs alone. A test must stay within the memory of the shares it
-holds (:func:`over_budget`).
+:data:`LANES` shares of its memory, each an eighth of what the lanes' CUDA contexts leave of the
+memory that torch reports (:func:`share_bytes`: 16.5 GiB of an H200's 140 GiB, 8.9 GiB of an H100's
+79.2 GiB). A GPU test holds one share, or the shares that its marker asks for (:func:`lanes_of`):
+``gpu_memory(gib=X)``, X its measured peak reservation in GiB, ``ceil(X GiB / share)`` of them on the
+GPU it runs on (a test whose X is more than all of them is skipped, :func:`too_large`);
+``gpu_timing`` (asserts on measured times, which other lanes' kernels would disturb) all of them, so
+that it runs alone. A test must stay within the memory of the shares it holds (:func:`over_budget`).
 
 The lanes coordinate through locks on files in the run's shared temporary folder (``fcntl.flock``):
 one file per share, taken exclusively, by one test at a time through a turnstile (:func:`lane`). A
@@ -19,6 +21,7 @@ test and one queued (:data:`SCHEDULE_CHUNK`).
 import contextlib
 import fcntl
 import gc
+import math
 import os
 import time
 from pathlib import Path
@@ -26,14 +29,19 @@ from pathlib import Path
 import pytest
 
 #: The shares the GPU is held as: the lanes that the GPU suite is planned for (README:
-#: ``pytest -m gpu -n 8``). A GPU test fails when it reserves more than the GPU's memory over this
-#: many lanes times the shares it holds.
+#: ``pytest -m gpu -n 8``). A GPU test fails when it reserves more than the memory of the shares it
+#: holds (:func:`over_budget`).
 LANES = 8
-#: The marker of the GPU tests that need more than a share of memory: ``lanes=k`` shares (all without it).
+#: The marker of the GPU tests that may need more than a share of memory: ``gpu_memory(gib=X)``, X
+#: the test's peak reservation in GiB (its ``gpu_peak_gib`` in a run, rounded up to the next GiB).
 MEMORY = "gpu_memory"
+#: GPU memory that a lane's process takes beside what torch reserves (its CUDA context, the CUDA
+#: libraries' and Triton's kernels), in bytes: 0.7-1.1 GiB each, 6.7 GiB for the eight, at the end of
+#: `pytest -m gpu -n 8` on an H100 80 GB (NVML's memory of each process less torch's reservation).
+CONTEXT_BYTES = 2**30
 #: The marker of the GPU tests that assert on measured times: they hold every share.
 TIMING = "gpu_timing"
-#: The marker of the shared GPU tests that take minutes in a lane: they start first.
+#: The marker of the GPU tests that take minutes in a lane: they start first (unless they hold every share).
 LONG = "gpu_long"
 #: Tests that pytest-xdist hands a lane at a time (its ``--maxschedchunk``). It keeps two with each
 #: lane (the one running and the next) and hands each lane two consecutive tests at first; by default
@@ -51,26 +59,51 @@ def lane_threads(cpus: int, lanes: int, shares: int = 1) -> int:
     return max(1, cpus // max(1, lanes), cpus * shares // LANES)
 
 
-def lanes_of(item) -> int:
-    """The shares of the GPU that the test ``item`` (a pytest item) holds: every one (:data:`LANES`)
-    when marked ``gpu_timing`` or ``gpu_memory`` without ``lanes``, ``k`` when marked
-    ``gpu_memory(lanes=k)``, else one.
+def share_bytes(total_bytes: float) -> float:
+    """The memory of one of the :data:`LANES` shares of a GPU of ``total_bytes`` (bytes, as torch
+    reports it: ``get_device_properties(0).total_memory``), in bytes: what the lanes' CUDA contexts
+    leave of it (:data:`CONTEXT_BYTES` each), over :data:`LANES`."""
+    return (total_bytes - LANES * CONTEXT_BYTES) / LANES
+
+
+def peak_gib(item) -> float | None:
+    """The peak reservation (GiB) that the test ``item``'s ``gpu_memory(gib=X)`` marker records;
+    None without the marker.
 
     Raises:
-        ValueError: ``lanes`` not an integer from 2 to :data:`LANES`, or the marker given a positional
-            argument (the message names the test).
+        ValueError: the marker without a positive number ``gib``, or with anything else (the message
+            names the test).
     """
-    if item.get_closest_marker(TIMING) is not None:
-        return LANES
     marker = item.get_closest_marker(MEMORY)
     if marker is None:
-        return 1
-    if marker.args:
-        raise ValueError(f"{item.nodeid}: gpu_memory{marker.args!r}: name the shares, gpu_memory(lanes=k)")
-    shares = marker.kwargs.get("lanes", LANES)
-    if isinstance(shares, bool) or not isinstance(shares, int) or not 2 <= shares <= LANES:
-        raise ValueError(f"{item.nodeid}: gpu_memory(lanes={shares!r}): lanes must be an integer from 2 to {LANES}")
-    return shares
+        return None
+    gib = marker.kwargs.get("gib")
+    if marker.args or set(marker.kwargs) != {"gib"} or type(gib) not in (int, float) or gib <= 0:
+        given = ", ".join([*map(repr, marker.args), *(f"{k}={v!r}" for k, v in marker.kwargs.items())])
+        raise ValueError(f"{item.nodeid}: gpu_memory({given}): give the test's peak reservation, gpu_memory(gib=X), "
+                         "X a positive number of GiB")
+    return gib
+
+
+def lanes_of(item, total_bytes: float) -> int:
+    """The shares of a GPU of ``total_bytes`` (bytes) that the test ``item`` (a pytest item) holds:
+    every one (:data:`LANES`) when marked ``gpu_timing``; when marked ``gpu_memory(gib=X)``, as many
+    as hold X GiB (``ceil(X GiB / share_bytes(total_bytes))``, at least one; more than
+    :data:`LANES` when it does not fit the GPU: :func:`too_large`); else one."""
+    if item.get_closest_marker(TIMING) is not None:
+        return LANES
+    gib = peak_gib(item)
+    return 1 if gib is None else max(1, math.ceil(gib * 2**30 / share_bytes(total_bytes)))
+
+
+def too_large(item, total_bytes: int) -> str | None:
+    """Why the test ``item`` is skipped on a GPU of ``total_bytes`` (bytes): its ``gpu_memory``
+    peak is more than the memory of every share; None when it fits."""
+    if lanes_of(item, total_bytes) <= LANES:
+        return None
+    return (f"its peak of {peak_gib(item)} GiB of GPU memory (gpu_memory) is more than the "
+            f"{LANES * share_bytes(total_bytes) / 2**30:.1f} GiB that this GPU's {total_bytes / 2**30:.1f} GiB "
+            f"leave to the tests in {LANES} lanes")
 
 
 def _function(item) -> str:
@@ -111,28 +144,28 @@ def _spread(items: list) -> list:
     return _round_robin(turns, _function)
 
 
-def lane_order(items: list) -> list:
-    """``items`` (pytest items) in the order that the lanes take them: the GPU tests marked
-    :data:`LONG` first, each followed by one of the other shared tests; then the rest of those, the
-    tests without the ``gpu`` marker in their order and the GPU ones by :func:`_spread`; then the
-    tests holding several shares (:func:`lanes_of`), those holding every share last.
+def lane_order(items: list, total_bytes: float) -> list:
+    """``items`` (pytest items) in the order that the lanes take them on a GPU of ``total_bytes``
+    (bytes): the GPU tests marked :data:`LONG` first (unless they hold every share), each followed by
+    one of the shared tests; then the rest of those, the tests without the ``gpu`` marker in their
+    order and the GPU ones by :func:`_spread`; then the tests holding several shares
+    (:func:`lanes_of`), those holding every share (or too large for the GPU) last.
 
     A test holding several shares waits for the tests in flight in as many lanes, and the lanes
     behind it idle until it has them: last (pytest-xdist hands tests out in this order), they run
     with the lanes near their end and every kernel compiled by the shared tests; the ones holding
-    some shares beside each other, those holding all alone at the very end. A long shared test still
-    in flight when they begin holds them up: first, each runs beside the others' short ones, and the
+    some shares beside each other, those holding all alone at the very end. A long test still in
+    flight when they begin holds them up: first, each runs beside the others' short ones, and the
     short test after each puts the next long one in another lane (a lane gets two consecutive tests
     at first, :data:`SCHEDULE_CHUNK`). docs/measuring.md gives the runs."""
-    shares = {id(item): lanes_of(item) for item in items}
-    shared = [item for item in items if shares[id(item)] == 1]
-    long = [item for item in shared if LONG in item.keywords]
-    short = [item for item in shared if LONG not in item.keywords]
+    shares = {id(item): lanes_of(item, total_bytes) for item in items}
+    long = [item for item in items if LONG in item.keywords and shares[id(item)] < LANES]
+    short = [item for item in items if shares[id(item)] == 1 and LONG not in item.keywords]
     short = [item for item in short if "gpu" not in item.keywords] + _spread(
         [item for item in short if "gpu" in item.keywords])
     paired = [item for pair in zip(long, short) for item in pair]
-    wide = [item for item in items if 1 < shares[id(item)] < LANES]
-    whole = [item for item in items if shares[id(item)] == LANES]
+    wide = [item for item in items if 1 < shares[id(item)] < LANES and LONG not in item.keywords]
+    whole = [item for item in items if shares[id(item)] >= LANES]
     return paired + long[len(short):] + short[len(long):] + wide + whole
 
 
@@ -173,10 +206,11 @@ def in_lane(node, folder: Path, workers: int, torch):
     """Run a GPU test (the pytest item ``node``) in its lane: holding its shares of the GPU
     (:func:`lanes_of`, :func:`lane` in ``folder``) and, in one of ``workers`` pytest-xdist lanes
     (0: none), :func:`lane_threads` of ``torch``'s CPU threads; then returning the memory it cached,
-    recording its peak reservation as the user property ``gpu_peak_gib`` and failing it
+    recording its peak reservation (GiB) as the user property ``gpu_peak_gib`` and failing it
     (``pytest.fail``) when that is over its shares' memory (:func:`over_budget`). ``torch``: the
     module (a stand-in in the tests)."""
-    shares = lanes_of(node)
+    total = torch.cuda.get_device_properties(0).total_memory
+    shares = lanes_of(node, total)
     threads = torch.get_num_threads()
     with lane(folder, shares):
         if workers:
@@ -188,17 +222,17 @@ def in_lane(node, folder: Path, workers: int, torch):
         gc.collect()
         torch.cuda.empty_cache()
     node.user_properties.append(("gpu_peak_gib", round(peak / 2**30, 1)))
-    message = over_budget(node.nodeid, peak, torch.cuda.get_device_properties(0).total_memory, shares)
+    message = over_budget(node.nodeid, peak, total, shares)
     if message:
         pytest.fail(message)
 
 
-def over_budget(nodeid: str, peak_bytes: int, total_bytes: int, shares: int = 1, lanes: int = LANES) -> str | None:
-    """The failure message of a GPU test holding ``shares`` of ``lanes`` shares that reserved
-    ``peak_bytes`` of a GPU of ``total_bytes``: more than its shares' memory
-    (``total_bytes * shares / lanes``); None within it (and always when it holds them all)."""
-    budget = total_bytes * shares / lanes
-    if shares >= lanes or peak_bytes <= budget:
+def over_budget(nodeid: str, peak_bytes: int, total_bytes: int, shares: int = 1) -> str | None:
+    """The failure message of a GPU test holding ``shares`` of the :data:`LANES` shares of a GPU of
+    ``total_bytes`` (bytes) that reserved ``peak_bytes`` (bytes): more than its shares' memory
+    (``shares * share_bytes(total_bytes)``); None within it (and always when it holds them all)."""
+    budget = shares * share_bytes(total_bytes)
+    if shares >= LANES or peak_bytes <= budget:
         return None
-    return (f"{nodeid} reserved {peak_bytes / 2**30:.1f} GiB of GPU memory, more than {shares} of {lanes} lanes' "
-            f"shares ({budget / 2**30:.1f} GiB): mark it gpu_memory(lanes=k) with a larger k, or make it smaller")
+    return (f"{nodeid} reserved {peak_bytes / 2**30:.1f} GiB of GPU memory, more than {shares} of {LANES} lanes' "
+            f"shares ({budget / 2**30:.1f} GiB): mark it gpu_memory(gib=X), X its peak in GiB, or make it smaller")

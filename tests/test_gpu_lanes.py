@@ -1,6 +1,7 @@
 """The GPU suite's lanes (tests/gpu_lanes.py): a test holds its shares of the GPU (a ``gpu_memory``
-test several or all of them), is not passed forever by the other lanes' tests, and a test over its
-shares of memory fails; the tests holding several shares come last."""
+test those that its peak needs on the GPU at hand, on an H100 80 GB more than on an H200, and is
+skipped where all of them are too few), is not passed forever by the other lanes' tests, and a test
+over its shares of memory fails; the tests holding several shares come last."""
 
 import fcntl
 import multiprocessing
@@ -11,9 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-from gpu_lanes import LANES, SCHEDULE_CHUNK, _try_lock, in_lane, lane, lane_order, lane_threads, lanes_of, over_budget
+from gpu_lanes import (LANES, SCHEDULE_CHUNK, _try_lock, in_lane, lane, lane_order, lane_threads, lanes_of, over_budget,
+                       too_large)
 
 FORK = multiprocessing.get_context("fork")
+#: The memory (bytes) that torch reports of an H100 80 GB (``get_device_properties(0).total_memory``,
+#: 79.2 GiB) and of an H200 141 GB (140 GiB): the GPUs faked here.
+H100, H200 = 85_017_493_504, 140 * 2**30
 
 
 def _hold(folder, shares, name, order, release):
@@ -124,12 +129,13 @@ def test_a_test_of_several_shares_runs_beside_the_others_when_they_leave_it_enou
 
 def test_a_test_over_its_shares_fails_naming_the_marker():
     gib = 2**30
-    assert over_budget("t::a", 17 * gib, 140 * gib) is None  # within 140 / 8 = 17.5 GiB
-    message = over_budget("t::b", 113 * gib, 140 * gib)
-    assert message.startswith("t::b reserved 113.0 GiB") and "17.5 GiB" in message and "gpu_memory" in message
-    assert over_budget("t::c", 60 * gib, 140 * gib, shares=4) is None  # within 70 GiB
-    assert "4 of 8 lanes' shares (70.0 GiB)" in over_budget("t::d", 71 * gib, 140 * gib, shares=4)
-    assert over_budget("t::e", 139 * gib, 140 * gib, shares=LANES) is None  # alone: all of it
+    assert over_budget("t::a", 16 * gib, H200) is None  # within (140 - 8 x 1) / 8 = 16.5 GiB
+    message = over_budget("t::b", 113 * gib, H200)
+    assert message.startswith("t::b reserved 113.0 GiB") and "(16.5 GiB)" in message and "gpu_memory(gib=X)" in message
+    assert over_budget("t::c", 60 * gib, H200, shares=4) is None  # within 66 GiB
+    assert "4 of 8 lanes' shares (66.0 GiB)" in over_budget("t::d", 67 * gib, H200, shares=4)
+    assert "2 of 8 lanes' shares (17.8 GiB)" in over_budget("t::f", 18 * gib, H100, shares=2)  # 8.9 GiB a share
+    assert over_budget("t::e", 139 * gib, H200, shares=LANES) is None  # alone: all of it
 
 
 class _Marker:
@@ -151,31 +157,69 @@ class _Item:
     def get_closest_marker(self, name):
         return self.markers.get(name)
 
+    def add_marker(self, mark):
+        self.markers[mark.name] = mark
 
-def test_the_shares_a_test_holds():
-    assert lanes_of(_Item("a")) == 1 and lanes_of(_Item("t", "gpu_timing")) == LANES
-    assert lanes_of(_Item("m", "gpu_memory")) == LANES and lanes_of(_Item("m", ("gpu_memory", {"lanes": 3}))) == 3
-    for bad in (1, 9, 2.5, True, "4"):
-        with pytest.raises(ValueError, match=r"t.py::m\[m\]: gpu_memory\(lanes=.*integer from 2 to 8"):
-            lanes_of(_Item("m", ("gpu_memory", {"lanes": bad})))
-    with pytest.raises(ValueError, match=r"t.py::m\[m\]: gpu_memory\(4,\): name the shares"):
-        lanes_of(_Item("m", ("gpu_memory", {"args": (4,)})))
+
+def _peak(name, gib):
+    """A test marked ``gpu_memory(gib=gib)``."""
+    return _Item(name, ("gpu_memory", {"gib": gib}))
+
+
+def _on_gpu(monkeypatch, total_bytes):
+    """conftest on a GPU host of ``total_bytes`` (bytes) of memory."""
+    import conftest
+
+    monkeypatch.setattr(conftest, "HAS_CUDA", True)
+    properties = type("Properties", (), {"total_memory": total_bytes})
+    monkeypatch.setattr(conftest.torch.cuda, "get_device_properties", lambda _: properties)
+    return conftest
+
+
+def test_the_shares_a_test_holds_follow_its_peak_and_the_gpus_memory():
+    """``ceil(peak / share)``: a share is 8.9 GiB of an H100 80 GB, 16.5 GiB of an H200; a test of more
+    than 71.2 GiB does not fit an H100 (more shares than there are)."""
+    for total in (H100, H200):
+        assert lanes_of(_Item("a"), total) == 1 and lanes_of(_Item("t", "gpu_timing"), total) == LANES
+    for gib, h100, h200 in ((0.5, 1, 1), (8.8, 1, 1), (9, 2, 1), (16, 2, 1), (17, 2, 2), (18, 3, 2), (25, 3, 2),
+                            (58, 7, 4), (71, 8, 5), (72, 9, 5)):
+        assert (lanes_of(_peak("m", gib), H100), lanes_of(_peak("m", gib), H200)) == (h100, h200), gib
+    for given, marker in (("", {}), ("gib=0", {"gib": 0}), ("gib=True", {"gib": True}), ("gib='4'", {"gib": "4"}),
+                          ("lanes=2", {"lanes": 2}), ("4", {"args": (4,)}), ("gib=4, lanes=2", {"gib": 4, "lanes": 2})):
+        with pytest.raises(ValueError, match=rf"t.py::m\[m\]: gpu_memory\({given}\): give the test's peak"):
+            lanes_of(_Item("m", ("gpu_memory", marker)), H200)
+
+
+def test_a_test_larger_than_the_gpu_is_skipped_naming_its_peak_and_the_gpus_memory(monkeypatch):
+    big, fits = _peak("big", 72), _peak("fits", 58)
+    assert too_large(big, H200) is None and too_large(fits, H100) is None and too_large(_peak("all", 71), H100) is None
+    assert too_large(big, H100) == ("its peak of 72 GiB of GPU memory (gpu_memory) is more than the 71.2 GiB that "
+                                    "this GPU's 79.2 GiB leave to the tests in 8 lanes")
+    items = [big, _Item("a"), fits]
+    _on_gpu(monkeypatch, H100).pytest_collection_modifyitems(None, items)
+    assert [i.name for i in items] == ["a", "fits", "big"]
+    assert big.get_closest_marker("skip").kwargs == {"reason": too_large(big, H100)}
+    assert fits.get_closest_marker("skip") is None
+    items = [_peak("big", 72), _Item("a")]
+    _on_gpu(monkeypatch, H200).pytest_collection_modifyitems(None, items)
+    assert [i.name for i in items] == ["a", "big"] and items[1].get_closest_marker("skip") is None  # 5 shares there
 
 
 def test_long_tests_first_each_before_a_short_one_and_those_of_several_shares_last(monkeypatch):
-    import conftest
-
-    items = [_Item("a"), _Item("memory 1", "gpu_memory"), _Item("b"), _Item("timing", "gpu_timing"),
-             _Item("long 1", "gpu_long"), _Item("wide 1", ("gpu_memory", {"lanes": 4})), _Item("c"),
-             _Item("memory 2", "gpu_memory"), _Item("long 2", "gpu_long"), _Item("wide 2", ("gpu_memory", {"lanes": 2}))]
+    items = [_Item("a"), _peak("memory 1", 200), _Item("b"), _Item("timing", "gpu_timing"),
+             _Item("long 1", "gpu_long"), _peak("wide 1", 30), _Item("c"),
+             _peak("memory 2", 200), _Item("long 2", "gpu_long", ("gpu_memory", {"gib": 13})), _peak("wide 2", 16)]
+    # on an H100: wide 1 holds 4 shares, wide 2 and long 2 two; the memory tests fit no GPU (skipped on one)
     want = ["long 1", "a", "long 2", "b", "c", "wide 1", "wide 2", "memory 1", "timing", "memory 2"]
-    assert [i.name for i in lane_order(items)] == want
-    monkeypatch.setattr(conftest, "HAS_CUDA", True)  # the collection hook on a GPU host
-    conftest.pytest_collection_modifyitems(None, items)
+    assert [i.name for i in lane_order(items, H100)] == want
+    _on_gpu(monkeypatch, H100).pytest_collection_modifyitems(None, items)  # the collection hook on a GPU host
     assert [i.name for i in items] == want
+    # on an H200 wide 2 holds one share, and runs among the shared tests (long 2 too)
+    assert [i.name for i in lane_order(items, H200)] == ["long 1", "a", "long 2", "b", "c", "wide 2", "wide 1",
+                                                         "memory 1", "timing", "memory 2"]
     # more long tests than short ones: the long ones left over follow the pairs
     items = [_Item("long 1", "gpu_long"), _Item("long 2", "gpu_long"), _Item("a"), _Item("long 3", "gpu_long")]
-    assert [i.name for i in lane_order(items)] == ["long 1", "a", "long 2", "long 3"]
+    assert [i.name for i in lane_order(items, H100)] == ["long 1", "a", "long 2", "long 3"]
 
 
 def test_consecutive_shared_gpu_tests_are_of_different_functions_and_variants():
@@ -186,10 +230,10 @@ def test_consecutive_shared_gpu_tests_are_of_different_functions_and_variants():
     marker keep their order, first."""
     items = [_Item("f 1"), _Item("f 2"), _Item("f 3"), _Item("g 1"), _Item("cpu 1", gpu=False), _Item("h 1"),
              _Item("g 2"), _Item("cpu 2", gpu=False)]
-    assert [i.name for i in lane_order(items)] == ["cpu 1", "cpu 2", "f 1", "g 1", "h 1", "f 2", "g 2", "f 3"]
+    assert [i.name for i in lane_order(items, H100)] == ["cpu 1", "cpu 2", "f 1", "g 1", "h 1", "f 2", "g 2", "f 3"]
     items = [_Item(f"f {dtype}-{n}") for dtype in ("False", "True") for n in (1, 2, 3)] + [_Item("g 1")]
-    assert [i.name for i in lane_order(items)] == ["f False-1", "g 1", "f True-1", "f False-2", "f True-2",
-                                                   "f False-3", "f True-3"]
+    assert [i.name for i in lane_order(items, H100)] == ["f False-1", "g 1", "f True-1", "f False-2", "f True-2",
+                                                         "f False-3", "f True-3"]
 
 
 def test_the_test_after_each_long_one_is_a_gpu_test_that_runs():
@@ -231,6 +275,64 @@ def test_a_lane_takes_one_test_at_a_time_on_a_gpu_host(monkeypatch):
     conftest.pytest_configure(config)
     assert not hasattr(config.option, "maxschedchunk")
     assert SCHEDULE_CHUNK == 1
+
+
+#: The shares of the GPU suite's tests that hold more than one on an H100 80 GB or an H200 (test id:
+#: shares on each), from their ``gpu_memory`` peaks; every other GPU test holds one.
+SUITE_SHARES = {
+    "test_gdn_backward.py::test_gpu_bwd_study_shapes_deterministic[False-4-8192-16]": (2, 1),
+    "test_gdn_backward.py::test_gpu_bwd_study_shapes_deterministic[True-4-8192-16]": (2, 1),
+    "test_gdn_backward.py::test_gpu_bwd_many_sequences_grid[2048-32-32]": (7, 4),
+    "test_gdn_backward.py::test_gpu_bwd_many_sequences_grid[4096-8-16]": (7, 4),
+    "test_gdn_backward.py::test_gpu_bwd_flash_qla_shapes_deterministic[1-32768-8-16]": (2, 1),
+    "test_gdn_kernels.py::test_gpu_chunk_study_shapes[1-32768-32]": (3, 2),
+    "test_gdn_kernels.py::test_gpu_many_sequences_grid[chunk-2048-32-32]": (3, 2),
+    "test_gdn_kernels.py::test_gpu_many_sequences_grid[chunk-4096-8-16]": (3, 2),
+    "test_gdn_kernels.py::test_gpu_many_sequences_grid[recurrent-2048-32-32]": (2, 1),
+    "test_gdn_kernels.py::test_gpu_many_sequences_grid[recurrent-4096-8-16]": (2, 1),
+    "test_gdn_kernels.py::test_gpu_chunk_flash_qla_shapes[1-32768-16-32]": (3, 2),
+    "test_gdn_kernels.py::test_gpu_chunk_flash_qla_shapes[4-8192-16-64]": (3, 2),
+    "test_swiglu_kernels.py::test_more_than_2_31_elements[flat]": (3, 2),
+    "test_swiglu_kernels.py::test_more_than_2_31_elements[strided_halves]": (3, 2),
+    **{f"test_swiglu_kernels.py::test_autotuned_path_on_gpu[(8192, 14336)-torch.{dtype}]": (2, 1)
+       for dtype in ("bfloat16", "float16", "float32")},
+    **{f"test_harness.py::{name}": (LANES, LANES) for name in (
+        "test_cuda_timing_bounds_repetitions", "test_device_time_hides_the_hosts_launch_and_latency_keeps_it",
+        "test_graph_replay_is_timed_cold_and_matches_the_launch")},
+}
+#: Collects the GPU tests of the files given after the GPU memories (bytes) and prints each test's
+#: shares on each GPU (run in the repository's root).
+_PRINT_SHARES = """
+import sys
+import pytest
+
+class Shares:
+    def pytest_collection_finish(self, session):
+        from gpu_lanes import lanes_of   # tests/ is on the path once pytest loads its conftest
+        for item in session.items:
+            print("shares", item.nodeid, *(lanes_of(item, int(total)) for total in sys.argv[1:3]))
+
+sys.exit(pytest.main(["--collect-only", "-q", "-m", "gpu", "-p", "no:cacheprovider", *sys.argv[3:]],
+                     plugins=[Shares()]))
+"""
+
+
+def test_the_gpu_suites_shares_on_an_h100_and_an_h200():
+    """On an H100 80 GB the tests of more than 8.9 GiB hold more shares than on an H200 (16.5 GiB a
+    share), and none holds more than on an H200 before the shares followed the GPU's memory (the
+    backward over many sequences four there, the other ``gpu_memory`` tests two, the timing tests
+    all); none is too large for either."""
+    files = [f"tests/{name}" for name in sorted({key.split("::")[0] for key in SUITE_SHARES})]
+    proc = subprocess.run([sys.executable, "-c", _PRINT_SHARES, str(H100), str(H200), *files],
+                          cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    shares = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("shares tests/"):
+            test, h100, h200 = line.removeprefix("shares tests/").rsplit(maxsplit=2)
+            shares[test] = int(h100), int(h200)
+    assert {test: s for test, s in shares.items() if s != (1, 1)} == SUITE_SHARES
+    assert len(shares) > 2 * len(SUITE_SHARES)
 
 
 def test_the_long_context_anchors_cases_start_first():
@@ -291,10 +393,10 @@ def test_a_lane_lets_go_of_its_shares_when_it_ends_or_raises(tmp_path):
 class _Torch:
     """torch's face to :func:`in_lane`: CPU threads and the CUDA memory calls, recorded."""
 
-    def __init__(self, peak_gib, total_gib=140):
+    def __init__(self, peak_gib, total_bytes=H200):
         self.threads, self.calls = 16, []
         self.cuda = self
-        self.peak, self.total_memory = int(peak_gib * 2**30), int(total_gib * 2**30)
+        self.peak, self.total_memory = int(peak_gib * 2**30), total_bytes
 
     def get_num_threads(self):
         return self.threads
@@ -320,11 +422,14 @@ def test_a_gpu_test_in_its_lane_holds_its_shares_and_threads_and_is_held_to_its_
     import os
 
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    wide, torch_ = _Item("wide", ("gpu_memory", {"lanes": 4})), _Torch(peak_gib=60)
-    with in_lane(wide, tmp_path, 8, torch_):
-        assert _free(tmp_path) == LANES - 4 + 1 and torch_.threads == 8   # four shares, half the cores
-    assert torch_.calls == [("threads", 8), "reset", ("threads", 16), "empty"] and _free(tmp_path) == LANES + 1
-    assert wide.user_properties == [("gpu_peak_gib", 60.0)]   # within 4 x 17.5 GiB
+    wide = _peak("wide", 58)
+    for total, shares, threads in ((H200, 4, 8), (H100, 7, 14)):   # k shares, k eighths of the cores
+        torch_ = _Torch(peak_gib=57.9, total_bytes=total)
+        with in_lane(wide, tmp_path, 8, torch_):
+            assert _free(tmp_path) == LANES - shares + 1 and torch_.threads == threads
+        assert torch_.calls == [("threads", threads), "reset", ("threads", 16), "empty"]
+        assert _free(tmp_path) == LANES + 1
+    assert wide.user_properties == [("gpu_peak_gib", 57.9)] * 2   # within 4 x 16.5 and 7 x 8.9 GiB
     shared, torch_ = _Item("a"), _Torch(peak_gib=18)
     with pytest.raises(pytest.fail.Exception, match=r"t.py::a\[a\] reserved 18.0 GiB .* 1 of 8 lanes' shares"):
         with in_lane(shared, tmp_path, 0, torch_):
