@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import statistics
@@ -302,6 +303,9 @@ def _edit_line(n, **fields):
     return edit
 
 
+#: The name an H100 SXM5 80 GB reports (torch.cuda.get_device_name), of folder h100-80gb-hbm3.
+H100 = "NVIDIA H100 80GB HBM3"
+
 ROW_CASES = {
     # the issue's cases: a string shape field, duplicates, NaN, an empty file, a cut last line
     "string": (_edit_line(4, seqlen="8192"), f"{GDN_CHUNK}:4: seqlen: '8192' is not of type 'integer'"),
@@ -318,6 +322,9 @@ ROW_CASES = {
                       f"{GDN_CHUNK}:4: (top level): Unevaluated properties are not allowed ('note' was unexpected)"),
     "cut": (lambda lines: lines[:-1] + [lines[-1][:60]],
             f"{GDN_CHUNK}:{CHUNK_ROWS}: not valid JSON: the line ends at column"),
+    # a row measured on another GPU model than its folder's (the H100 as a second measured GPU)
+    "other gpu": (lambda lines: _edit_line(4, env={**json.loads(lines[3])["env"], "gpu_name": H100})(lines),
+                  f"{GDN_CHUNK}:4: row of GPU '{H100}' (h100-80gb-hbm3) in h200 data (data/raw/h200/)"),
 }
 
 
@@ -374,6 +381,67 @@ def test_row_problems_name_file_and_line(tmp_path, text, message):
     with pytest.raises(ValueError) as err:
         collect.load_rows([path], "gdn")
     assert str(err.value).startswith(f"{path}:3: ") and message in str(err.value)
+
+
+def _on(gpu_name, **fields):
+    """The good row, measured on ``gpu_name`` (``env.gpu_name``), with ``fields`` changed."""
+    return {**GOOD, **fields, "env": {**GOOD["env"], "gpu_name": gpu_name}}
+
+
+def _refused(paths, study="gdn") -> str:
+    """The error of :func:`kernels.paper.collect.load_rows` on ``paths``."""
+    with pytest.raises(ValueError) as err:
+        collect.load_rows(paths, study)
+    return str(err.value)
+
+
+def test_a_row_of_another_gpu_model_than_its_folders_names_file_line_gpu_and_model(tmp_path):
+    """The rows of a folder named after a GPU model (data/raw/h200) are of that model: an H100's
+    row among an H200's stops the collect, naming its file and line, its GPU and the folder's model;
+    the same row loads from the H100's folder, and a row measured on the CPU from the CPU's."""
+    other = {"seqlen": GOOD["seqlen"] * 2}  # another case than GOOD's
+    h200 = tmp_path / "h200"
+    path = _write(h200 / "gdn" / "chunk.jsonl", [GOOD, "", _on(H100, **other)])
+    assert _refused([path]) == f"{path}:3: row of GPU '{H100}' (h100-80gb-hbm3) in h200 data ({h200}/)"
+    path = _write(h200 / "gdn" / "chunk.jsonl", [_on(H100), GOOD])  # its first row too
+    assert _refused([path]) == f"{path}:1: row of GPU '{H100}' (h100-80gb-hbm3) in h200 data ({h200}/)"
+    # the whole collect stops before it writes the tidy table
+    with pytest.raises(ValueError, match=f"^{re.escape(path)}:1: row of GPU '{H100}'"):
+        collect.collect("gdn", [path], "h200", str(tmp_path / "gdn.csv"))
+    assert not (tmp_path / "gdn.csv").exists()
+    h100 = _write(tmp_path / "h100-80gb-hbm3" / "gdn" / "chunk.jsonl", [_on(H100), _on(H100, **other)])
+    assert len(collect.load_rows([h100], "gdn")) == 2
+    # rows measured on the CPU (the smoke run's): in the CPU's folder, not in the H200's
+    cpu = _write(tmp_path / "results" / "smoke" / "raw" / "cpu" / "gdn" / "chunk.jsonl", [_on("cpu")])
+    assert len(collect.load_rows([cpu], "gdn")) == 1
+    path = _write(h200 / "gdn" / "chunk.jsonl", [_on("cpu")])
+    assert _refused([path]) == f"{path}:1: row of GPU 'cpu' (cpu) in h200 data ({h200}/)"
+    path = _write(tmp_path / "cpu" / "gdn" / "chunk.jsonl", [_on("cpu"), _on("NVIDIA H200", **other)])
+    assert _refused([path]) == f"{path}:2: row of GPU 'NVIDIA H200' (h200) in cpu data ({tmp_path / 'cpu'}/)"
+    assert [rows.row_model(r) for r in (GOOD, _on(H100), _on("cpu"))] == ["h200", "h100-80gb-hbm3", "cpu"]
+    assert [rows.model_label(m) for m in ("h200", "h100-80gb-hbm3", "a100-sxm4-80gb")] == [
+        "H200", "H100 80GB HBM3", "A100 SXM4 80GB"]
+
+
+def test_a_folder_not_named_after_a_model_holds_one_models_rows(tmp_path):
+    """A second run's folder (data/reproductions/<name>) or a test's is of the model of its first
+    row: a row of another model names its file and line, its GPU and that first row; the reproduction
+    check reads its runs so (kernels.paper.reproduce.load_run). A CPU row in such a folder loads."""
+    from kernels.paper import reproduce
+
+    run = tmp_path / "reproductions" / "h200-x"
+    a = _write(run / "gdn" / "chunk.jsonl", [GOOD])
+    b = _write(run / "gdn" / "fla_chunk.jsonl", [_on(H100, impl="fla_chunk")])
+    message = (f"{b}:1: row of GPU '{H100}' (h100-80gb-hbm3) in h200 data ({run}/, whose row {a}:1 is of "
+               f"'NVIDIA H200': a folder holds the rows of one GPU model)")
+    assert _refused([a, b]) == message
+    with pytest.raises(ValueError) as err:
+        reproduce.load_run([a, b])
+    assert str(err.value) == message
+    # each folder has its model: the H100's rows of another folder load beside the H200's
+    c = _write(tmp_path / "reproductions" / "h100-y" / "gdn" / "fla_chunk.jsonl", [_on(H100, impl="fla_chunk")])
+    assert len(collect.load_rows([a, c], "gdn")) == 2
+    assert len(collect.load_rows([_write(tmp_path / "gdn" / "chunk.jsonl", [_on("cpu")])], "gdn")) == 1
 
 
 def test_a_median_of_repetitions_rounded_to_the_nanosecond_is_the_rows_median(tmp_path):

@@ -172,6 +172,32 @@ def test_the_bandwidth_shares_carry_their_intervals(tidy):
     assert low < float(m["SwigluSeedFwdPctPeakRange"]) < high and high - low > 1
 
 
+@pytest.mark.parametrize("gpu, peak, label", [("h200", 4800.0, "H200"), ("h100-80gb-hbm3", 3350.0, "H100 80GB HBM3")])
+def test_each_measured_gpu_model_has_its_datasheet_bandwidth(tidy, gpu, peak, label):
+    """The H200's and the H100's rows (data/raw/h200, data/raw/h100-80gb-hbm3) are each compared with their
+    own datasheet's HBM bandwidth: the shares of it, the bandwidth claim's verdict and the TB/s the text
+    quotes are numbers, never n/a, and the figure's line is labelled with the model's name."""
+    from kernels.paper import rows
+
+    assert set(report.PEAK_GBPS) <= set(rows.MODELS)
+    d = report.derive(tidy.assign(gpu=gpu))
+    row = d[(d["impl"] == "triton") & (d["pass"] == "fwd") & (d["numel"] == 2**26)].iloc[0]
+    assert row["pct_peak"] == pytest.approx(100 * 4270 / 1.03 / peak, rel=1e-3)
+    m = report.macros(d)
+    assert m["SwigluPeakTBps"] == f"{peak / 1e3:g}"
+    for name in ("SwigluSeedFwdPctPeakRange", "SwigluSeedFwdPctPeakRangeCi", "SwigluTritonFwdPctPeakRange",
+                 "SwigluTritonFwdPctPeakRangeCi", "SwigluClaimBandwidthVerdict"):
+        assert m[name] != "n/a", name
+    fig = report.fig_bandwidth(d)
+    assert {t.get_text() for ax in fig.axes for t in ax.texts} == {f"{label} datasheet"}
+    assert {ln.get_ydata()[0] for ax in fig.axes for ln in ax.lines if ln.get_linestyle() == ":"} == {peak}
+    matplotlib.pyplot.close(fig)
+    # a GPU without a datasheet entry (the CPU's smoke rows): no share, no line, n/a
+    cpu = report.derive(tidy.assign(gpu="cpu"))
+    assert cpu["pct_peak"].isna().all()
+    assert (report.macros(cpu)["SwigluPeakTBps"], report.macros(cpu)["SwigluClaimBandwidthVerdict"]) == ("n/a", "n/a")
+
+
 def test_liger_is_compared_with_ours_at_each_model_width(tidy):
     """Liger's forward time over ours per FFN width of the grid series from 2^26 elements: the width
     where it is slowest is named, with its ratios, intervals and share of the copy's bandwidth."""

@@ -223,6 +223,13 @@ def test_macros_of_a_synthetic_table():
     assert all(re.fullmatch("[A-Za-z]+", name) for name in m)
 
 
+def test_the_macros_need_no_datasheet_figure_of_the_gpu_model():
+    """The claims compare throughputs of one run with each other (no datasheet peak TFLOP/s): the
+    H100's rows (data/raw/h100-80gb-hbm3) give every number and verdict that the H200's do."""
+    h200, h100 = report.macros(_tidy()), report.macros(_tidy().assign(gpu="h100-80gb-hbm3"))
+    assert h100 == h200 and h100["TensorcorePaddingVerdict"] != "n/a" and h100["TensorcoreFpEightVerdict"] != "n/a"
+
+
 @pytest.mark.parametrize("padded, fp8, verdicts", [
     ((2.5, 3.0, 3.5, 2.1), (2.1, 3.9), ("holds", "holds")),
     ((4.5, 5.0, 6.0, 4.1), (4.2, 5.0), ("exceeded", "exceeded")),

@@ -6,8 +6,11 @@ Every row is checked against its study's row schema,
 ``device_ms`` and ``median_ms`` the medians of its repetitions (the reproduction check
 reads them; the harness stores each repetition rounded to the nanosecond and the median of
 the unrounded ones, so within 1 ns); each case (study, impl and every field but the measured ones the schemas list) has
-one row, and each file at least one. The first problem stops the collect with
-``path:line: what is wrong`` (a ValueError), before anything is written.
+one row, and each file at least one; and each row is of its folder's GPU model
+(:func:`folder_model`: the rows of ``data/raw/h200/`` are of an H200, those of a folder not
+named after a model, a second run's ``data/reproductions/<name>/``, of one model). The first
+problem stops the collect with ``path:line: what is wrong`` (a ValueError), before anything is
+written.
 
 Each row's ``roles`` (the parts of the config its case comes from, set by the
 study's ``cases``) are kept; a row measured before rows carried them gets those
@@ -19,7 +22,8 @@ The tidy table has one row per raw row: every field but ``env`` and ``timing``
 each as one JSON text cell, the repetitions for the intervals of
 :func:`kernels.paper.report_kit.ratio`; ``roles`` as one text cell, space-separated), the environment as ``env_*`` columns and the timing block as
 ``timing_*`` columns, the compile-ahead answer (``compile_ahead``: the cold preparation in a child
-process, :func:`kernels.core.ahead.compile_ahead`) as ``ahead_*`` columns, plus ``gpu`` (the data folder), ``gpu_name``,
+process, :func:`kernels.core.ahead.compile_ahead`) as ``ahead_*`` columns, what the GPU did around the case
+(``gpu_state``, :mod:`kernels.core.gpustate`) as ``gpu_state_*`` columns (:func:`_gpu_state_columns`), plus ``gpu`` (the data folder), ``gpu_name``,
 ``n_reps``; from the device times (``device_times_ms``: the GPU's work alone,
 :mod:`kernels.core.timing`) ``device_ms`` (median), ``q10_ms``, ``q90_ms`` and
 ``drift`` (the median of the last fifth of the repetitions over that of the
@@ -89,6 +93,28 @@ def read_rows(path: str | Path) -> list[tuple[int, dict]]:
     return rows
 
 
+def folder_model(path: str | Path) -> str | None:
+    """The GPU model (:func:`kernels.paper.rows.row_model`) whose rows the run folder of the row file
+    ``path`` (``<folder>/<study>/<impl>.jsonl``) holds: the folder's name where it is a model the
+    project knows (:data:`kernels.paper.rows.MODELS`: ``data/raw/h200``, ``results/smoke/raw/cpu``);
+    None for another folder (a second run's ``data/reproductions/<name>``, a test's), whose rows are
+    of the model of the first of them (:func:`load_rows`)."""
+    name = Path(path).parent.parent.name
+    return name if name in rows_mod.MODELS else None
+
+
+def _model_error(row: dict, folder: Path, model: str, first: tuple[str, str] | None) -> str | None:
+    """What is wrong with ``row`` in the run folder ``folder`` of GPU model ``model`` (named after
+    it, or, ``first``, of its first row: its position and GPU name), None when it is of that model."""
+    if rows_mod.row_model(row) == model:
+        return None
+    found = f"row of GPU {row['env']['gpu_name']!r} ({rows_mod.row_model(row)}) in {model} data"
+    if first is None:
+        return f"{found} ({folder}/)"
+    return (f"{found} ({folder}/, whose row {first[0]} is of {first[1]!r}: a folder holds the rows of "
+            f"one GPU model)")
+
+
 def load_rows(paths: list[str], study: str, configured: set[str] | None = None) -> list[dict]:
     """Read and validate the rows of ``paths`` (see the module docstring); ``configured``: the case
     ids (:func:`kernels.paper.rows.configured_cases`) of the config the rows were measured with, of
@@ -96,17 +122,29 @@ def load_rows(paths: list[str], study: str, configured: set[str] | None = None) 
 
     Raises ValueError ``'path:line: what is wrong'`` for the first bad row (a row whose
     ``device_ms`` or ``median_ms`` is not the median of its repetitions among them);
-    a second row of a case names both positions.
+    a second row of a case names both positions; a row of another GPU model than its folder's
+    (:func:`folder_model`; a folder not named after a model: its first row's among ``paths``)
+    names the GPU it was measured on and the folder's model:
+    ``'data/raw/h200/gdn/chunk.jsonl:4: row of GPU 'NVIDIA H100 80GB HBM3' (h100-80gb-hbm3) in h200
+    data (data/raw/h200/)'``.
     """
     schema = rows_mod.row_schema(study)
-    rows, seen = [], {}
+    rows, seen, models = [], {}, {}
     for path in paths:
+        folder = Path(path).parent.parent
         for n, row in read_rows(path):
             error = schema_error(row, schema)
             if error:
                 raise ValueError(f"{path}:{n}: {error}")
             if row["study"] != study:
                 raise ValueError(f"{path}:{n}: row of study {row['study']!r} in {study!r} data")
+            if folder not in models:  # named after its model, or of its first row's
+                model = folder_model(path)
+                models[folder] = ((model, None) if model is not None
+                                  else (rows_mod.row_model(row), (f"{path}:{n}", row["env"]["gpu_name"])))
+            error = _model_error(row, folder, *models[folder])
+            if error:
+                raise ValueError(f"{path}:{n}: {error}")
             for key, values in (("device_ms", "device_times_ms"), ("median_ms", "times_ms")):
                 median = statistics.median(row[values]) if row.get(values) else None
                 if median is not None and row.get(key) is not None \
@@ -169,6 +207,25 @@ def _drift(times: np.ndarray) -> float:
     return float(np.median(times[-k:]) / np.median(times[:k]) - 1)
 
 
+#: A row's ``gpu_state`` when it has none (measured before :mod:`kernels.core.gpustate` existed).
+NOT_RECORDED = "not recorded"
+
+
+def _gpu_state_columns(state: dict | str | None) -> dict:
+    """A row's ``gpu_state`` (:func:`kernels.core.gpustate.recorded`) as flat ``gpu_state_*`` columns
+    (``gpu_state_after_sm_clock_mhz``, ``gpu_state_power_limit_w``, ...; the clock-event reasons
+    joined by spaces), or one column ``gpu_state`` saying why there are none: :data:`NOT_RECORDED`,
+    NVML's error, or ``cpu`` for a row measured without CUDA."""
+    if not isinstance(state, dict) or "error" in state:
+        return {"gpu_state": state["error"] if isinstance(state, dict) else state or "cpu"}
+    flat = {"gpu_state": "recorded"}
+    for key, value in state.items():
+        for sub, v in (value.items() if isinstance(value, dict) else [(None, value)]):
+            name = "_".join(p for p in ("gpu_state", key, sub) if p)
+            flat[name] = " ".join(v) if isinstance(v, list) else v
+    return flat
+
+
 def tidy(rows: list[dict], gpu: str) -> pd.DataFrame:
     """One tidy row per raw row, with the generic metrics (see module docstring)."""
     records = []
@@ -177,7 +234,7 @@ def tidy(rows: list[dict], gpu: str) -> pd.DataFrame:
         device = np.asarray(row.get("device_times_ms", []), dtype=float)
         latency = np.asarray(row["times_ms"], dtype=float)
         rec = {k: v for k, v in row.items()
-               if k not in ("env", "kernels", "timing", "compile_ahead", rows_mod.ROLES, *_LISTS)}
+               if k not in ("env", "kernels", "timing", "compile_ahead", "gpu_state", rows_mod.ROLES, *_LISTS)}
         rec[rows_mod.ROLES] = " ".join(row.get(rows_mod.ROLES, []))
         if "kernels" in row:  # per-kernel breakdown, kept as one JSON text cell
             rec["kernels"] = json.dumps(row["kernels"])
@@ -192,6 +249,7 @@ def tidy(rows: list[dict], gpu: str) -> pd.DataFrame:
                for k, v in row["env"].items()},
             **{f"timing_{k}": v for k, v in (row.get("timing") or {}).items()},
             **{f"ahead_{k}": v for k, v in (row.get("compile_ahead") or {}).items()},
+            **_gpu_state_columns(row.get("gpu_state", NOT_RECORDED)),
             n_reps=int(device.size),
             device_ms=device_ms, q10_ms=q10, q90_ms=q90,
             latency_ms=latency_ms, latency_q10_ms=lat_q10, latency_q90_ms=lat_q90,

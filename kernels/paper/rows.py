@@ -14,6 +14,11 @@ neither: ``roles`` (:data:`ROLES`), the parts of the config a case comes from,
 which say how the reports use the row, not what was run; a case keeps its
 identity (and pairs with the rows measured before roles existed) when the
 config gives it another role.
+
+A row's GPU *model* is the folder its GPU's name gives (:func:`row_model`: ``env.gpu_name``
+by :func:`kernels.core.env.gpu_slug`, 'NVIDIA H200' -> ``h200``, ``cpu`` for rows measured on
+the CPU); the rows of a folder are of one model (:mod:`kernels.paper.collect`), and the models the
+project knows by name are :data:`MODELS`.
 """
 
 from __future__ import annotations
@@ -23,8 +28,28 @@ import json
 from pathlib import Path
 
 from kernels.core.checks import schema_at
+from kernels.core.env import gpu_slug
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "workflow" / "schemas"
+
+
+#: The GPU models the project knows, by folder (``data/raw/<model>``, :func:`row_model`), each with
+#: the name a reader is given (the GPU's name without the vendor's): a folder named after one of them
+#: holds rows of that model only (:func:`kernels.paper.collect.load_rows`); ``cpu``: rows measured on
+#: the CPU (the smoke run's, a measuring run with ``gpu=cpu``).
+MODELS = {"h200": "H200", "h100-80gb-hbm3": "H100 80GB HBM3", "cpu": "CPU"}
+
+
+def row_model(row: dict) -> str:
+    """The GPU model of a raw row: :func:`kernels.core.env.gpu_slug` of its ``env.gpu_name``
+    ('NVIDIA H100 80GB HBM3' -> ``h100-80gb-hbm3``, 'cpu' -> ``cpu``)."""
+    return gpu_slug(row["env"]["gpu_name"])
+
+
+def model_label(model: str) -> str:
+    """The name of the GPU model ``model`` (a folder, :data:`MODELS`) for a reader: ``h100-80gb-hbm3``
+    -> 'H100 80GB HBM3'; a model not in :data:`MODELS` in capitals, a space for each hyphen."""
+    return MODELS.get(model, model.replace("-", " ").upper())
 
 
 #: Where a study's row schema sits in its schema file (beside the schema of its config section).

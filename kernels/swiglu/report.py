@@ -24,12 +24,15 @@ import numpy as np
 import pandas as pd
 
 from kernels.paper import report_kit as kit
+from kernels.paper import rows as rows_mod
 from kernels.paper import style
 from kernels.swiglu.impls import IMPLS
 from kernels.swiglu.study import PROFILE_ROLE, TOLERANCE
 
-#: Datasheet HBM bandwidth in GB/s (NVIDIA H200 SXM: 4.8 TB/s HBM3e).
-PEAK_GBPS = {"h200": 4800.0}
+#: Datasheet HBM bandwidth in GB/s, by GPU model (the data folder, :data:`kernels.paper.rows.MODELS`):
+#: NVIDIA H200 SXM, 4.8 TB/s HBM3e (NVIDIA H200 Tensor Core GPU datasheet); NVIDIA H100 SXM5 80 GB,
+#: 3.35 TB/s HBM3 (NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column).
+PEAK_GBPS = {"h200": 4800.0, "h100-80gb-hbm3": 3350.0}
 #: The sweep's config section, whose models and GEMM groups the text names.
 SWEEP = kit.study_config("swiglu")
 #: The models of the sweep's config (``models``): FFN hidden size -> model name, and (model
@@ -145,7 +148,7 @@ def _size_panels(df: pd.DataFrame, metric: str, ylabel: str, title: str):
             for gpu in sub["gpu"].unique():
                 if gpu in PEAK_GBPS:
                     ax.axhline(PEAK_GBPS[gpu], color="grey", linestyle=":", linewidth=0.8)
-                    ax.annotate(f"{gpu.upper()} datasheet", (0.02, PEAK_GBPS[gpu]), fontsize=6,
+                    ax.annotate(f"{rows_mod.model_label(gpu)} datasheet", (0.02, PEAK_GBPS[gpu]), fontsize=6,
                                 xycoords=("axes fraction", "data"), va="bottom")
         if sub.empty:
             kit.mark_empty(ax)
@@ -463,7 +466,9 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     (``...Ci``) and its word (``...Tie``: "a tie" when the interval holds 1.0, else "faster" or
     "slower", :func:`kernels.paper.report_kit.tie_word`); the bandwidth shares of the source kernel's and
     our forward from :data:`LARGE` up, in % of the datasheet's and of the copy's, with their intervals
-    (``Swiglu<Impl>FwdPct{Peak,Copy}Range`` and ``...Ci``, :func:`_bandwidth_shares`); Liger's forward
+    (``Swiglu<Impl>FwdPct{Peak,Copy}Range`` and ``...Ci``, :func:`_bandwidth_shares`), and that datasheet
+    bandwidth, of the rows' GPU model, in TB/s (``SwigluPeakTBps``, :data:`PEAK_GBPS`: "4.8" on an H200,
+    "3.35" on an H100); Liger's forward
     time over ours at the model width where it is largest (``SwigluLigerSlowHidden``, ``...Model``,
     ``SwigluLigerSlowOverTritonRange``) and at the other widths (``SwigluLigerOtherOverTritonRange``),
     with intervals, and both kernels' shares of the copy's bandwidth at that width
@@ -482,6 +487,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         return frame[frame["impl"].eq(impl)][name]
 
     out["SwigluCopyTBps"] = kit.fmt(col(large, "copy", "gbps").max() / 1e3, 2)
+    peaks = {PEAK_GBPS[gpu] for gpu in large["gpu"].dropna().unique() if gpu in PEAK_GBPS}
+    out["SwigluPeakTBps"] = f"{peaks.pop() / 1e3:g}" if len(peaks) == 1 else style.MISSING
     out["SwigluTritonFwdPctCopyMin"] = kit.fmt(col(large, "triton", "pct_copy").min(), 1)
     out["SwigluTritonFwdPctCopyRange"] = kit.span(col(large, "triton", "pct_copy"), 1)
     out["SwigluTritonFwdPctPeakRange"] = kit.span(col(large, "triton", "pct_peak"), 1)

@@ -47,6 +47,7 @@ _KNOWN_STUDIES = {
 _TOP_KEYS = (
     "measure",
     "gpu",
+    "paper_gpu",
     "overwrite",
     "smoke",
     "quick",
@@ -256,12 +257,16 @@ else:
         _committed = sorted(
             p.name for p in Path(RAW).glob("*") if any(p.glob("*/*.jsonl"))
         )
-        if len(_committed) != 1:
+        if len(_committed) == 1:
+            GPU = _committed[0]
+        elif config.get("paper_gpu") in _committed:
+            GPU = config["paper_gpu"]  # several models' rows: the one the paper speaks of
+        else:
             raise WorkflowError(
-                f"config gpu=auto: expected one folder of committed rows under "
-                f"{RAW}/, found {_committed}; set config key 'gpu'"
+                f"config gpu=auto: {RAW}/ holds the rows of {_committed} and config key "
+                f"'paper_gpu' ({config.get('paper_gpu')}) names none of them; set 'paper_gpu' "
+                f"or 'gpu' to one"
             )
-        GPU = _committed[0]
     if MEASURE and not QUICK and GPU == "cpu":
         # rows measured on the CPU are never committed data: they and what is made of them go
         # under results/cpu/ (as the smoke run's under results/smoke/), never into data/raw/
