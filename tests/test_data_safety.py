@@ -222,10 +222,24 @@ def test_committed_rows_are_the_tracked_ones(tmp_path, monkeypatch):
 def test_rendering_a_gpu_folder_that_does_not_exist_stops_before_any_job(tree, dry):
     before = data_state(tree)
     proc = snakemake(tree, *(["-n"] if dry else []), "--cores", "1", "--config", "measure=false", "gpu=a100")
-    fails(proc, "config gpu=a100: no folder data/raw/a100/ to render from (folders there: h200)")
+    fails(proc, "config gpu=a100: no folder data/raw/a100/ to render from (folders there: h100-80gb-hbm3, h200)")
     assert data_state(tree) == before
     assert not (tree / "results").exists() and not (tree / "paper" / "generated").exists()
     assert not list((tree / "figures").glob("*.pdf"))
+
+
+def test_rendering_several_models_reads_config_paper_gpu_and_stops_when_it_names_none(tree):
+    """data/raw/ holds the rows of two models: the render reads paper_gpu's, and stops before any
+    job when paper_gpu names no folder there."""
+    assert {"h200", "h100-80gb-hbm3"} <= {p.name for p in (tree / "data" / "raw").iterdir()}
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false", "paper_gpu=h100-80gb-hbm3")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "rendering from the committed data in data/raw/h100-80gb-hbm3/" in proc.stderr
+    before = data_state(tree)
+    proc = snakemake(tree, "-n", "--cores", "1", "--config", "measure=false", "paper_gpu=a100")
+    fails(proc, "config gpu=auto: data/raw/ holds the rows of ['h100-80gb-hbm3', 'h200'] and config key "
+                "'paper_gpu' (a100) names none of them")
+    assert data_state(tree) == before
 
 
 def test_rendering_without_rows_of_a_configured_study_stops_before_any_job(tree):
@@ -305,6 +319,8 @@ def _edit_line(n, **fields):
 
 #: The name an H100 SXM5 80 GB reports (torch.cuda.get_device_name), of folder h100-80gb-hbm3.
 H100 = "NVIDIA H100 80GB HBM3"
+#: The first committed row of FlexAttention (a row of another study than GDN, of its own schema).
+FLEX_ROW = (ROOT / "data" / "raw" / "h200" / "flex" / "flex.jsonl").read_text().splitlines()[0]
 
 ROW_CASES = {
     # the issue's cases: a string shape field, duplicates, NaN, an empty file, a cut last line
@@ -325,12 +341,22 @@ ROW_CASES = {
     # a row measured on another GPU model than its folder's (the H100 as a second measured GPU)
     "other gpu": (lambda lines: _edit_line(4, env={**json.loads(lines[3])["env"], "gpu_name": H100})(lines),
                   f"{GDN_CHUNK}:4: row of GPU '{H100}' (h100-80gb-hbm3) in h200 data (data/raw/h200/)"),
+    # a row of another study (copied from its file): named as such, not by what GDN's schema misses in it
+    "other study": (lambda lines: lines + [FLEX_ROW],
+                    f"{GDN_CHUNK}:{CHUNK_ROWS + 1}: row of study 'flex' in 'gdn' data"),
 }
+#: The bad rows of ROW_CASES that the start-of-run summary names (a line that is not a JSON object,
+#: a row of another study: kernels.paper.provenance.read_envs), instead of calling GDN current.
+SUMMARY_CASES = {"cut": f"gdn (bad row at {GDN_CHUNK}:{CHUNK_ROWS}: not JSON)",
+                 "other study": f"gdn (bad row at {GDN_CHUNK}:{CHUNK_ROWS + 1}: row of study 'flex' in 'gdn' data)"}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(ROW_CASES))
 def test_a_bad_row_stops_its_collect_naming_file_and_line(tree, case):
+    """The collect stops with one line naming the file, the line and what is wrong, on the console
+    and in its log, without a traceback; a line that is not a row of the study is named as early
+    as the summary of the studies' states at the run's start."""
     if case == "impossible" and "gdn" not in current_studies():
         pytest.skip("the config check reads current rows only, and GDN's are stale")
     edit, message = ROW_CASES[case]
@@ -340,8 +366,14 @@ def test_a_bad_row_stops_its_collect_naming_file_and_line(tree, case):
     before = data_state(tree)
     proc = snakemake(tree, "--cores", "1", "results/tidy/gdn.csv", "--config", "measure=false")
     fails(proc, message)
+    out = proc.stdout + proc.stderr
+    [summary] = [line for line in out.splitlines() if line.startswith("Studies of data/raw/h200/: ")]
+    if case in SUMMARY_CASES:
+        assert SUMMARY_CASES[case] in summary and "stale: " in summary, summary
+    said = [line for line in out.splitlines() if message in line and line != summary]
+    assert "Traceback" not in out and len(said) == 1, out[-3000:]
     log = (tree / "results" / "logs" / "collect_gdn.log").read_text()
-    assert "Traceback (most recent call last)" in log and message in log
+    assert "Traceback" not in log and message in log
     assert not (tree / "results" / "tidy" / "gdn.csv").exists()
     assert data_state(tree) == before
 
@@ -370,6 +402,7 @@ GOOD = json.loads((ROOT / GDN_CHUNK).read_text().splitlines()[0])
     (json.dumps({k: v for k, v in GOOD.items() if k != "num_seqs"}), "num_seqs: required, missing"),
     (json.dumps({**GOOD, "impl": "fla_chunk"}), "row of impl 'fla_chunk' in the file of impl 'chunk'"),
     (json.dumps({**GOOD, "study": "flex"}), "row of study 'flex' in 'gdn' data"),
+    (FLEX_ROW, "row of study 'flex' in 'gdn' data"),  # of another schema: its study, not what it lacks
     (json.dumps({**GOOD, "rel_err_dq": "small"}), "rel_err_dq: 'small' is not of type 'number'"),
     (json.dumps({**GOOD, "env": {**GOOD["env"], "note": "re-timed"}}), "env.note: unknown key (expected one "),
     # a median edited apart from its repetitions (the reproduction check reads the median)
@@ -456,7 +489,7 @@ def test_a_median_of_repetitions_rounded_to_the_nanosecond_is_the_rows_median(tm
 
 
 def test_a_byte_that_is_not_utf8_is_named_by_file_and_line(tmp_path):
-    """The collect names it; the study's state at the run's start passes over the line."""
+    """The collect names it; so does the study's state at the run's start, which leaves the line out."""
     path = tmp_path / "gdn" / "chunk.jsonl"
     _write(path, [GOOD, GOOD])
     path.write_bytes(path.read_bytes().replace(b'"study"', b'"\xffstudy"', 1))
@@ -464,7 +497,7 @@ def test_a_byte_that_is_not_utf8_is_named_by_file_and_line(tmp_path):
         collect.load_rows([str(path)], "gdn")
     from kernels.paper import provenance
 
-    assert len(provenance.row_envs(tmp_path, "gdn")) == 1
+    assert provenance.read_envs(tmp_path, "gdn") == ([GOOD["env"]], (path, 1, "not JSON"))
 
 
 def test_files_without_rows_and_duplicates_across_files(tmp_path):

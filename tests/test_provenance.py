@@ -219,7 +219,7 @@ def test_every_committed_study_is_one_run():
     for folder in sorted((ROOT / "data" / "raw").iterdir()):
         for study in sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name != "benchmarks"):
             envs = provenance.row_envs(folder, study)
-            runs = {(e.get("git_commit"), e.get("gpu_uuid"), e.get("fingerprint")) for e in envs}
+            runs = provenance.runs_of(envs)
             assert len(runs) == 1, f"{folder.name}/{study}: rows of {len(runs)} runs: {sorted(map(str, runs))}"
             assert len({e["date"][:10] for e in envs if e.get("date")}) <= 1, f"{folder.name}/{study}"
 
@@ -235,3 +235,48 @@ def test_the_readme_table_is_the_committed_data_state():
             row = (f"| {folder.name} | {s.study} | {s.state} | `{s.commit}` | {s.gpu} | {s.date} | "
                    f"{s.minutes:.1f} | {s.rows} |")
             assert row in readme, f"README's data table lacks: {row}"
+
+
+def test_a_bad_row_makes_a_study_stale_naming_its_first_file_and_line(root):
+    """A line that is not a JSON object (a torn last line, a list) or a row of another study makes
+    the study stale, naming the first (path from the tree's root where it is inside it), in its
+    state and in the summary of the run's start; its other rows still give the run. A file of
+    nothing but a torn line is a bad row, not a study without rows."""
+    folder = root / "data" / "raw" / "h200"
+    _rows(folder, fingerprint("toy", SECTION, TIMING, root))
+    assert _state(root, folder).state == provenance.CURRENT
+    slow = folder / "toy" / "slow.jsonl"
+    good = slow.read_text()
+    for line, what in (('{"study": "toy", "impl": "sl', "not JSON"), ("[1, 2]", "not a JSON object"),
+                       ('{"study": "flex", "impl": "slow"}', "row of study 'flex' in 'toy' data")):
+        slow.write_text(good + line + "\n" + line + "\n")
+        state = _state(root, folder)
+        bad = f"data/raw/h200/toy/slow.jsonl:3: {what}"
+        assert (state.state, state.why, state.bad_row, state.rows) == (provenance.STALE, f"bad row at {bad}", bad, 2)
+        assert state.commit == "a" * 7
+        assert provenance.summary("data/raw/h200", [state]) == (
+            f"Studies of data/raw/h200/: stale: toy (bad row at {bad}) (python -m kernels.paper.provenance says "
+            "what differs).")
+    slow.write_text('{"study": "toy"\n')
+    state = _state(root, folder)
+    assert state.state == provenance.STALE
+    assert state.why == "bad row at data/raw/h200/toy/slow.jsonl:1: not JSON; no rows"
+
+
+def test_the_command_names_a_studys_bad_row(tmp_path):
+    """python -m kernels.paper.provenance on a copy of the committed rows whose GDN file ends in a torn
+    line: GDN is stale, naming that line; the other studies keep their state."""
+    folder = tmp_path / "h200"
+    shutil.copytree(ROOT / "data" / "raw" / "h200", folder)
+    chunk = folder / "gdn" / "chunk.jsonl"
+    lines = chunk.read_text().splitlines()
+    chunk.write_text("".join(line + "\n" for line in lines[:-1]) + lines[-1][:60] + "\n")
+    proc = subprocess.run([sys.executable, "-m", "kernels.paper.provenance", "--raw", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    bad = f"bad row at {chunk}:{len(lines)}: not JSON"
+    assert f"gdn ({bad})" in proc.stdout.splitlines()[0] and f"\ngdn: stale ({bad})\n" in proc.stdout
+    committed = provenance.states(ROOT / "data" / "raw" / "h200", provenance.load_config())
+    for s in committed:
+        if s.study != "gdn":
+            assert f"\n{s.study}: {s.state}" in proc.stdout

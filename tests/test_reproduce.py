@@ -17,7 +17,7 @@ import yaml
 
 import kernels
 from kernels.core import harness
-from kernels.paper import reproduce, rows
+from kernels.paper import provenance, reproduce, rows
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "raw" / "h200"
@@ -257,6 +257,7 @@ def test_each_study_is_reproduced_on_its_own():
 #: The sections the committed rows were measured with, as the rule passes them (the roles of their rows).
 SWEEP = {s: yaml.safe_load((ROOT / "config" / "studies" / f"{s}.yaml").read_text())[s]["sweep"]
          for s in STUDIES}
+TIMING = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["timing"]
 
 
 def on_another_gpu(files, folder):
@@ -273,13 +274,16 @@ def on_another_gpu(files, folder):
     return out
 
 
-def _check(tmp_path, candidate_files, sections=SWEEP):
+def _check(tmp_path, candidate_files, sections=SWEEP, reference=None, stale=None):
+    """The check of ``candidate_files`` (on another GPU: :func:`on_another_gpu`) against ``reference``
+    (files; all the committed rows where None): its line, its CSV and its outputs' paths."""
     candidate_files = on_another_gpu(candidate_files, tmp_path / "second_run")
     out = {k: str(tmp_path / name) for k, name in (("out_csv", "r.csv"), ("out_summary", "r.txt"),
                                                    ("out_figure", "r.pdf"), ("out_table", "t.tex"),
                                                    ("out_snippet", "s.tex"), ("out_numbers", "n.tex"))}
-    line = reproduce.check(candidate_files, sorted(str(p) for p in DATA.glob("*/*.jsonl")), gpu="h200",
-                           tolerance=0.05, min_within=0.95, sections=sections, candidate=["second_run"], **out)
+    reference = reference or sorted(str(p) for p in DATA.glob("*/*.jsonl"))
+    line = reproduce.check(candidate_files, reference, gpu="h200", tolerance=0.05, min_within=0.95,
+                           sections=sections, candidate=["second_run"], stale=stale, **out)
     return line, pd.read_csv(out["out_csv"]), {k: Path(v) for k, v in out.items()}
 
 
@@ -391,6 +395,83 @@ def test_a_second_run_of_the_references_gpu_or_of_another_model_is_refused(tmp_p
     # studies of the reference measured on different GPUs: each study's second run is of another one
     flex, gdn = ([r for r in ref if r["study"] == s] for s in ("flex", "gdn"))
     reproduce.check_pair([{**r, "env": {**r["env"], "gpu_uuid": gdn[0]["env"]["gpu_uuid"]}} for r in flex], ref)
+
+
+def write_run(folder, study, edit=lambda r: None, every=1):
+    """The committed rows of ``study`` copied into ``folder/<study>/``, ``edit`` applied to every
+    ``every``-th row of each file from its first (2: the first, the third, ...); returns the copies' paths."""
+    out = []
+    for f in sorted((DATA / study).glob("*.jsonl")):
+        rows_ = [json.loads(x) for x in f.read_text().splitlines()]
+        for r in rows_[::every]:
+            edit(r)
+        (folder / study).mkdir(parents=True, exist_ok=True)
+        (folder / study / f.name).write_text("".join(json.dumps(r) + "\n" for r in rows_))
+        out.append(str(folder / study / f.name))
+    return out
+
+
+def test_rows_of_several_runs_are_named_as_provenance_counts_them(tmp_path):
+    """A study's rows of more than one commit, GPU or fingerprint are as many runs as provenance's
+    study_state counts ("rows of N runs"), named by what differs; rows of one run are not named."""
+    def of(numel, commit, fp):
+        r = row(numel=numel)
+        r["env"].update(git_commit=commit, fingerprint=fp)  # no fingerprint_parts: the digest is the row's
+        return r
+
+    assert reproduce.not_one_run([of(1, "abc", "f1"), of(2, "abc", "f1")]) == {}
+    assert reproduce.not_one_run([of(1, "abc", "f1"), of(2, "abc", "f2")]) == {"toy": "rows of 2 runs: fingerprints f1, f2"}
+    three = [of(1, "abc", "f1"), of(2, "abc", "f2"), of(3, "def", "f2")]
+    assert reproduce.not_one_run(three) == {"toy": "rows of 3 runs: fingerprints f1, f2; commits abc, def"}
+    (tmp_path / "toy").mkdir()
+    (tmp_path / "toy" / "scale.jsonl").write_text("".join(json.dumps(r) + "\n" for r in three))
+    state = provenance.study_state("toy", tmp_path, {}, {}, code={"digest": "f1", "parts": {}})
+    assert state.why == "rows of 3 runs (commit, GPU, fingerprint)"
+
+
+def test_a_second_run_of_two_runs_is_not_compared(tmp_path):
+    """Half a second run's GDN rows of another fingerprint (another config part, which the workflow's
+    test of the same code, provenance.same_code, does not see) were compared and reported "reproduced:
+    85 of 85", while provenance calls the folder rows of 2 runs: GDN is not compared, the line and the
+    paper say why and the runs are not reproduced; the tensor cores are compared."""
+    def other_config(r):
+        r["env"]["fingerprint_parts"]["config"] = "0" * 16
+
+    cand = write_run(tmp_path / "cand", "gdn", other_config, every=2) + write_run(tmp_path / "cand", "tensorcore")
+    envs = [json.loads(x)["env"] for x in Path(cand[0]).read_text().splitlines()[:2]]
+    fingerprints = ", ".join(sorted(provenance.row_fingerprint(e) for e in envs))
+    assert provenance.study_state("gdn", tmp_path / "cand", SWEEP["gdn"], TIMING).why.startswith("rows of 2 runs")
+    studies = ("gdn", "tensorcore")
+    line, table, out = _check(tmp_path, cand, {s: SWEEP[s] for s in studies},
+                              reference=sorted(str(p) for s in studies for p in (DATA / s).glob("*.jsonl")))
+    why = f"rows of 2 runs: fingerprints {fingerprints}"
+    assert line.startswith("NOT reproduced: 12 of 12 rows within ±5 % of device time (100.0 %); "
+                           f"not compared: gdn ({why}); claims: ")
+    assert set(table["study"]) == {"tensorcore"}
+    numbers = out["out_numbers"].read_text()
+    assert r"\newcommand{\ReproOutcome}{not reproduced}" in numbers
+    assert rf"\newcommand{{\ReproOutcomeByStudy}}{{tensor cores: reproduced; Gated DeltaNet: not compared ({why})}}" in numbers
+    assert rf"\newcommand{{\ReproGdnFlashQlaFwdVerdict}}{{{reproduce.NOT_COMPARED}}}" in numbers
+
+
+def test_the_line_names_the_stale_studies_it_compared(tmp_path):
+    """Reference rows of other code than today's (provenance: stale) compared with their second run:
+    the line says so, naming why; a current study is not named, nor a stale one the check left out."""
+    def other_timing(r):
+        r["env"]["fingerprint_parts"]["kernels/core/timing.py"] = "0" * 16
+
+    ref = write_run(tmp_path / "ref", "tensorcore", other_timing)
+    commit = json.loads(Path(ref[0]).read_text().splitlines()[0])["env"]["git_commit"][:7]
+    why = f"rows measured at {commit} by other code or config"
+    gdn = sorted(str(p) for p in (DATA / "gdn").glob("*.jsonl"))
+    stale = reproduce.stale_studies(ref + gdn, provenance.load_config())
+    assert stale == {"tensorcore": why}
+    line, _, _ = _check(tmp_path, sorted(str(p) for p in (DATA / "tensorcore").glob("*.jsonl")),
+                        {"tensorcore": SWEEP["tensorcore"]}, reference=ref, stale=stale)
+    assert line.startswith("reproduced: 12 of 12 rows") and line.endswith(f"; compared although stale: tensorcore ({why})")
+    table = reproduce.compare([row()], [row()], 0.05)
+    claims = reproduce.compare_claims({}, {})
+    assert "stale" not in reproduce.summary_line(table, claims, 0.05, 0.95, stale={"gdn": why})
 
 
 def test_outside_table_shows_the_worst_rows_and_counts_the_rest():

@@ -9,7 +9,7 @@ the unrounded ones, so within 1 ns); each case (study, impl and every field but 
 one row, and each file at least one; and each row is of its folder's GPU model
 (:func:`folder_model`: the rows of ``data/raw/h200/`` are of an H200, those of a folder not
 named after a model, a second run's ``data/reproductions/<name>/``, of one model). The first
-problem stops the collect with ``path:line: what is wrong`` (a ValueError), before anything is
+problem stops the collect with ``path:line: what is wrong`` (a :class:`RowError`), before anything is
 written.
 
 Each row's ``roles`` (the parts of the config its case comes from, set by the
@@ -55,6 +55,12 @@ from kernels.core.files import write_atomic
 log = logging.getLogger("kernels.paper.collect")
 
 
+class RowError(ValueError):
+    """A bad row or row file, ``path:line: what is wrong`` (``path: ...`` for a file without rows):
+    what stops a collect (:func:`read_rows`, :func:`load_rows`); the rule's script prints this one line
+    (``workflow/scripts/collect.py``)."""
+
+
 def _no_constant(name: str):
     raise ValueError(f"non-finite number {name} (not JSON; a missing value is null)")
 
@@ -62,7 +68,7 @@ def _no_constant(name: str):
 def read_rows(path: str | Path) -> list[tuple[int, dict]]:
     """``(line number, row)`` of each non-blank line of a JSONL file.
 
-    Raises ValueError ``'path:line: what is wrong'`` for a line that is not
+    Raises :class:`RowError` ``'path:line: what is wrong'`` for a line that is not
     one JSON object in UTF-8 (a truncated or edited line) or holds NaN or Infinity,
     and ``'path: ...'`` for a file without rows.
     """
@@ -72,8 +78,8 @@ def read_rows(path: str | Path) -> list[tuple[int, dict]]:
             try:
                 text = raw.decode("utf-8").strip()
             except UnicodeDecodeError as exc:
-                raise ValueError(f"{path}:{n}: not UTF-8 text (byte {raw[exc.start]:#04x} at column "
-                                 f"{exc.start + 1})") from None
+                raise RowError(f"{path}:{n}: not UTF-8 text (byte {raw[exc.start]:#04x} at column "
+                               f"{exc.start + 1})") from None
             if not text:
                 continue
             try:
@@ -82,14 +88,14 @@ def read_rows(path: str | Path) -> list[tuple[int, dict]]:
                 cut = exc.pos >= len(text) or exc.msg.startswith("Unterminated string")
                 what = (f"the line ends at column {len(text)} inside a row (cut short?)" if cut
                         else f"{exc.msg} (column {exc.pos + 1})")
-                raise ValueError(f"{path}:{n}: not valid JSON: {what}") from None
+                raise RowError(f"{path}:{n}: not valid JSON: {what}") from None
             except ValueError as exc:
-                raise ValueError(f"{path}:{n}: {exc}") from None
+                raise RowError(f"{path}:{n}: {exc}") from None
             if not isinstance(row, dict):
-                raise ValueError(f"{path}:{n}: a row is a JSON object, not {type(row).__name__}")
+                raise RowError(f"{path}:{n}: a row is a JSON object, not {type(row).__name__}")
             rows.append((n, row))
     if not rows:
-        raise ValueError(f"{path}: no rows (an empty file); measure it again or delete it")
+        raise RowError(f"{path}: no rows (an empty file); measure it again or delete it")
     return rows
 
 
@@ -120,8 +126,10 @@ def load_rows(paths: list[str], study: str, configured: set[str] | None = None) 
     ids (:func:`kernels.paper.rows.configured_cases`) of the config the rows were measured with, of
     which each row's case must be one (None: any case).
 
-    Raises ValueError ``'path:line: what is wrong'`` for the first bad row (a row whose
+    Raises :class:`RowError` ``'path:line: what is wrong'`` for the first bad row (a row whose
     ``device_ms`` or ``median_ms`` is not the median of its repetitions among them);
+    a row of another study (its ``study`` field) names that study rather than what this study's
+    schema finds wrong with it: ``'data/raw/h200/flex/flex.jsonl:4: row of study 'gdn' in 'flex' data'``;
     a second row of a case names both positions; a row of another GPU model than its folder's
     (:func:`folder_model`; a folder not named after a model: its first row's among ``paths``)
     names the GPU it was measured on and the folder's model:
@@ -133,33 +141,33 @@ def load_rows(paths: list[str], study: str, configured: set[str] | None = None) 
     for path in paths:
         folder = Path(path).parent.parent
         for n, row in read_rows(path):
+            if isinstance(row.get("study"), str) and row["study"] != study:  # named as such, not by its schema
+                raise RowError(f"{path}:{n}: row of study {row['study']!r} in {study!r} data")
             error = schema_error(row, schema)
             if error:
-                raise ValueError(f"{path}:{n}: {error}")
-            if row["study"] != study:
-                raise ValueError(f"{path}:{n}: row of study {row['study']!r} in {study!r} data")
+                raise RowError(f"{path}:{n}: {error}")
             if folder not in models:  # named after its model, or of its first row's
                 model = folder_model(path)
                 models[folder] = ((model, None) if model is not None
                                   else (rows_mod.row_model(row), (f"{path}:{n}", row["env"]["gpu_name"])))
             error = _model_error(row, folder, *models[folder])
             if error:
-                raise ValueError(f"{path}:{n}: {error}")
+                raise RowError(f"{path}:{n}: {error}")
             for key, values in (("device_ms", "device_times_ms"), ("median_ms", "times_ms")):
                 median = statistics.median(row[values]) if row.get(values) else None
                 if median is not None and row.get(key) is not None \
                         and not math.isclose(row[key], median, rel_tol=1e-6, abs_tol=1e-6):
-                    raise ValueError(f"{path}:{n}: {key} {row[key]:g} is not the median of {values} ({median:g})")
+                    raise RowError(f"{path}:{n}: {key} {row[key]:g} is not the median of {values} ({median:g})")
             if row["impl"] != Path(path).stem:
-                raise ValueError(f"{path}:{n}: row of impl {row['impl']!r} in the file of impl {Path(path).stem!r}")
+                raise RowError(f"{path}:{n}: row of impl {row['impl']!r} in the file of impl {Path(path).stem!r}")
             case = rows_mod.case_id(row)
             if configured is not None and case not in configured:
-                raise ValueError(f"{path}:{n}: {rows_mod.case_label(row)}: not a case of the config section it "
-                                 f"was measured with (config/studies/{study}.yaml), which makes every case "
-                                 f"of its rows")
+                raise RowError(f"{path}:{n}: {rows_mod.case_label(row)}: not a case of the config section it "
+                               f"was measured with (config/studies/{study}.yaml), which makes every case "
+                               f"of its rows")
             if case in seen:
-                raise ValueError(f"{path}:{n}: same case as {seen[case]} (a case, i.e. study, impl and "
-                                 f"every field but the measured ones, has one row)")
+                raise RowError(f"{path}:{n}: same case as {seen[case]} (a case, i.e. study, impl and "
+                               f"every field but the measured ones, has one row)")
             seen[case] = f"{path}:{n}"
             rows.append(row)
     return rows

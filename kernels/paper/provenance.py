@@ -6,7 +6,9 @@ state against the code of the working tree (:func:`study_state`):
   (:func:`kernels.core.fingerprint.fingerprint`), from one run (one commit, one GPU, one fingerprint);
 - ``stale``: rows of other code or config (what differs is listed: the parts of the fingerprint
   or, for rows measured before rows carried one, the files changed since their commit, where git
-  can tell), or rows of more than one run;
+  can tell), rows of more than one run, or a bad row: a line of its files that is not a JSON
+  object, or a row of another study (the first is named, ``path:line: what``, where the collect
+  of its rows stops);
 - ``not measured``: no rows.
 
 ``python -m kernels.paper.provenance`` prints the table for the committed data (``--gpu``, ``--raw``);
@@ -48,7 +50,8 @@ class StudyState:
     ``rows``, ``minutes`` (its measurement jobs' GPU time, None without benchmark files),
     ``fingerprints`` (the digests its rows carry; None for a row without one) and ``timing_part``
     (the ``timing`` part of its rows' fingerprint: the digest of the timing settings they were
-    timed with; None unless its rows are of one run and carry one)."""
+    timed with; None unless its rows are of one run and carry one), ``bad_row`` (its files' first
+    bad line, ``path:line: what``, :func:`read_envs`; empty without one)."""
 
     study: str
     state: str
@@ -61,6 +64,7 @@ class StudyState:
     minutes: float | None = None
     fingerprints: list[str | None] = field(default_factory=list)
     timing_part: str | None = None
+    bad_row: str = ""
 
     @property
     def commit(self) -> str:
@@ -77,20 +81,36 @@ class StudyState:
         return ", ".join(self.dates) or "n/a"
 
 
-def row_envs(folder: str | Path, study: str) -> list[dict]:
-    """The ``env`` block of each row of ``folder/<study>/*.jsonl`` (a row without one gives {}). A
-    line that is not a JSON object in UTF-8 is skipped: the collect step names its file and line."""
-    envs = []
+def read_envs(folder: str | Path, study: str) -> tuple[list[dict], tuple[Path, int, str] | None]:
+    """The ``env`` block of each row of ``folder/<study>/*.jsonl`` (a row without one gives {}), and
+    the first bad line among them, ``(path, line number, what)``, None without one: a line that is
+    not a JSON object in UTF-8 (``not JSON``, ``not a JSON object``) or a row of another study (its
+    ``study`` field: ``row of study 'gdn' in 'flex' data``, as the collect step says), whose
+    ``env`` is left out; the collect step checks the rest."""
+    envs, bad = [], None
     for path in sorted(Path(folder, study).glob("*.jsonl")):
         with open(path, "rb") as f:
-            for line in f:
-                try:
-                    row = json.loads(line) if line.strip() else None
-                except ValueError:  # UnicodeDecodeError and JSONDecodeError among them
+            for n, line in enumerate(f, 1):
+                if not line.strip():
                     continue
-                if isinstance(row, dict):
+                try:
+                    row = json.loads(line)
+                    what = None if isinstance(row, dict) else "not a JSON object"
+                except ValueError:  # UnicodeDecodeError and JSONDecodeError among them
+                    row, what = None, "not JSON"
+                if what is None and isinstance(row.get("study"), str) and row["study"] != study:
+                    what = f"row of study {row['study']!r} in {study!r} data"
+                if what is None:
                     envs.append(row.get("env") if isinstance(row.get("env"), dict) else {})
-    return envs
+                elif bad is None:
+                    bad = (path, n, what)
+    return envs, bad
+
+
+def row_envs(folder: str | Path, study: str) -> list[dict]:
+    """The ``env`` block of each row of ``folder/<study>/*.jsonl`` (:func:`read_envs`: a line that is
+    not a JSON object, or a row of another study, is left out; the collect step names it)."""
+    return read_envs(folder, study)[0]
 
 
 def row_fingerprint(env: dict) -> str | None:
@@ -99,6 +119,12 @@ def row_fingerprint(env: dict) -> str | None:
     (None for a row measured before rows carried one)."""
     parts = env.get("fingerprint_parts")
     return measuring_digest(parts) if isinstance(parts, dict) and parts else env.get("fingerprint")
+
+
+def runs_of(envs: list[dict]) -> set[tuple]:
+    """The runs that rows (their ``env`` blocks) come from: each row's (``git_commit``,
+    ``gpu_uuid``, :func:`row_fingerprint`); one run is one of each."""
+    return {(e.get("git_commit"), e.get("gpu_uuid"), row_fingerprint(e)) for e in envs}
 
 
 def code_digest(parts: dict[str, str]) -> str:
@@ -152,12 +178,23 @@ def study_state(study: str, folder: str | Path, section: dict, timing: dict,
     fingerprint where the caller has it already (:func:`kernels.core.fingerprint.fingerprint` of
     the same arguments), else it is computed."""
     root = Path(root)
-    envs = row_envs(folder, study)
+    envs, bad = read_envs(folder, study)
     minutes = study_minutes(Path(folder, "benchmarks"), study)
     if not envs:
-        return StudyState(study, NOT_MEASURED, "no rows", minutes=minutes)
-    code = code or fingerprint(study, section, timing, root)
-    runs = {(e.get("git_commit"), e.get("gpu_uuid"), row_fingerprint(e)) for e in envs}
+        state = StudyState(study, NOT_MEASURED, "no rows", minutes=minutes)
+    else:
+        state = _rows_state(study, envs, minutes, root, code or fingerprint(study, section, timing, root))
+    if bad is not None:  # the collect stops there: the rows are not the study's as they stand
+        path, n, what = bad
+        state.bad_row = f"{path.relative_to(root) if path.is_relative_to(root) else path}:{n}: {what}"
+        state.state, state.why = STALE, f"bad row at {state.bad_row}" + (f"; {state.why}" if state.why else "")
+    return state
+
+
+def _rows_state(study: str, envs: list[dict], minutes: float | None, root: Path, code: dict) -> StudyState:
+    """The state of ``study``'s rows (their ``env`` blocks, ``envs``, at least one) against the
+    fingerprint ``code`` of today's code (:func:`study_state`)."""
+    runs = runs_of(envs)
     state = StudyState(
         study, CURRENT, rows=len(envs), minutes=minutes,
         commits=sorted({str(e.get("git_commit")) for e in envs}),
@@ -220,10 +257,13 @@ def states(folder: str | Path, config: dict, section: str = "sweep", root: str |
 
 
 def summary(folder: str | Path, found: list[StudyState]) -> str:
-    """One line naming each study's state, for the start of a run."""
+    """One line naming each study's state, for the start of a run: a stale study's commit, or its
+    first bad row."""
     groups: dict[str, list[str]] = {}
     for s in found:
-        groups.setdefault(s.state, []).append(s.study if s.state != STALE else f"{s.study} (at {s.commit})")
+        name = (f"{s.study} (bad row at {s.bad_row})" if s.bad_row
+                else f"{s.study} (at {s.commit})" if s.state == STALE else s.study)
+        groups.setdefault(s.state, []).append(name)
     text = "; ".join(f"{state}: {', '.join(names)}" for state, names in groups.items())
     hint = " (python -m kernels.paper.provenance says what differs)" if STALE in groups else ""
     return f"Studies of {folder}/: {text}{hint}."

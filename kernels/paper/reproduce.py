@@ -34,7 +34,9 @@ study's ``report.HEADLINES``, are set side by side (:func:`headline_table`).
 
 :func:`check` writes the comparison (CSV), a figure of the ratios, a LaTeX
 table of the rows outside the tolerance, the paper's snippet with the
-``Repro*`` macros (:func:`numbers`), and the one-line summary (:func:`summary_line`).
+``Repro*`` macros (:func:`numbers`), and the one-line summary (:func:`summary_line`). It compares
+no study whose second-run rows are not one run of one code (:func:`not_one_run`), and the summary
+names the compared studies whose reference rows are stale (:func:`stale_studies`).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from kernels.core import timing
-from kernels.paper import render, rows, style
+from kernels.paper import provenance, render, rows, style
 from kernels.paper import report_kit as kit
 from kernels.paper.collect import load_rows, tidy, with_roles
 from kernels.core.files import write_atomic
@@ -120,6 +122,44 @@ def check_pair(candidate: list[dict], reference: list[dict], partial: bool = Fal
             raise ValueError(f"the second run's rows of {study} were measured on {', '.join(sorted(shared))}, as "
                              f"the reference's were: a second run is of another GPU (the quick profile may run "
                              f"on the same one)")
+
+
+def _names(values, width: int) -> str:
+    """``values`` sorted, each cut to ``width`` characters ("none" for a missing one), joined by commas."""
+    return ", ".join(str(v)[:width] if v else "none" for v in sorted(values, key=str))
+
+
+def not_one_run(run: list[dict]) -> dict[str, str]:
+    """{study: why} of the studies whose rows in ``run`` are not one run of one code: rows of more
+    than one commit, GPU or fingerprint (:func:`kernels.paper.provenance.runs_of`: the runs
+    :func:`kernels.paper.provenance.study_state` counts when it calls rows "rows of N runs"). ``why`` names them: ``rows of 2 runs: fingerprints
+    0123456789abcdef, cad599de9e81c6d2`` and, where more than one, ``; commits ...`` (7 digits) and
+    ``; GPUs ...`` (``GPU-`` and 8 hex digits). The check compares no such study: a second run is one run."""
+    out = {}
+    for study in sorted({r["study"] for r in run}):
+        envs = [r.get("env", {}) for r in run if r["study"] == study]
+        runs = provenance.runs_of(envs)
+        if len(runs) < 2:
+            continue
+        commits, gpus, fingerprints = map(set, zip(*runs))
+        found = [f"fingerprint{'s' if len(fingerprints) > 1 else ''} {_names(fingerprints, 16)}"]
+        found += [f"{what} {_names(values, width)}" for what, values, width in
+                  (("commits", commits, 7), ("GPUs", gpus, 12)) if len(values) > 1]
+        out[study] = f"rows of {len(runs)} runs: " + "; ".join(found)
+    return out
+
+
+def stale_studies(reference_files: list[str], config: dict, root: str | Path = provenance.ROOT) -> dict[str, str]:
+    """{study: why} of the studies of the reference's files (``<folder>/<study>/<impl>.jsonl``) whose
+    rows in ``<folder>/<study>/`` are not current against today's code and ``config`` (each study's
+    ``sweep`` section and ``timing``, as the workflow decides their state:
+    :func:`kernels.paper.provenance.study_state`); ``why`` is the state's phrase, e.g. ``rows measured
+    at abc1234 by other code or config``. A comparison of such rows is one of the code that measured
+    them, not of today's: the summary line says so (:func:`summary_line`)."""
+    folders = {Path(f).parent.name: Path(f).parent.parent for f in reference_files}
+    found = {study: provenance.study_state(study, folder, config[study]["sweep"], config["timing"], root)
+             for study, folder in sorted(folders.items())}
+    return {study: state.why for study, state in found.items() if state.state != provenance.CURRENT}
 
 
 # ----------------------------------------------------------------------------
@@ -322,8 +362,8 @@ def claims_latex(claims: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
 
 #: Each verdict's reproduction status in the claims table (macro ``Repro<verdict macro>``): the same in
 #: the second run, or not compared (the reference decides nothing: n/a, or, in the quick profile, the
-#: second run measured none of its cases), or no second run of its study's code. A different verdict
-#: reads "2nd run: " and the second run's verdict.
+#: second run measured none of its cases; or its study's second run was refused, not being one run),
+#: or no second run of its study's code. A different verdict reads "2nd run: " and the second run's verdict.
 SAME, DIFFERENT, NOT_COMPARED, NO_SECOND_RUN = "2nd run: same", "2nd run: ", "2nd run: not compared", "no 2nd run"
 
 
@@ -331,8 +371,8 @@ def claim_status(claims: pd.DataFrame, compared, studies) -> dict[str, str]:
     """Each verdict of the claims table (``report.CLAIMS`` of each study in ``studies``) with its
     reproduction status, as the macro ``Repro<verdict macro>`` (``ReproSwigluClaimLatencyVerdict``):
     a verdict in ``claims`` (:func:`compare_claims`) reads :data:`SAME`, or :data:`DIFFERENT` followed
-    by the second run's verdict; another of a study whose rows were compared (``compared``),
-    :data:`NOT_COMPARED`; one of any other study, :data:`NO_SECOND_RUN`."""
+    by the second run's verdict; another of a study whose rows were compared, or whose second run was
+    refused (``compared``), :data:`NOT_COMPARED`; one of any other study, :data:`NO_SECOND_RUN`."""
     reference = dict(zip(claims["claim"], claims["reference"]))
     candidate = dict(zip(claims["claim"], claims["candidate"]))
     out = {}
@@ -381,9 +421,10 @@ def study_outcomes(table: pd.DataFrame, claims: pd.DataFrame, min_within: float)
             for study in prefixes}
 
 
-def reproduced(outcomes: dict[str, list[str]]) -> bool:
-    """Whether the runs are reproduced: every study of :func:`study_outcomes` is (and there is one)."""
-    return bool(outcomes) and not any(outcomes.values())
+def reproduced(outcomes: dict[str, list[str]], refused: dict[str, str] | None = None) -> bool:
+    """Whether the runs are reproduced: every study of :func:`study_outcomes` is (and there is one),
+    and no study's second run was refused (``refused``: :func:`not_one_run`)."""
+    return bool(outcomes) and not any(outcomes.values()) and not refused
 
 
 def is_reproduced(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) -> bool:
@@ -393,12 +434,14 @@ def is_reproduced(table: pd.DataFrame, claims: pd.DataFrame, min_within: float) 
     return reproduced(study_outcomes(table, claims, min_within))
 
 
-def outcome_by_study(outcomes: dict[str, list[str]]) -> str:
+def outcome_by_study(outcomes: dict[str, list[str]], refused: dict[str, str] | None = None) -> str:
     """Each study's outcome (:func:`study_outcomes`) in the paper's words, e.g. ``long context:
     reproduced; SwiGLU: not reproduced (91.0 % of rows within, needs 95 %)``
-    (:func:`kernels.paper.style.study_name`)."""
-    return "; ".join(f"{style.study_name(study)}: " + (f"not reproduced ({', '.join(why)})" if why else "reproduced")
-                     for study, why in outcomes.items())
+    (:func:`kernels.paper.style.study_name`), then each study whose second run was refused
+    (``refused``: :func:`not_one_run`), ``Gated DeltaNet: not compared (rows of 2 runs: ...)``."""
+    return "; ".join([*(f"{style.study_name(study)}: " + (f"not reproduced ({', '.join(why)})" if why else "reproduced")
+                        for study, why in outcomes.items()),
+                      *(f"{style.study_name(study)}: not compared ({why})" for study, why in (refused or {}).items())])
 
 
 def percent(part: int, whole: int) -> str:
@@ -415,15 +458,19 @@ def _by_study(table: pd.DataFrame, verdicts) -> str:
     return ", ".join(parts)
 
 
-def summary_line(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_within: float) -> str:
+def summary_line(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_within: float,
+                 refused: dict[str, str] | None = None, stale: dict[str, str] | None = None) -> str:
     """The one line a reviewer reads, e.g. ``reproduced: 391 of 407 rows within ±5 % of
     device time (96.0 %); claims: 4 of 4 verdicts the same``, or ``NOT reproduced: ...`` with
-    where not: the studies not reproduced and why (:func:`study_outcomes`), rows outside per study,
-    missing, status changed, the claims that differ."""
+    where not: the studies not reproduced and why (:func:`study_outcomes`), those whose second run
+    was refused (``refused``, {study: why}: :func:`not_one_run`; ``not compared: gdn (rows of 2 runs:
+    ...)``), rows outside per study, missing, status changed, the claims that differ. Last, the
+    studies of ``table`` whose reference rows are stale (``stale``, {study: why}: :func:`stale_studies`):
+    ``compared although stale: gdn (rows measured at abc1234 by other code or config)``."""
     n = _counts(table)
     timed = n["reproduced"] + n["slower"] + n["faster"]
     outcomes = study_outcomes(table, claims, min_within)
-    ok = reproduced(outcomes)
+    ok = reproduced(outcomes, refused)
     if timed:
         rows_part = (f"{n['reproduced']} of {timed} rows within ±{100 * tolerance:g} % of "
                      f"device time ({percent(n['reproduced'], timed)} %)")
@@ -433,6 +480,8 @@ def summary_line(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, mi
     failed = [f"{study} ({', '.join(why)})" for study, why in outcomes.items() if why]
     if failed:
         parts.append("not reproduced: " + ", ".join(failed))
+    if refused:
+        parts.append("not compared: " + ", ".join(f"{study} ({why})" for study, why in refused.items()))
     if n["slower"] + n["faster"] and not ok:
         parts.append("outside: " + _by_study(table, ("slower", "faster")))
     for v in ("missing", "status changed"):
@@ -445,6 +494,9 @@ def summary_line(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, mi
         claim_part += ", different: " + ", ".join(
             f"{r.claim} ('{r.reference}' -> '{r.candidate}')" for r in different.itertuples())
     parts.append(claim_part)
+    old = [f"{study} ({why})" for study, why in (stale or {}).items() if study in outcomes]
+    if old:
+        parts.append("compared although stale: " + ", ".join(old))
     return ("reproduced: " if ok else "NOT reproduced: ") + "; ".join(parts)
 
 
@@ -464,13 +516,14 @@ def second_runs(run: list[dict]) -> str:
 
 def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_within: float,
            candidate: Sequence[str], labels: dict[str, str] | None = None,
-           run: list[dict] | None = None) -> dict[str, str]:
+           run: list[dict] | None = None, refused: dict[str, str] | None = None) -> dict[str, str]:
     """The ``Repro*`` macros of the paper: ``ReproRowsWithin``, ``ReproRowsCompared`` (rows
     timed in both runs), ``ReproPercentWithin``, the same per study (``ReproRowsWithinSwiglu``,
     ...), ``ReproRowsMissing``, ``ReproRowsStatusChanged``, ``ReproTolerancePct``,
     ``ReproClaimsSame``, ``ReproClaimsCompared``, ``ReproClaimsDifferent``
     (the claims in ``labels``' words, else their macro names; or "none"), ``ReproOutcome`` (reproduced / not reproduced:
-    reproduced when every study is), ``ReproOutcomeByStudy`` (:func:`outcome_by_study`) and
+    reproduced when every study is and no study's second run was refused, ``refused``: :func:`not_one_run`),
+    ``ReproOutcomeByStudy`` (:func:`outcome_by_study`, the refused studies included) and
     ``ReproCandidate`` (the second run's folders: :func:`folders_latex`). Also ``ReproRowsWithinHostFree`` /
     ``ReproRowsComparedHostFree`` / ``ReproPercentWithinHostFree`` (the rows whose device time is
     host-free in both runs), ``ReproRowsWithinLatency`` / ``ReproPercentWithinLatency`` (the
@@ -521,8 +574,8 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
                ReproTolerancePct=f"{100 * tolerance:g}",
                ReproClaimsSame=str(int(claims["same"].sum())), ReproClaimsCompared=str(len(claims)),
                ReproClaimsDifferent=render.escape_latex("; ".join(different) if different else "none"),
-               ReproOutcome="reproduced" if reproduced(outcomes) else "not reproduced",
-               ReproOutcomeByStudy=render.escape_latex(outcome_by_study(outcomes)),
+               ReproOutcome="reproduced" if reproduced(outcomes, refused) else "not reproduced",
+               ReproOutcomeByStudy=render.escape_latex(outcome_by_study(outcomes, refused)),
                ReproCandidate=folders_latex(candidate))
     return out
 
@@ -792,8 +845,11 @@ def no_second_run_numbers(other_code: str | None = None, studies=()) -> str:
 def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, tolerance: float,
           min_within: float, sections: dict[str, dict] | None, candidate: Sequence[str], out_csv: str,
           out_summary: str, out_figure: str, out_table: str, out_snippet: str, out_numbers: str,
-          without: list[str] = (), partial: bool = False) -> str:
-    """Compare a candidate run with the reference run and write every output.
+          without: list[str] = (), partial: bool = False, stale: dict[str, str] | None = None) -> str:
+    """Compare a candidate run with the reference run and write every output. A study whose
+    candidate rows are not one run of one code (:func:`not_one_run`) is not compared: the summary
+    line and the paper name it and why, its verdicts read :data:`NOT_COMPARED`, and the runs are
+    not reproduced; the other studies are compared.
 
     Args:
         candidate_files, reference_files: the two runs' JSONL files.
@@ -807,6 +863,8 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
             absent): the paper names them.
         partial: the candidate measured a part of each study (the quick profile): a claim it
             cannot derive is left out (:func:`compare_claims`).
+        stale: {study: why} of the reference's studies whose rows are not current
+            (:func:`stale_studies`): the summary line names those it compares.
         out_*: the comparison (CSV), the one-line summary (text), the figure (PDF), the
             table of rows outside the tolerance (LaTeX), the paper's snippet (appendix) and
             its macros (:func:`numbers`).
@@ -820,13 +878,18 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
     """
     cand, ref = load_run(candidate_files), load_run(reference_files)
     check_pair(cand, ref, partial)
+    refused = not_one_run(cand)
+    for study, why in refused.items():
+        log.warning("the second run of %s is not compared: %s (one run is one commit, GPU and fingerprint)",
+                    study, why)
+    cand, ref = ([r for r in run if r["study"] not in refused] for run in (cand, ref))
     expected = rows.configured_cases(sections) if sections is not None else None
     table = compare(cand, ref, tolerance, expected)
     in_scope = {rows.case_id(r) for r in ref} if expected is None else expected
     ref_macros = study_macros(tidy_tables([r for r in ref if rows.case_id(r) in in_scope], gpu, sections))
     cand_macros = study_macros(tidy_tables(cand, gpu, sections))
     claims = compare_claims(claim_verdicts(ref_macros), claim_verdicts(cand_macros), partial)
-    line = summary_line(table, claims, tolerance, min_within)
+    line = summary_line(table, claims, tolerance, min_within, refused, stale)
     outside = outside_table(table)
     write_atomic(out_csv, table.to_csv(index=False))
     style.save(figure(table, tolerance), out_figure)
@@ -834,8 +897,8 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
     write_atomic(out_table, outside_latex if outside.empty else _columns(outside_latex, OUTSIDE_COLUMNS) + "\n")
     found = sorted(table["study"].unique())  # in the config's order (sections), as the claims table
     studies = [s for s in (sections or {}) if s in found] + [s for s in found if s not in (sections or {})]
-    values = (macros(table, claims, tolerance, min_within, candidate, claim_labels(studies), cand)
-              | claim_status(claims, studies, [*studies, *without])
+    values = (macros(table, claims, tolerance, min_within, candidate, claim_labels(studies), cand, refused)
+              | claim_status(claims, [*studies, *refused], [*studies, *refused, *without])
               | {"ReproCompileAhead": compile_ahead_differences(cand, ref)})
     write_atomic(out_numbers, numbers(values))
     write_atomic(out_snippet, snippet(values, studies, not outside.empty, size_table(table), impl_table(table), claims,

@@ -260,7 +260,8 @@ else:
         if len(_committed) == 1:
             GPU = _committed[0]
         elif config.get("paper_gpu") in _committed:
-            GPU = config["paper_gpu"]  # several models' rows: the one the paper speaks of
+            # several models' rows: the one the paper speaks of
+            GPU = config["paper_gpu"]
         else:
             raise WorkflowError(
                 f"config gpu=auto: {RAW}/ holds the rows of {_committed} and config key "

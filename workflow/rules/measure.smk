@@ -25,12 +25,11 @@ if MEASURE:
             "measurement jobs need a GPU limit so that two never share a GPU: run with the "
             "default profile (profiles/default sets resources gpu=1) or pass --resources gpu=N"
         )
-    # twice GPU_SLOTS per GPU (common.smk) unless given: a measurement job takes GPU_SLOTS, so the
-    # next one starts (its imports) while one measures, and waits for the GPU's lease
+    # twice GPU_SLOTS per GPU that the leases pick from (common.smk) unless given: a measurement
+    # job takes GPU_SLOTS, so the next one starts (its imports) while one measures, and waits for
+    # the GPU's lease (gpu=8 on a 2-GPU host starts the jobs of 2 GPUs, not of 8)
     if workflow.is_main_process and "gpu_slots" not in workflow.global_resources:
-        workflow.register_resource(
-            "gpu_slots", 2 * GPU_SLOTS * workflow.global_resources["gpu"].value
-        )
+        workflow.register_resource("gpu_slots", 2 * GPU_SLOTS * LEASE_GPUS)
 
     if not SMOKE:
 

@@ -37,8 +37,12 @@ if CANDIDATE is not None:
             without=NO_REPRO,
             # the quick run measures a part of each study: a claim it cannot derive is left out
             partial=QUICK,
+            # each compared study's fingerprint: a change of its code makes its committed rows
+            # stale, which the check's line says (kernels.paper.reproduce.stale_studies)
+            fingerprints={s: FINGERPRINTS[s]["digest"] for s in REPRO_STUDIES},
             code=code_version(
                 "kernels/paper/reproduce.py",
+                "kernels/paper/provenance.py",
                 "kernels/paper/rows.py",
                 *[f"kernels/{s}/report.py" for s in STUDIES],
                 *[f"workflow/schemas/{s}.schema.yaml" for s in STUDIES],

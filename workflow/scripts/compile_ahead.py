@@ -3,10 +3,12 @@
 Before the measurement jobs of the study's implementations that config key compile_ahead
 names, their cases are prepared in one queue of parallel processes
 (kernels.core.jobs.compile_ahead_job), which fills the on-disk kernel caches; each of those jobs
-then reads the answers (kernels.core.jobs.run_job's `ahead`). The job holds a shared GPU lease,
-which the other studies' compile-ahead jobs share and a measurement job waits for, so nothing is
-timed while it runs; it asks for the lease before its imports and a measurement job after its
-own, so the compile-ahead jobs go first when Snakemake starts a measurement job with them. An
+then reads the answers (kernels.core.jobs.run_job's `ahead`). The job holds a shared GPU lease
+(the first GPU that no measurement job holds), which the other studies' compile-ahead jobs share
+and a measurement job waits for, so nothing is timed on that GPU while it runs (on a host of
+several, measurements on the others share the CPU with its children); it asks for the lease
+before its imports and a measurement job after its own, so the compile-ahead jobs go first when
+Snakemake starts a measurement job with them. An
 implementation whose rows are already written is left out (a forced rerun of another's job),
 unless the run measures the whole study again (params.remeasure). If the pass itself fails, the file
 holds no answer and each job prepares its own cases: the failure costs time, not rows.

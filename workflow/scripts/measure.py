@@ -1,12 +1,13 @@
 """Snakemake script of rule `measure`: one (study, impl) sweep -> one JSONL file.
 
 The job holds a lease on one GPU of the host (kernels/core/gpulease.py) for its
-whole sweep, so that concurrent jobs under --resources gpu=N never share one.
+whole sweep, so that concurrent jobs under --resources gpu=N never share one:
+the first free one of params.gpus, which it sees alone as CUDA_VISIBLE_DEVICES.
 Snakemake starts the next job of a GPU while one measures there (rule measure's
 gpu_slots): it imports torch and its study before asking for the lease, so its
 start-up overlaps the measurement before it; how long it waited for the lease and
-held it goes to params.lease_record (the held time is what
-kernels.paper.render.benchmark_macros counts).
+held it, from when, and which GPU (index and UUID) go to params.lease_record (the
+held time is what kernels.paper.render.benchmark_macros counts).
 Finished rows also go to a checkpoint under .tmp/checkpoints/ (never data/),
 so a job killed part-way resumes where it stopped when run again. The
 implementations of config key compile_ahead had their cases prepared by the
