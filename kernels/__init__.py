@@ -7,7 +7,7 @@
 - ``core``, the measurement core: what a study's measurement imports (its timing, the job
   runner, the GPU lease, the checks, the fingerprint of the code that measures). A change here
   makes every study's rows stale (``kernels.core.fingerprint``), but one to what only records
-  (``RECORD_ONLY``: the environment block, the fingerprint, each row's GPU state).
+  (the environment block, the fingerprint, each row's GPU state).
 - ``paper``, the paper layer: rows to tidy tables, figures, LaTeX, the numbers quoted, the
   reproduction check and each study's provenance. It imports the core; the core never imports it.
 
