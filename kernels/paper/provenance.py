@@ -19,7 +19,6 @@ provenance table and each stale study's sentence come from :func:`render_provena
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import os
@@ -32,7 +31,7 @@ import pandas as pd
 import yaml
 
 from kernels.core.files import write_atomic
-from kernels.core.fingerprint import (ROOT, RECORD_ONLY, _digest, differences, fingerprint, measured_modules,
+from kernels.core.fingerprint import (ROOT, _digest, differences, fingerprint, measured_modules,
                                       measuring_digest)
 from kernels.paper.render import job_minutes, macro_lines, table_to_latex
 from kernels.paper.report_kit import and_list, camel, escape_latex
@@ -132,9 +131,7 @@ def code_digest(parts: dict[str, str]) -> str:
     ``config`` and its :data:`kernels.core.fingerprint.RECORD_ONLY` modules: the code, timing and
     anchors that measured, whatever cases the run measured (a quick run's rows are of the same code
     as the sweep's)."""
-    blob = json.dumps({k: v for k, v in parts.items() if k != "config" and k not in RECORD_ONLY},
-                      sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return measuring_digest({k: v for k, v in parts.items() if k != "config"})
 
 
 def code_identity(envs: list[dict]) -> set[str]:
