@@ -463,9 +463,13 @@ def test_the_line_names_the_stale_studies_it_compared(tmp_path):
     ref = write_run(tmp_path / "ref", "tensorcore", other_timing)
     commit = json.loads(Path(ref[0]).read_text().splitlines()[0])["env"]["git_commit"][:7]
     why = f"rows measured at {commit} by other code or config"
-    gdn = sorted(str(p) for p in (DATA / "gdn").glob("*.jsonl"))
-    stale = reproduce.stale_studies(ref + gdn, provenance.load_config())
-    assert stale == {"tensorcore": why}
+    config = provenance.load_config()
+    found = {s: provenance.study_state(s, folder, config[s]["sweep"], config["timing"])
+             for s, folder in (("tensorcore", tmp_path / "ref"), ("gdn", DATA))}
+    record, _ = provenance.states_record({s: "0" * 16 for s in found}, found, "commit abc1234")
+    assert reproduce.stale_studies(record, ["tensorcore", "gdn"]) == {"tensorcore": why}
+    assert reproduce.stale_studies(record, ["gdn"]) == {}
+    stale = reproduce.stale_studies(record, ["tensorcore"])
     line, _, _ = _check(tmp_path, sorted(str(p) for p in (DATA / "tensorcore").glob("*.jsonl")),
                         {"tensorcore": SWEEP["tensorcore"]}, reference=ref, stale=stale)
     assert line.startswith("reproduced: 12 of 12 rows") and line.endswith(f"; compared although stale: tensorcore ({why})")

@@ -163,6 +163,36 @@ def test_render_mode_never_measures(toy_workflow):
     assert "No second run" in (toy_workflow / "paper" / "generated" / "reproduction.tex").read_text()
 
 
+def test_the_provenance_table_follows_the_fingerprints_whatever_the_files_times(toy_workflow):
+    """Rows current against the toy's code; the table says so. A change to its measured code, then
+    ``snakemake --touch`` (every output marked up to date): the next run still renders the table
+    again, and it says stale, as ``python -m kernels.paper.provenance`` would."""
+    from kernels.core.fingerprint import fingerprint
+
+    cfg = yaml.safe_load((toy_workflow / "config" / "config.yaml").read_text())
+    section = yaml.safe_load((toy_workflow / "config" / "studies" / "toy.yaml").read_text())["toy"]["sweep"]
+    code = fingerprint("toy", section, cfg["timing"], toy_workflow)
+    row = dict(TOY_ROW, env={**TOY_ROW["env"], "fingerprint": code["digest"], "fingerprint_parts": code["parts"],
+                             "gpu_uuid": "GPU-1", "date": "2026-12-06T10:00:00+00:00"})
+    raw = toy_workflow / "data" / "raw" / "testgpu" / "toy"
+    raw.mkdir(parents=True)
+    (raw / "scale.jsonl").write_text(json.dumps(row) + "\n")
+    table = toy_workflow / "paper" / "generated" / "provenance.tex"
+    target = ("--config", "measure=false", "--", "states", "provenance")  # rule all makes both
+    snakemake(toy_workflow, *target)
+    assert r"\newcommand{\ProvenanceCurrent}{1}" in table.read_text()
+
+    study = toy_workflow / "kernels" / "toy" / "study.py"
+    study.write_text(study.read_text() + "\nSTEP = 2  # measured code: the rows are stale now\n")
+    snakemake(toy_workflow, "--touch", *target)
+    again = snakemake(toy_workflow, "-n", *target)
+    assert "rule provenance:" in again.stdout, again.stdout + again.stderr
+    snakemake(toy_workflow, *target)
+    assert r"\newcommand{\ProvenanceCurrent}{0}" in table.read_text()
+    assert len(list((toy_workflow / "results" / "states").glob("*.json"))) == 1  # the earlier states' file is gone
+    assert "Nothing to be done" in (lambda p: p.stdout + p.stderr)(snakemake(toy_workflow, "-n", *target))
+
+
 @pytest.mark.parametrize("args,message", [
     (["--profile", "profiles/quick", "--config", "smoke=true", "measure=true", "gpu=cpu"],
      "smoke and quick are both true"),

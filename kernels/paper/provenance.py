@@ -24,7 +24,8 @@ import logging
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
+import hashlib
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -310,6 +311,28 @@ def tree_name(root: str | Path = ROOT) -> str:
         log.info("no commit of %s: %s", root, (head.stderr + status.stderr).strip())
         return NO_COMMIT
     return f"commit {head.stdout.strip()}" + (" and uncommitted changes" if status.stdout.strip() else "")
+
+
+def states_record(fingerprints: dict[str, str], found: dict[str, StudyState], tree: str) -> tuple[dict, str]:
+    """What the paper's provenance says, as the workflow sees it when it starts, and its digest
+    (16 hex digits): ``{"tree": tree, "studies": {study: {"fingerprint": digest, **state}}}`` with
+    each study's code fingerprint (``fingerprints``: study -> digest) and, where ``found`` has it, its
+    :class:`StudyState` as a dict. The rule ``states`` writes it to a file named by the digest, which
+    the rules that print a state read: a changed state is a missing file, so they run again whatever
+    the files' times (``snakemake --touch`` marks outputs up to date and records their params)."""
+    record = {"tree": tree, "studies": {s: {"fingerprint": digest, **(asdict(found[s]) if s in found else {})}
+                                        for s, digest in sorted(fingerprints.items())}}
+    return record, hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def write_states(record: dict, out: str | Path) -> None:
+    """Write ``record`` (:func:`states_record`) to ``out`` as JSON and delete the other records of
+    its folder (``*.json``: those of earlier states)."""
+    out = Path(out)
+    write_atomic(out, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    for old in out.parent.glob("*.json"):
+        if old != out:
+            old.unlink()
 
 
 def render_provenance(studies: list[str], folder: str | Path, sections: dict[str, dict], timing: dict,

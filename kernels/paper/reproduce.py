@@ -149,17 +149,15 @@ def not_one_run(run: list[dict]) -> dict[str, str]:
     return out
 
 
-def stale_studies(reference_files: list[str], config: dict, root: str | Path = provenance.ROOT) -> dict[str, str]:
-    """{study: why} of the studies of the reference's files (``<folder>/<study>/<impl>.jsonl``) whose
-    rows in ``<folder>/<study>/`` are not current against today's code and ``config`` (each study's
-    ``sweep`` section and ``timing``, as the workflow decides their state:
-    :func:`kernels.paper.provenance.study_state`); ``why`` is the state's phrase, e.g. ``rows measured
-    at abc1234 by other code or config``. A comparison of such rows is one of the code that measured
-    them, not of today's: the summary line says so (:func:`summary_line`)."""
-    folders = {Path(f).parent.name: Path(f).parent.parent for f in reference_files}
-    found = {study: provenance.study_state(study, folder, config[study]["sweep"], config["timing"], root)
-             for study, folder in sorted(folders.items())}
-    return {study: state.why for study, state in found.items() if state.state != provenance.CURRENT}
+def stale_studies(record: dict, studies: Sequence[str]) -> dict[str, str]:
+    """{study: why} of ``studies`` whose committed rows are not current, as the workflow found them
+    when it started (``record``: :func:`kernels.paper.provenance.states_record`, rule ``states``);
+    ``why`` is the state's phrase, e.g. ``rows measured at abc1234 by other code or config``. A
+    study without a state there (the smoke run's) is not stale. A comparison of such rows is one of
+    the code that measured them, not of today's: the summary line says so (:func:`summary_line`)."""
+    found = record["studies"]
+    return {s: found[s]["why"] for s in sorted(studies)
+            if found.get(s, {}).get("state", provenance.CURRENT) != provenance.CURRENT}
 
 
 # ----------------------------------------------------------------------------

@@ -310,6 +310,17 @@ STATES = (
         for s in STUDIES
     }
 )
+# What the paper's provenance says (each study's fingerprint and state, the tree), in a file named
+# by its digest (written by the states rule), a target of every run; the rules that print a state
+# read it, so a changed state is a new file to make and they run again, whatever the files' times
+# and the params Snakemake recorded (snakemake --touch marks every output up to date and records
+# the params of its jobs).
+STATES_RECORD, _states_digest = provenance.states_record(
+    {s: FINGERPRINTS[s]["digest"] for s in STUDIES},
+    STATES,
+    provenance.tree_name(workflow.basedir),
+)
+STATES_FILE = f"{RESULTS}/states/{_states_digest}.json"
 # The studies this run measures: every study in the smoke and quick runs; else, on a measuring
 # run, those config measure names, or those whose committed rows are not current.
 if not MEASURE:
@@ -640,6 +651,9 @@ elif SUBSET_LEFT_OUT:
             file=sys.stderr,
         )
 ALL_OUTPUTS += [f for s in MEASURED for f in raw_files(s)]
+# a target, so that a missing one is made (an input alone that is missing is not: Snakemake takes it for
+# a deleted intermediate file) and the rules that read it run again
+ALL_OUTPUTS.append(STATES_FILE)
 
 # The reproduction check (workflow/rules/reproduce.smk) compares a second run with this run's rows,
 # study by study: CANDIDATE_DIRS maps each study to the folder of its second run

@@ -10,6 +10,7 @@ localrules:
     floats,
     coverage,
     provenance,
+    states,
 
 
 rule collect:
@@ -152,10 +153,25 @@ rule coverage:
         "../scripts/coverage.py"
 
 
+rule states:
+    output:
+        STATES_FILE,
+    log:
+        f"{LOGS}/states.log",
+    conda:
+        "../envs/render.yaml"
+    params:
+        record=STATES_RECORD,
+    script:
+        "../scripts/states.py"
+
+
 rule provenance:
     input:
         [f for s in STUDIES for f in raw_files(s)],
         committed_benchmarks(),
+        # each study's fingerprint and state and the tree (rule states): a change re-renders the table
+        STATES_FILE,
     output:
         f"{PAPER_DIR}/generated/provenance.tex",
     log:
@@ -167,11 +183,6 @@ rule provenance:
         folder=lambda w: f"{RAW}/{GPU}",
         sections={s: config[s][SWEEP] for s in STUDIES},
         timing=config["timing"],
-        # each study's fingerprint: a change of its code or config changes its state
-        fingerprints={s: FINGERPRINTS[s]["digest"] for s in STUDIES},
-        # the tree the paper is built from (its commit, and whether tracked files differ from it):
-        # a new one re-renders the table (the job names the tree as it is when it runs)
-        tree=provenance.tree_name(workflow.basedir),
         code=code_version("kernels/paper/provenance.py", *RENDER_CODE),
     script:
         "../scripts/provenance.py"

@@ -12,6 +12,10 @@ if CANDIDATE is not None:
         input:
             candidate=repro_candidate_files(),
             reference=repro_reference_files(),
+            # each study's fingerprint and state (rule states): a change of a compared study's
+            # code makes its committed rows stale, which the check's line says
+            # (kernels.paper.reproduce.stale_studies)
+            states=STATES_FILE,
         output:
             csv=REPRO["csv"],
             summary=REPRO["summary"],
@@ -37,9 +41,6 @@ if CANDIDATE is not None:
             without=NO_REPRO,
             # the quick run measures a part of each study: a claim it cannot derive is left out
             partial=QUICK,
-            # each compared study's fingerprint: a change of its code makes its committed rows
-            # stale, which the check's line says (kernels.paper.reproduce.stale_studies)
-            fingerprints={s: FINGERPRINTS[s]["digest"] for s in REPRO_STUDIES},
             code=code_version(
                 "kernels/paper/reproduce.py",
                 "kernels/paper/provenance.py",
