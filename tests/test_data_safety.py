@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from kernels.core import checks
-from kernels.paper import collect, provenance, render, rows
+from kernels.paper import claims, collect, provenance, render, rows
 from kernels.core.harness import _row
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -459,9 +459,7 @@ def test_a_row_of_another_gpu_model_than_its_folders_names_file_line_gpu_and_mod
 def test_a_folder_not_named_after_a_model_holds_one_models_rows(tmp_path):
     """A second run's folder (data/reproductions/<name>) or a test's is of the model of its first
     row: a row of another model names its file and line, its GPU and that first row; the reproduction
-    check reads its runs so (kernels.paper.reproduce.load_run). A CPU row in such a folder loads."""
-    from kernels.paper import reproduce
-
+    check reads its runs so (kernels.paper.claims.load_run). A CPU row in such a folder loads."""
     run = tmp_path / "reproductions" / "h200-x"
     a = _write(run / "gdn" / "chunk.jsonl", [GOOD])
     b = _write(run / "gdn" / "fla_chunk.jsonl", [_on(H100, impl="fla_chunk")])
@@ -469,7 +467,7 @@ def test_a_folder_not_named_after_a_model_holds_one_models_rows(tmp_path):
                f"'NVIDIA H200': a folder holds the rows of one GPU model)")
     assert _refused([a, b]) == message
     with pytest.raises(ValueError) as err:
-        reproduce.load_run([a, b])
+        claims.load_run([a, b])
     assert str(err.value) == message
     # each folder has its model: the H100's rows of another folder load beside the H200's
     c = _write(tmp_path / "reproductions" / "h100-y" / "gdn" / "fla_chunk.jsonl", [_on(H100, impl="fla_chunk")])

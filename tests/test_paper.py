@@ -99,13 +99,17 @@ def test_every_claim_cites_its_source_and_every_cited_key_is_in_the_bibliography
 def test_every_claim_row_has_a_verdict_and_its_reproduction_status():
     """Each row of the claims table ends in one study's verdict macro followed by its reproduction status,
     the macro the reproduction check writes for it (``\\reprostatus{\\Repro<verdict>}``,
-    :func:`kernels.paper.reproduce.claim_status`), and every verdict of every study (``report.CLAIMS``) has
-    its row: among them the SwiGLU study's on pointwise fusion and on CUDA graphs in decode."""
+    :func:`kernels.paper.reproduce.claim_status`), and its verdicts on the other GPU models
+    (``\\modelstatus{\\Models<verdict>}``, :func:`kernels.paper.models.other_verdicts`); every verdict of
+    every study (``report.CLAIMS``) has its row: among them the SwiGLU study's on pointwise fusion and on
+    CUDA graphs in decode."""
     verdicts = []
     for row in _claim_rows(MAIN.read_text()):
         cell = row.rsplit("&", 1)[1].strip()
-        match = re.fullmatch(r"\\([A-Za-z]+Verdict)\\reprostatus\{\\Repro([A-Za-z]+)\}", cell)
-        assert match and match.group(1) == match.group(2), f"verdict cell {cell!r}: not a verdict with its status"
+        match = re.fullmatch(r"\\([A-Za-z]+Verdict)\\reprostatus\{\\Repro([A-Za-z]+)\}\\modelstatus\{\\Models([A-Za-z]+)\}",
+                             cell)
+        assert match and match.group(1) == match.group(2) == match.group(3), \
+            f"verdict cell {cell!r}: not a verdict with its status"
         verdicts.append(match.group(1))
     claims = [name for study in STUDIES for name in importlib.import_module(f"kernels.{study}.report").CLAIMS]
     assert sorted(verdicts) == sorted(claims)

@@ -17,7 +17,7 @@ import yaml
 
 import kernels
 from kernels.core import harness
-from kernels.paper import provenance, reproduce, rows
+from kernels.paper import claims, provenance, reproduce, rows
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "raw" / "h200"
@@ -92,14 +92,14 @@ def test_a_measured_row_is_the_case_of_its_config():
 
 def test_every_committed_row_is_a_configured_case():
     expected = rows.configured_cases({s: config_section(s, "sweep") for s in STUDIES})
-    committed = reproduce.load_run(sorted(str(p) for p in DATA.glob("*/*.jsonl")))
+    committed = claims.load_run(sorted(str(p) for p in DATA.glob("*/*.jsonl")))
     stray = [rows.case_label(r, skip=()) for r in committed if rows.case_id(r) not in expected]
     assert not stray, stray[:5]
 
 
 def test_every_quick_case_has_a_committed_row():
     """The quick run compares with the committed rows of the same cases: each has one, and it was timed."""
-    committed = {rows.case_id(r): r for r in reproduce.load_run(sorted(str(p) for p in DATA.glob("*/*.jsonl")))}
+    committed = {rows.case_id(r): r for r in claims.load_run(sorted(str(p) for p in DATA.glob("*/*.jsonl")))}
     for study in STUDIES:
         quick = rows.configured_cases({study: config_section(study, "quick")})
         assert quick, study
@@ -111,7 +111,7 @@ def test_two_rows_of_one_case_in_a_run_are_refused(tmp_path):
     path.parent.mkdir()
     path.write_text(json.dumps(row()) + "\n" + json.dumps(row(times=(2.0,))) + "\n")
     with pytest.raises(ValueError, match=r"toy/scale\.jsonl:2: same case as \S+/toy/scale\.jsonl:1 "):
-        reproduce.load_run([str(path)])
+        claims.load_run([str(path)])
 
 
 def test_a_timed_row_without_a_device_time_is_refused(tmp_path):
@@ -121,7 +121,7 @@ def test_a_timed_row_without_a_device_time_is_refused(tmp_path):
     old = {k: v for k, v in row().items() if k not in ("device_times_ms", "device_ms")}
     path.write_text(json.dumps(row(numel=8)) + "\n" + json.dumps(old) + "\n")
     with pytest.raises(ValueError, match=r"toy/scale\.jsonl:2: .*device_"):
-        reproduce.load_run([str(path)])
+        claims.load_run([str(path)])
 
 
 # ---------------------------------------------------------------------------- verdicts
@@ -291,12 +291,12 @@ def test_committed_data_reproduce_themselves(tmp_path):
     files = sorted(str(p) for p in DATA.glob("*/*.jsonl"))
     line, table, out = _check(tmp_path, files)
     ok = sum(json.loads(x)["status"] == "ok" for f in files for x in Path(f).read_text().splitlines())
-    macros = reproduce.study_macros(reproduce.tidy_tables(reproduce.load_run(files), "h200", SWEEP))
-    verdicts = reproduce.claim_verdicts(macros)
-    claims = len(reproduce.compare_claims(verdicts, verdicts))
-    assert claims >= 7  # the claims-table verdicts these data decide
+    macros = claims.study_macros(claims.tidy_tables(claims.load_run(files), "h200", SWEEP))
+    verdicts = claims.claim_verdicts(macros)
+    n_claims = len(reproduce.compare_claims(verdicts, verdicts))
+    assert n_claims >= 7  # the claims-table verdicts these data decide
     assert line == (f"reproduced: {ok} of {ok} rows within ±5 % of device time (100.0 %); "
-                    f"claims: {claims} of {claims} verdicts the same")
+                    f"claims: {n_claims} of {n_claims} verdicts the same")
     assert set(table["verdict"]) <= {"reproduced", "not timed"}
     snippet, numbers = out["out_snippet"].read_text(), out["out_numbers"].read_text()
     assert r"\newcommand{\ReproOutcome}{reproduced}" in numbers and r"\newcommand{\ReproThreats}{" in numbers
@@ -382,7 +382,7 @@ def test_a_second_run_of_the_references_gpu_or_of_another_model_is_refused(tmp_p
     """The reference's own rows, or any row of its GPU, are no second run (the quick profile's may
     be); rows of another GPU model are compared with nothing."""
     files = sorted(str(p) for p in DATA.glob("*/*.jsonl"))
-    ref = reproduce.load_run(files)
+    ref = claims.load_run(files)
     uuid = {r["env"]["gpu_uuid"] for r in ref if r["study"] == "flex"}.pop()
     with pytest.raises(ValueError, match=f"the second run's rows of flex were measured on {uuid}, as the reference"):
         reproduce.check_pair(ref, ref)
@@ -559,9 +559,9 @@ def test_each_verdict_of_the_claims_table_gets_its_reproduction_status():
                  "SwigluClaimFusionVerdict": "n/a", "TensorcorePaddingVerdict": "holds"}
     candidate = {"SwigluClaimLatencyVerdict": "not reached", "SwigluClaimBandwidthVerdict": "partly holds (1 of 2)",
                  "TensorcorePaddingVerdict": "holds"}
-    claims = reproduce.compare_claims(reference, candidate)
-    status = reproduce.claim_status(claims, ["swiglu", "tensorcore"], ["swiglu", "tensorcore", "gdn"])
-    names = [name for study in ("swiglu", "tensorcore", "gdn") for name in reproduce.claim_labels([study])]
+    compared = reproduce.compare_claims(reference, candidate)
+    status = reproduce.claim_status(compared, ["swiglu", "tensorcore"], ["swiglu", "tensorcore", "gdn"])
+    names = [name for study in ("swiglu", "tensorcore", "gdn") for name in claims.claim_labels([study])]
     assert sorted(status) == sorted(f"Repro{name}" for name in names)
     assert status["ReproSwigluClaimLatencyVerdict"] == reproduce.SAME
     assert status["ReproSwigluClaimBandwidthVerdict"] == reproduce.DIFFERENT + "partly holds (1 of 2)"
@@ -569,5 +569,5 @@ def test_each_verdict_of_the_claims_table_gets_its_reproduction_status():
     assert status["ReproGdnFlashQlaFwdVerdict"] == reproduce.NO_SECOND_RUN
     # no second run at all: every verdict says so
     none = reproduce.no_second_run_numbers(None, ["swiglu", "gdn"])
-    for name in reproduce.claim_labels(["swiglu", "gdn"]):
+    for name in claims.claim_labels(["swiglu", "gdn"]):
         assert f"\\newcommand{{\\Repro{name}}}{{{reproduce.NO_SECOND_RUN}}}" in none

@@ -640,6 +640,19 @@ CLAIMS = {"FlexMemoryVerdict": "FlexAttention: dense mask memory from O(N²) to 
           "FlexFlashPrefillVerdict": "FlexAttention (FLASH backend): 2–4× faster prefill",
           "FlexFlashSparsityVerdict": "FlexAttention (FLASH backend) speed follows sparsity (at least 80 % of "
                                       "the ideal speedup)"}
+
+#: The values each verdict of :data:`CLAIMS` compares, by verdict macro: ``(macro, words)`` pairs, each
+#: printed as its value, the words and its interval (:func:`kernels.paper.models.evidence_text`: each
+#: GPU model's claims side by side).
+EVIDENCE = {"FlexMemoryVerdict": (("FlexNaiveMemSlope", " naive"), ("FlexSdpaMaskedMemSlope", " masked SDPA"),
+                                  ("FlexFlexMemSlope", " flex")),
+            "FlexPrefillVerdict": (("FlexFwdCausalVsFlash", "× over FA2"), ("FlexFwdCausalVsCudnn", "× over cuDNN")),
+            "FlexSparsityVerdict": (("FlexWindowFwdPctIdealMedian", " % windows"),
+                                    ("FlexDocumentFwdPctIdealMedian", " % documents")),
+            "FlexFlashPrefillVerdict": (("FlexFlashFwdCausalVsFlash", "× over FA2"),
+                                        ("FlexFlashFwdCausalVsCudnn", "× over cuDNN")),
+            "FlexFlashSparsityVerdict": (("FlexFlashWindowFwdPctIdealMedian", " % windows"),
+                                         ("FlexFlashDocumentFwdPctIdealMedian", " % documents"))}
 #: The passes in macro names.
 PASS_NAMES = {"fwd": "Fwd", "bwd": "Bwd", "fwdbwd": "Fwdbwd"}
 #: Longest quoted refusal message (characters; longer ones end in an ellipsis).

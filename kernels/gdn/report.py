@@ -500,6 +500,16 @@ def _headlines() -> dict[str, str]:
 #: reproduction appendix sets them beside the second run's).
 HEADLINES = _headlines()
 
+#: The values each verdict of :data:`CLAIMS` compares, by verdict macro: ``(macro, words)`` pairs, each
+#: printed as its value, the words and its interval (:func:`kernels.paper.models.evidence_text`: each
+#: GPU model's claims side by side).
+EVIDENCE = {"GdnFlashQlaFwdVerdict": tuple((f"GdnFlashQlaSpeedupVsFla{tag}", f"× B{b} T{t} H{h}") for (b, t, h), tag
+                                      in paper_shapes(kit.study_config("gdn"))["main"].items()),
+            "GdnFlashQlaBwdVerdict": tuple((f"GdnFlashQlaBwdSpeedupVsFla{tag}", f"× B{b} T{t} H{h}") for (b, t, h), tag
+                                      in paper_shapes(kit.study_config("gdn"))["backward"].items()),
+            "GdnPublishedFwdVerdict": (("GdnPublishedFwdSpeedups", "×"),),
+            "GdnPublishedBwdVerdict": (("GdnPublishedBwdSpeedups", "×"),)}
+
 
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text: forward times, speedups and TFLOP/s at the main

@@ -359,6 +359,16 @@ CLAIMS = {"LongctxLinearVerdict": "linear attention turns O(n²) into O(n)",
           "LongctxMemoryVerdict": "FlashAttention/FlexAttention: attention memory from O(N²) to O(N)",
           "LongctxOvertakeVerdict": "linear attention faster than softmax attention above 100K tokens"}
 
+#: The values each verdict of :data:`CLAIMS` compares, by verdict macro: ``(macro, words)`` pairs, each
+#: printed as its value, the words and its interval (:func:`kernels.paper.models.evidence_text`: each
+#: GPU model's claims side by side).
+EVIDENCE = {"LongctxLinearVerdict": tuple((f"LongctxSlope{kit.camel(i)}Fwd", f" {_label(i)}") for i in (*GDN, *ATTENTION)
+                                           if "prefill" in IMPLS[i].tags),
+            "LongctxMemoryVerdict": tuple((f"LongctxSlope{kit.camel(i)}Mem", f" {_label(i)}") for i in ATTENTION
+                                          if "prefill" in IMPLS[i].tags),
+            "LongctxOvertakeVerdict": ((next(iter(HEADLINES)), f"× at {style.tokens(_headline_length())} tokens"),
+                                       ("LongctxCrossoverChunkFwd", " tokens and up faster"))}
+
 
 def _cross_text(cross, end: float, d: pd.DataFrame) -> str:
     if np.isfinite(end):

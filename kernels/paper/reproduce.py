@@ -41,14 +41,13 @@ names the compared studies whose reference rows are stale (:func:`stale_studies`
 
 from __future__ import annotations
 
-import io
 import itertools
 import logging
 import math
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 import numpy as np
 import pandas as pd
@@ -56,7 +55,7 @@ import pandas as pd
 from kernels.core import timing
 from kernels.paper import provenance, render, rows, style
 from kernels.paper import report_kit as kit
-from kernels.paper.collect import load_rows, tidy, with_roles
+from kernels.paper.claims import claim_labels, claim_verdicts, load_run, study_macros, tidy_tables
 from kernels.core.files import write_atomic
 
 log = logging.getLogger("kernels.paper.reproduce")
@@ -82,20 +81,6 @@ TIMED = ("reproduced", "slower", "faster")
 
 # ----------------------------------------------------------------------------
 # inputs
-
-
-def load_run(paths: list[str]) -> list[dict]:
-    """The rows of the JSONL files ``paths`` (``<root>/<study>/<impl>.jsonl``), validated
-    per study (:func:`kernels.paper.collect.load_rows`: the study is the file's folder).
-
-    Raises:
-        ValueError: ``'path:line: ...'``: a row fails its study's row schema, or is
-            the same case as an earlier row (``'path:line: same case as path:line'``).
-    """
-    by_study = defaultdict(list)
-    for path in paths:
-        by_study[Path(path).parent.name].append(path)
-    return [row for study, study_paths in by_study.items() for row in load_rows(study_paths, study)]
 
 
 def _env_values(run: list[dict], key: str) -> set[str]:
@@ -230,35 +215,6 @@ def compare(candidate: list[dict], reference: list[dict], tolerance: float,
 # the claims
 
 
-def tidy_tables(run: list[dict], gpu: str, sections: dict[str, dict] | None = None) -> dict[str, pd.DataFrame]:
-    """Each study's tidy table of ``run`` as the rule ``collect`` writes it and the rule
-    ``numbers`` reads it back (:func:`kernels.paper.collect.with_roles` from the study's section of
-    ``sections``, :func:`kernels.paper.collect.tidy`, the study's ``derive``, a CSV round trip);
-    ``gpu`` is the data folder's name (the reports look up datasheet peaks by it)."""
-    by_study = defaultdict(list)
-    for row in run:
-        by_study[row["study"]].append(row)
-    out = {}
-    for study, study_rows in sorted(by_study.items()):
-        study_rows = with_roles(study_rows, study, (sections or {}).get(study))
-        df = render.report_module(study).derive(tidy(study_rows, gpu))
-        out[study] = pd.read_csv(io.StringIO(df.to_csv(index=False)))
-    return out
-
-
-def study_macros(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
-    """Every macro of each study's ``report.macros`` on its tidy table in ``tables``."""
-    out = {}
-    for study, df in tables.items():
-        out.update(render.report_module(study).macros(df))
-    return out
-
-
-def claim_verdicts(macros: dict[str, str]) -> dict[str, str]:
-    """The macros (:func:`study_macros`) whose names end in ``Verdict``: the claims table's verdicts."""
-    return {name: value for name, value in macros.items() if name.endswith("Verdict")}
-
-
 def headline_table(reference: dict[str, str], candidate: dict[str, str], studies) -> pd.DataFrame:
     """The abstract's numbers of both runs (each study's ``report.HEADLINES``, in ``studies``' order,
     from :func:`study_macros` of each run): columns ``number`` (its words), ``reference`` and
@@ -335,15 +291,6 @@ def impl_table(table: pd.DataFrame) -> pd.DataFrame:
     d = pd.DataFrame(out)
     most = (d["slower"] + d["faster"]).sort_values(ascending=False, kind="stable").index
     return d.loc[most].reset_index(drop=True)
-
-
-def claim_labels(studies) -> dict[str, str]:
-    """Each verdict macro's claim as the paper's claims table words it (``report.CLAIMS`` of
-    each study in ``studies``)."""
-    out = {}
-    for study in studies:
-        out.update(getattr(render.report_module(study), "CLAIMS", {}))
-    return out
 
 
 def claims_latex(claims: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:

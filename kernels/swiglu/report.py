@@ -26,13 +26,10 @@ import pandas as pd
 from kernels.paper import report_kit as kit
 from kernels.paper import rows as rows_mod
 from kernels.paper import style
+from kernels.paper.rows import PEAK_GBPS
 from kernels.swiglu.impls import IMPLS
 from kernels.swiglu.study import PROFILE_ROLE, TOLERANCE
 
-#: Datasheet HBM bandwidth in GB/s, by GPU model (the data folder, :data:`kernels.paper.rows.MODELS`):
-#: NVIDIA H200 SXM, 4.8 TB/s HBM3e (NVIDIA H200 Tensor Core GPU datasheet); NVIDIA H100 SXM5 80 GB,
-#: 3.35 TB/s HBM3 (NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column).
-PEAK_GBPS = {"h200": 4800.0, "h100-80gb-hbm3": 3350.0}
 #: The sweep's config section, whose models and GEMM groups the text names.
 SWEEP = kit.study_config("swiglu")
 #: The models of the sweep's config (``models``): FFN hidden size -> model name, and (model
@@ -376,6 +373,15 @@ CLAIMS = {"SwigluClaimLatencyVerdict": "SwiGLU fusion cuts activation latency 2.
           "SwigluClaimBandwidthVerdict": "SwiGLU kernel reaches 85–92 % of peak HBM bandwidth",
           "SwigluClaimFusionVerdict": "Fusing memory-bound pointwise operations: 2–4× faster",
           "SwigluClaimGraphVerdict": "CUDA graphs remove the launch overhead of small-batch decode"}
+
+#: The values each verdict of :data:`CLAIMS` compares, by verdict macro: ``(macro, words)`` pairs, each
+#: printed as its value, the words and its interval (:func:`kernels.paper.models.evidence_text`: each
+#: GPU model's claims side by side).
+EVIDENCE = {"SwigluClaimLatencyVerdict": (("SwigluSeedLatencySpeedupLargeRange", "× latency, source kernel"),),
+            "SwigluClaimBandwidthVerdict": (("SwigluSeedFwdPctPeakRange", " % of the datasheet, source kernel"),),
+            "SwigluClaimFusionVerdict": (("SwigluSeedSpeedupLargeRange", "× source kernel"),
+                                         ("SwigluTritonSpeedupLargeRange", "× ours")),
+            "SwigluClaimGraphVerdict": (("SwigluGraphRemovedPctRange", " % of host overhead removed"),)}
 #: The share of a launched call's host overhead (latency minus device time) that replaying the same
 #: call from a CUDA graph must remove, at every decode size, for the claim that graphs remove it, %.
 GRAPH_REMOVED_PCT = 90.0

@@ -206,6 +206,14 @@ CLAIMS = {"TensorcorePaddingVerdict": "Padding matrix dimensions to multiples of
                                       "throughput",
           "TensorcoreFpEightVerdict": "FP8 tensor cores: 2–4× BF16's FLOP throughput per clock"}
 
+#: The values each verdict of :data:`CLAIMS` compares, by verdict macro: ``(macro, words)`` pairs, each
+#: printed as its value, the words and its interval (:func:`kernels.paper.models.evidence_text`: each
+#: GPU model's claims side by side).
+EVIDENCE = {"TensorcorePaddingVerdict": (("TensorcorePaddedSpeedupOddRange", "× over odd sizes"),
+                                         ("TensorcorePaddedSpeedupRowAlignedRange", "× over 16-byte multiples")),
+            "TensorcoreFpEightVerdict": (("TensorcoreFpEightSpeedupFourK", "× at 4096³"),
+                                         ("TensorcoreFpEightSpeedupEightK", "× at 8192³"))}
+
 
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text, at the sizes of the config's sweep (:func:`paper_sizes`):

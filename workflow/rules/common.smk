@@ -453,6 +453,15 @@ def raw_files(study):
     return sorted(str(p) for p in Path(COMMITTED, study).glob("*.jsonl"))
 
 
+def other_models_files():
+    """The rows of every study on the GPU models other than this run's (each folder of RAW)."""
+    return sorted(
+        str(p)
+        for p in Path(RAW).glob("*/*/*.jsonl")
+        if p.parts[-3] != GPU and p.parent.name in STUDIES
+    )
+
+
 def committed_benchmarks():
     """The benchmark and lease files of the studies this run reads the committed rows of, whose
     minutes the paper gives (kernels.paper.render.job_minutes): inputs of the rules that read them,
@@ -622,7 +631,15 @@ ALL_TABLES = [
     f"{PAPER_DIR}/generated/{name}.tex" for s in STUDIES for name in TABLES[s]
 ]
 ALL_FLOATS = [f"{PAPER_DIR}/generated/{s}_floats.tex" for s in STUDIES]
+# each claim on every committed GPU model, and device time on one model over another's (rule models)
+MODELS = {
+    "tex": f"{PAPER_DIR}/generated/models.tex",
+    "claims": f"{RESULTS}/models_claims.csv",
+    "ratios": f"{RESULTS}/models_device_time.csv",
+    "figure": f"{FIGURES_DIR}/models_device_time.pdf",
+}
 PAPER_WIDE = [
+    *MODELS.values(),
     f"{PAPER_DIR}/generated/numbers.tex",
     f"{PAPER_DIR}/generated/coverage.tex",
     f"{PAPER_DIR}/generated/provenance.tex",

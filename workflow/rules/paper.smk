@@ -36,6 +36,8 @@ if not SUBSET_LEFT_OUT:
             f"{PAPER_DIR}/generated/numbers.tex",
             f"{PAPER_DIR}/generated/coverage.tex",
             f"{PAPER_DIR}/generated/provenance.tex",
+            MODELS["tex"],
+            MODELS["figure"],
             # the appendix on a second run: its figure and table when there is one
             [
                 REPRO["snippet"],

@@ -11,6 +11,7 @@ localrules:
     coverage,
     provenance,
     states,
+    models,
 
 
 rule collect:
@@ -186,3 +187,38 @@ rule provenance:
         code=code_version("kernels/paper/provenance.py", *RENDER_CODE),
     script:
         "../scripts/provenance.py"
+
+
+# Each claim on every committed GPU model, and each implementation's device time on another model
+# over this one's (kernels/paper/models.py).
+rule models:
+    input:
+        [f for s in STUDIES for f in raw_files(s)],
+        other_models_files(),
+        # each study's state (rule states): the claims of a stale one say so
+        STATES_FILE,
+    output:
+        tex=MODELS["tex"],
+        claims=MODELS["claims"],
+        ratios=MODELS["ratios"],
+        figure=MODELS["figure"],
+    log:
+        f"{LOGS}/models.log",
+    conda:
+        "../envs/render.yaml"
+    params:
+        raw=lambda w: RAW,
+        gpu=GPU,
+        studies=STUDIES,
+        sections={s: config[s][SWEEP] for s in STUDIES},
+        timing=config["timing"],
+        code=code_version(
+            "kernels/paper/models.py",
+            "kernels/paper/claims.py",
+            "kernels/paper/provenance.py",
+            "kernels/paper/rows.py",
+            *[f"kernels/{s}/report.py" for s in STUDIES],
+            *RENDER_CODE,
+        ),
+    script:
+        "../scripts/models.py"

@@ -43,6 +43,7 @@ if CANDIDATE is not None:
             partial=QUICK,
             code=code_version(
                 "kernels/paper/reproduce.py",
+                "kernels/paper/claims.py",
                 "kernels/paper/provenance.py",
                 "kernels/paper/rows.py",
                 *[f"kernels/{s}/report.py" for s in STUDIES],

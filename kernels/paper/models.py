@@ -1,0 +1,337 @@
+"""Every committed GPU model side by side: each claim's verdict on each model, with the values it
+compares and their intervals, and each implementation's device time on another model over the
+paper's.
+
+A *model* is a folder of ``data/raw/`` that holds rows (:data:`kernels.paper.rows.MODELS` names
+it); the paper speaks of one (config ``paper_gpu``). Each model's rows go through the paper's own
+tidy tables and report macros (:mod:`kernels.paper.claims`), so a model's verdict is the one the
+paper prints when rendered from that folder (``--config gpu=<model>``).
+
+Device time on another model over the paper model's, per case timed ok on both (:func:`case_ratios`),
+tells what bounds a kernel (:func:`bound`): the H100 and the H200 share their SM90 compute (peak
+bfloat16 989 TFLOP/s on both, a compute ratio of 1.0) and differ in HBM bandwidth (4.8 TB/s against
+3.35, :data:`kernels.paper.rows.PEAK_GBPS`), so a kernel bound by memory bandwidth takes 4.8 / 3.35 =
+1.43 times as long on the H100, and one bound by its arithmetic, or by its launch and latency, about
+as long (:func:`peak_ratios`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kernels.paper import provenance, render, rows, style
+from kernels.paper import report_kit as kit
+from kernels.paper.claims import claim_labels, load_run, study_macros, tidy_tables
+from kernels.core.files import write_atomic
+
+log = logging.getLogger("kernels.paper.models")
+
+#: A median ratio this close to the bandwidth ratio, as a share of the gap between the compute and
+#: the bandwidth ratios, reads "bound by memory bandwidth"; this close to the compute ratio, "bound
+#: by compute or launch"; in between, "between the two" (:func:`bound`).
+BOUND_SHARE = 0.25
+BANDWIDTH, COMPUTE, BETWEEN = "memory bandwidth", "compute or launch", "between the two"
+#: The verdict cell of a model without rows of the claim's study.
+NOT_MEASURED = "not measured"
+
+
+def committed_models(raw: str | Path, first: str) -> list[str]:
+    """The models of ``raw`` (``data/raw``): its folders that hold rows (``<model>/<study>/*.jsonl``),
+    ``first`` (the paper's) first, the others sorted; ``cpu`` (rows measured on a CPU) is none.
+
+    Raises:
+        ValueError: ``first`` holds no rows in ``raw``.
+    """
+    found = sorted(p.name for p in Path(raw).glob("*") if p.name != "cpu" and any(p.glob("*/*.jsonl")))
+    if first not in found and first != "cpu":
+        raise ValueError(f"{raw}/{first}/ holds no rows (models with rows: {found})")
+    return [first, *[m for m in found if m != first]]
+
+
+def model_files(raw: str | Path, model: str, studies) -> dict[str, list[str]]:
+    """{study: its JSONL files in ``raw/model/``} of ``studies`` that have rows there."""
+    out = {}
+    for study in studies:
+        files = sorted(str(p) for p in Path(raw, model, study).glob("*.jsonl"))
+        if files:
+            out[study] = files
+    return out
+
+
+def model_macros(files: dict[str, list[str]], model: str, sections: dict[str, dict]) -> dict[str, str]:
+    """Every report macro of the studies of ``files`` (:func:`model_files`) on ``model``'s rows, as
+    the paper derives them (:func:`kernels.paper.claims.tidy_tables`, ``sections``: each study's
+    config section the rows were measured with)."""
+    run = load_run([f for study_files in files.values() for f in study_files])
+    return study_macros(tidy_tables(run, model, sections))
+
+
+def evidence_text(macros: dict[str, str], evidence) -> str:
+    """The values a verdict compares, as text: each ``(macro, words)`` of ``evidence`` (a report's
+    ``EVIDENCE`` entry) as the macro's value, ``words`` and its interval (the macro ``<name>Ci``, or
+    ``[<name>Low, <name>High]`` of a slope), joined by "; "; :data:`kernels.paper.style.MISSING` for
+    a value the rows do not give."""
+    parts = []
+    for name, words in evidence:
+        value = macros.get(name, style.MISSING)
+        if value == style.MISSING:
+            parts.append(f"{style.MISSING}{words}")
+            continue
+        interval = macros.get(name + "Ci")
+        if interval is None and name + "Low" in macros:
+            interval = f"[{macros[name + 'Low']}, {macros[name + 'High']}]"
+        parts.append(" ".join(p for p in (f"{value}{words}", interval) if p))
+    return "; ".join(parts)
+
+
+def state_note(state: provenance.StudyState | None) -> str:
+    """A model's study state as the claims table notes it beside the verdict: "" when current,
+    " (stale)" or " (rows of several runs)", or :data:`NOT_MEASURED` without rows."""
+    if state is None or state.state == provenance.NOT_MEASURED:
+        return NOT_MEASURED
+    return "" if state.state == provenance.CURRENT else f" ({state.state})"
+
+
+def claims_table(by_model: dict[str, dict[str, str]], states: dict[str, dict[str, provenance.StudyState]],
+                 studies) -> pd.DataFrame:
+    """Each claim (``report.CLAIMS`` of ``studies``, in the claims table's order) on every model of
+    ``by_model`` ({model: its macros}, the paper's first): columns ``study``, ``macro``, ``claim``
+    and per model ``<model> verdict`` and ``<model> values`` (:func:`evidence_text` of the study's
+    ``EVIDENCE``); a model without rows of the study reads :data:`NOT_MEASURED`, a stale one's
+    verdict carries its state (:func:`state_note`), and ``same`` says whether every model's verdict
+    is the paper model's."""
+    records = []
+    for study in studies:
+        evidence = getattr(render.report_module(study), "EVIDENCE", {})
+        for macro, words in claim_labels([study]).items():
+            record = {"study": study, "macro": macro, "claim": words}
+            verdicts = []
+            for model, macros in by_model.items():
+                note = state_note(states.get(model, {}).get(study))
+                if note == NOT_MEASURED:
+                    record[f"{model} verdict"], record[f"{model} values"] = NOT_MEASURED, ""
+                    continue
+                verdicts.append(macros.get(macro, style.MISSING))
+                record[f"{model} verdict"] = verdicts[-1] + note
+                record[f"{model} values"] = evidence_text(macros, evidence.get(macro, ()))
+            record["same"] = len(set(verdicts)) <= 1
+            records.append(record)
+    return pd.DataFrame(records)
+
+
+def other_verdicts(table: pd.DataFrame, models: list[str]) -> dict[str, str]:
+    """The claims table's words under each verdict, macro ``Models<verdict macro>``: each model after
+    the paper's (``models[0]``), by the first word of its name, with "same" or its own verdict ("H100:
+    partly holds (1 of 2)"), or :data:`NOT_MEASURED`; empty with one model."""
+    out = {}
+    for _, r in table.iterrows():
+        parts = []
+        for model in models[1:]:
+            verdict = r[f"{model} verdict"]
+            same = verdict == r[f"{models[0]} verdict"] and verdict != NOT_MEASURED
+            parts.append(f"{rows.model_label(model).split()[0]}: {'same' if same else verdict}")
+        out[f"Models{r['macro']}"] = kit.escape_latex("; ".join(parts))
+    return out
+
+
+def case_ratios(paper_run: list[dict], other_run: list[dict]) -> pd.DataFrame:
+    """Per case timed ok on both runs (:func:`kernels.paper.rows.case_id`), the other run's device
+    time over the paper run's: columns ``study``, ``impl``, ``case``, ``ms_paper``, ``ms_other``
+    (``device_ms``, ms) and ``ratio``."""
+    def timed(run):
+        return {rows.case_id(r): r for r in run if r.get("status") == "ok" and r.get("device_ms")}
+
+    paper, other = timed(paper_run), timed(other_run)
+    records = [{"study": r["study"], "impl": r["impl"], "case": rows.case_label(r),
+                "ms_paper": float(r["device_ms"]), "ms_other": float(other[key]["device_ms"]),
+                "ratio": float(other[key]["device_ms"]) / float(r["device_ms"])}
+               for key, r in paper.items() if key in other]
+    return pd.DataFrame(records, columns=["study", "impl", "case", "ms_paper", "ms_other", "ratio"])
+
+
+def median_interval(values: np.ndarray) -> tuple[float, float, float]:
+    """The median of ``values`` and its :data:`kernels.paper.report_kit.LEVEL` percentile-bootstrap
+    interval over them (each of :data:`~kernels.paper.report_kit.RESAMPLES` resamples draws the
+    values with replacement; seeded with :data:`~kernels.paper.report_kit.SEED`)."""
+    values = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(kit.SEED)
+    boot = np.median(values[rng.integers(0, values.size, (kit.RESAMPLES, values.size))], axis=1)
+    tail = 100 * (1 - kit.LEVEL) / 2
+    low, high = np.percentile(boot, [tail, 100 - tail])
+    return float(np.median(values)), float(low), float(high)
+
+
+def peak_ratios(paper: str, other: str) -> tuple[float, float]:
+    """The time ratios (``other`` over ``paper``) of a kernel bound by memory bandwidth and of one
+    bound by compute, from the models' datasheet peaks (:data:`kernels.paper.rows.PEAK_GBPS`,
+    :data:`kernels.paper.rows.PEAK_BF16_TFLOPS`); NaN for a model without one."""
+    def over(peaks):
+        return peaks[paper] / peaks[other] if paper in peaks and other in peaks else math.nan
+
+    return over(rows.PEAK_GBPS), over(rows.PEAK_BF16_TFLOPS)
+
+
+def bound(value: float, bandwidth: float, compute: float) -> str:
+    """What bounds a kernel whose median time ratio is ``value``: :data:`BANDWIDTH` within
+    :data:`BOUND_SHARE` of the gap between the two peak ratios from ``bandwidth``, :data:`COMPUTE`
+    within it from ``compute``, else :data:`BETWEEN` (also when the gap is unknown or nil)."""
+    gap = bandwidth - compute
+    if not math.isfinite(gap) or abs(gap) < 1e-9:
+        return BETWEEN
+    share = (value - compute) / gap
+    if share >= 1 - BOUND_SHARE:
+        return BANDWIDTH
+    return COMPUTE if share <= BOUND_SHARE else BETWEEN
+
+
+#: Cases shorter than this on the paper model (device time, ms) may be bound by their launch and
+#: latency whatever their kernel: :func:`impl_ratios` leaves them out where an implementation has longer ones.
+LONG_MS = 0.1
+
+
+def impl_ratios(cases: pd.DataFrame, bandwidth: float, compute: float) -> pd.DataFrame:
+    """Per study and implementation of ``cases`` (:func:`case_ratios`), over its cases of at least
+    :data:`LONG_MS` on the paper model (all of them where none is that long: ``short`` true):
+    ``cases`` (how many), the median ratio with its interval over those cases (``median``, ``low``,
+    ``high``: :func:`median_interval`), the lowest and highest (``min``, ``max``) and ``bound``
+    (:func:`bound` of the median)."""
+    records = []
+    for (study, impl), d in cases.groupby(["study", "impl"], sort=True):
+        long = d[d["ms_paper"] >= LONG_MS]
+        short = long.empty
+        d = d if short else long
+        median, low, high = median_interval(d["ratio"].to_numpy())
+        records.append({"study": study, "impl": impl, "cases": len(d), "short": short, "median": median,
+                        "low": low, "high": high, "min": float(d["ratio"].min()), "max": float(d["ratio"].max()),
+                        "bound": bound(median, bandwidth, compute)})
+    return pd.DataFrame(records, columns=["study", "impl", "cases", "short", "median", "low", "high", "min", "max",
+                                          "bound"])
+
+
+def study_sentence(study: str, impls: pd.DataFrame, paper: str, other: str, bandwidth: float,
+                   compute: float) -> str:
+    """One sentence per study for the paper: how long its implementations take on ``other`` against
+    ``paper`` (:func:`impl_ratios`: median ratio with its interval) grouped by what bounds them
+    (:func:`bound`), beside the two peak ratios; a study measured on one of them only says so."""
+    d = impls[impls["study"] == study]
+    name = style.study_label(study)
+    if d.empty:
+        return f"{name}: not measured on both the {rows.model_label(other)} and the {rows.model_label(paper)}."
+    groups = {}
+    for _, r in d.sort_values("median", ascending=False, kind="stable").iterrows():
+        short = f" (calls under {kit.fmt(LONG_MS, 1)} ms only)" if r["short"] else ""
+        text = f"{style.label(study, r['impl'])} {r['median']:.2f} [{r['low']:.2f}, {r['high']:.2f}]{short}"
+        groups.setdefault(r["bound"], []).append(text)
+    near = {BANDWIDTH: f"near the bandwidth ratio {bandwidth:.2f}", BETWEEN: "between the two",
+            COMPUTE: f"near the compute ratio {compute:.2f}"}
+    said = "; ".join(f"{near[what]}: {', '.join(groups[what])}" for what in (BANDWIDTH, BETWEEN, COMPUTE)
+                     if what in groups)
+    return f"{name}: {said}."
+
+
+def figure(cases: pd.DataFrame, studies, paper: str, other: str, bandwidth: float, compute: float):
+    """One panel per study: each case's device time on ``other`` over ``paper`` against its time on
+    ``paper`` (log), coloured by implementation (a legend under each panel), with the two peak ratios
+    as lines (bandwidth dashed, compute dotted)."""
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=3.6, ncols=len(studies), sharey=True, squeeze=False)
+    axes = axes[0]
+    for ax, study in zip(axes, studies):
+        d = cases[cases["study"] == study]
+        colors = style.palette(study, sorted(d["impl"].unique()))
+        for impl, g in d.groupby("impl", sort=True):
+            ax.plot(g["ms_paper"], g["ratio"], linestyle="none", marker="o", markersize=2.5, alpha=0.8,
+                    color=colors[impl], label=style.label(study, impl))
+        for value, dash in ((bandwidth, "--"), (compute, ":")):
+            if math.isfinite(value):
+                ax.axhline(value, color="grey", linestyle=dash, linewidth=0.8)
+        ax.set_title(style.study_label(study))
+        ax.set_xscale("log")
+        if d.empty:
+            kit.mark_empty(ax)
+        else:
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=5, ncol=1, handletextpad=0.2)
+    axes[0].set_ylabel(f"{rows.model_label(other)} / {rows.model_label(paper)} time")
+    axes[len(axes) // 2].set_xlabel(f"{rows.model_label(paper)} device time (ms)")
+    fig.subplots_adjust(bottom=0.5, wspace=0.08)
+    return fig
+
+
+def render_models(raw: str | Path, paper: str, studies: list[str], sections: dict[str, dict], timing: dict,
+                  out_tex: str, out_claims: str, out_ratios: str, out_figure: str) -> list[str]:
+    """Write the models' comparison: ``out_claims`` (CSV, :func:`claims_table`), ``out_ratios`` (CSV,
+    :func:`impl_ratios` per other model, column ``model``), ``out_figure`` (PDF, :func:`figure` of the
+    first other model; an empty panel without one) and ``out_tex``, the paper's macros: ``ModelsNames``
+    (the models, the paper's first), ``ModelsSeveral`` ("true" with another model than the paper's),
+    ``ModelsOther`` (the first other model's name, or empty), ``ModelsPaperTBps`` and
+    ``ModelsOtherTBps`` (their datasheet bandwidths), ``ModelsLongMs`` (:data:`LONG_MS`),
+    ``ModelsBandwidthRatio`` and ``ModelsComputeRatio``, ``Models<verdict macro>``
+    (:func:`other_verdicts`), ``ModelsSentence<Study>`` (:func:`study_sentence`) and
+    ``ModelsClaimsTable`` (a table float, ``tab:models_claims``). Returns the models."""
+    models = committed_models(raw, paper)
+    by_model, states, runs = {}, {}, {}
+    for model in models:
+        files = model_files(raw, model, studies)
+        by_model[model] = model_macros(files, model, sections) if files else {}
+        runs[model] = load_run([f for fs in files.values() for f in fs])
+        states[model] = {s: provenance.study_state(s, Path(raw, model), sections[s], timing) for s in studies}
+    table = claims_table(by_model, states, studies)
+    write_atomic(out_claims, table.to_csv(index=False))
+    def tbps(model):
+        return f"{rows.PEAK_GBPS[model] / 1000:g}" if model in rows.PEAK_GBPS else style.MISSING
+
+    values = {"ModelsNames": kit.and_list([rows.model_label(m) for m in models]),
+              "ModelsSeveral": "true" if len(models) > 1 else "false",
+              "ModelsOther": rows.model_label(models[1]) if len(models) > 1 else "",
+              "ModelsPaperTBps": tbps(paper), "ModelsOtherTBps": tbps(models[1]) if len(models) > 1 else "",
+              "ModelsLongMs": kit.fmt(LONG_MS, 1),
+              **other_verdicts(table, models)}
+    ratios = []
+    for other in models[1:]:
+        bandwidth, compute = peak_ratios(paper, other)
+        cases = case_ratios(runs[paper], runs[other])
+        impls = impl_ratios(cases, bandwidth, compute)
+        ratios.append(impls.assign(model=other))
+        if other == models[1]:
+            values["ModelsBandwidthRatio"] = kit.fmt(bandwidth)
+            values["ModelsComputeRatio"] = kit.fmt(compute)
+            for study in studies:
+                values[f"ModelsSentence{kit.camel(study)}"] = study_sentence(study, impls, paper, other, bandwidth,
+                                                                              compute)
+            style.save(figure(cases, studies, paper, other, bandwidth, compute), out_figure)
+    if len(models) == 1:
+        values.update({"ModelsBandwidthRatio": style.MISSING, "ModelsComputeRatio": style.MISSING,
+                       **{f"ModelsSentence{kit.camel(s)}": f"{style.study_label(s)}: measured on the "
+                          f"{rows.model_label(paper)} alone." for s in studies}})
+        fig, ax = style.figure()
+        kit.mark_empty(ax)
+        style.save(fig, out_figure)
+    columns = [*impl_ratios(case_ratios([], []), 1.0, 1.0).columns, "model"]
+    write_atomic(out_ratios, (pd.concat(ratios) if ratios else pd.DataFrame(columns=columns)).to_csv(index=False))
+    values["ModelsClaimsTable"] = claims_float(table, models)
+    header = "% Generated by the rule `models` (kernels/paper/models.py); do not edit."
+    write_atomic(out_tex, "\n".join([header, *render.macro_lines(values)]) + "\n")
+    return models
+
+
+def claims_float(table: pd.DataFrame, models: list[str]) -> str:
+    """The claims on every model as a LaTeX table float (label ``tab:models_claims``): a row per claim,
+    per model its verdict and the values it compares."""
+    frame = pd.DataFrame({"Claim": table["claim"],
+                          **{rows.model_label(m): [f"{v}: {t}" if t else v for v, t in
+                                                   zip(table[f"{m} verdict"], table[f"{m} values"])]
+                             for m in models}})
+    column = r">{\raggedright\arraybackslash}p{%.2f\linewidth}"
+    tabular = render.table_to_latex(frame)
+    tabular = tabular.replace("\\begin{tabular}{" + "l" * (len(models) + 1) + "}", "\\begin{tabular}{" + column % 0.22
+                              + column % (0.66 / len(models)) * len(models) + "}", 1)
+    return "\n".join([r"\begin{table}[tbp]", r"\centering", r"\scriptsize",
+                      r"\caption{Each claim on every GPU model with committed rows (" + kit.escape_latex(
+                          kit.and_list([rows.model_label(m) for m in models])) + r"): the verdict, then the values"
+                      r" it compares with their intervals, as the claims table derives them from that model's"
+                      r" rows (Table~\ref{tab:claims}); a study not measured on a model says so.}",
+                      r"\label{tab:models_claims}", tabular.rstrip("\n"), r"\end{table}"])

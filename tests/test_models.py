@@ -1,0 +1,121 @@
+"""Every committed GPU model side by side (kernels/paper/models.py): each claim's verdict per model
+with the values it compares, and device time on one model over another's, read as what bounds a kernel."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from kernels.paper import claims, models, provenance, rows
+
+ROOT = Path(__file__).resolve().parent.parent
+RAW = ROOT / "data" / "raw"
+CONFIG = provenance.load_config()
+SECTIONS = {s: CONFIG[s]["sweep"] for s in CONFIG["studies"]}
+
+
+def test_the_peak_ratios_of_the_h100_against_the_h200_are_its_datasheets():
+    bandwidth, compute = models.peak_ratios("h200", "h100-80gb-hbm3")
+    assert bandwidth == pytest.approx(4800 / 3350) and compute == 1.0
+    assert all(v != v for v in models.peak_ratios("h200", "a100-sxm4-80gb"))  # unknown: NaN, no guess
+
+
+@pytest.mark.parametrize("value,what", [(1.43, models.BANDWIDTH), (1.36, models.BANDWIDTH), (1.22, models.BETWEEN),
+                                        (1.09, models.COMPUTE), (0.95, models.COMPUTE)])
+def test_a_ratio_reads_as_what_bounds_the_kernel(value, what):
+    assert models.bound(value, 4800 / 3350, 1.0) == what
+    assert models.bound(value, float("nan"), 1.0) == models.BETWEEN  # no datasheet: no reading
+
+
+def _row(study="tensorcore", impl="a", n=1, ms=1.0, status="ok"):
+    return {"study": study, "impl": impl, "pass": "fwd", "dtype": "float32", "numel": n, "status": status,
+            "device_ms": ms if status == "ok" else None}
+
+
+def test_device_time_ratios_pair_the_cases_timed_ok_on_both_and_leave_short_calls_apart():
+    paper = [_row(n=1, ms=1.0), _row(n=2, ms=2.0), _row(n=3, ms=0.01), _row(n=4, ms=1.0), _row(n=5, status="oom"),
+             _row(impl="b", n=1, ms=0.005)]
+    other = [_row(n=1, ms=1.4), _row(n=2, ms=2.9), _row(n=3, ms=0.01), _row(n=5, ms=3.0), _row(impl="b", n=1, ms=0.005)]
+    cases = models.case_ratios(paper, other)
+    assert sorted(cases["case"]) == ["fwd float32 numel=1", "fwd float32 numel=1", "fwd float32 numel=2",
+                                     "fwd float32 numel=3"]  # 4 not in other, 5 not ok in paper
+    impls = models.impl_ratios(cases, 4800 / 3350, 1.0).set_index("impl")
+    assert impls.loc["a", "cases"] == 2 and not impls.loc["a", "short"]  # the 10 µs call left out
+    assert impls.loc["a", "median"] == pytest.approx(1.425) and impls.loc["a", "bound"] == models.BANDWIDTH
+    assert impls.loc["a", "low"] <= impls.loc["a", "median"] <= impls.loc["a", "high"]
+    assert impls.loc["b", "short"] and impls.loc["b", "bound"] == models.COMPUTE  # only short calls: all of them
+
+
+def test_evidence_gives_each_value_with_its_interval_or_says_it_is_missing():
+    macros = {"A": "2.05", "ACi": "[2.04, 2.06]", "S": "1.00", "SLow": "0.97", "SHigh": "1.03", "R": "31--89"}
+    text = models.evidence_text(macros, (("A", "× at 8192³"), ("S", " flex"), ("R", " %"), ("B", "× other")))
+    assert text == "2.05× at 8192³ [2.04, 2.06]; 1.00 flex [0.97, 1.03]; 31--89 %; n/a× other"
+
+
+def test_every_claim_has_its_evidence_in_its_reports_macros():
+    """Each report's EVIDENCE names, for every claim of its CLAIMS, macros that its macros give on the
+    committed rows (so no value of the cross-model table is missing for want of a name)."""
+    files = {s: sorted(str(p) for p in (RAW / "h200" / s).glob("*.jsonl")) for s in CONFIG["studies"]}
+    macros = models.model_macros(files, "h200", SECTIONS)
+    for study in CONFIG["studies"]:
+        report = __import__(f"kernels.{study}.report", fromlist=["EVIDENCE"])
+        assert set(report.EVIDENCE) == set(report.CLAIMS), study
+        for verdict, evidence in report.EVIDENCE.items():
+            assert evidence and all(name in macros for name, _ in evidence), (verdict, evidence)
+
+
+def _copy(raw: Path, model: str, study: str) -> None:
+    shutil.copytree(RAW / model / study, raw / model / study)
+
+
+def test_each_claim_reads_per_model_and_a_study_one_model_lacks_says_not_measured(tmp_path):
+    raw = tmp_path / "raw"
+    _copy(raw, "h200", "tensorcore")
+    _copy(raw, "h100-80gb-hbm3", "tensorcore")
+    _copy(raw, "h200", "swiglu")
+    out = {k: tmp_path / f"out.{k}" for k in ("tex", "claims", "ratios", "pdf")}
+    found = models.render_models(raw, "h200", ["tensorcore", "swiglu"], SECTIONS, CONFIG["timing"],
+                                 str(out["tex"]), str(out["claims"]), str(out["ratios"]), str(out["pdf"]))
+    assert found == ["h200", "h100-80gb-hbm3"]
+    table = pd.read_csv(out["claims"]).set_index("macro")
+    for model in found:  # each model's verdicts are those the paper derives from its rows
+        run = claims.load_run(sorted(str(p) for p in (raw / model / "tensorcore").glob("*.jsonl")))
+        verdicts = claims.claim_verdicts(claims.study_macros(claims.tidy_tables(run, model, SECTIONS)))
+        for name, verdict in verdicts.items():
+            assert table.loc[name, f"{model} verdict"] == verdict
+    assert (table.loc["SwigluClaimLatencyVerdict", "h100-80gb-hbm3 verdict"]) == models.NOT_MEASURED
+    assert "[" in table.loc["TensorcoreFpEightVerdict", "h100-80gb-hbm3 values"]  # with its interval
+    tex = out["tex"].read_text()
+    assert r"\newcommand{\ModelsSwigluClaimLatencyVerdict}{H100: not measured}" in tex
+    assert r"\label{tab:models_claims}" in tex and r"\newcommand{\ModelsBandwidthRatio}{1.43}" in tex
+    ratios = pd.read_csv(out["ratios"])
+    assert set(ratios["study"]) == {"tensorcore"} and set(ratios["model"]) == {"h100-80gb-hbm3"}
+    assert out["pdf"].read_bytes().startswith(b"%PDF")
+
+
+def test_one_model_alone_says_so_and_a_stale_study_is_marked(tmp_path):
+    raw = tmp_path / "raw"
+    _copy(raw, "h200", "tensorcore")
+    path = raw / "h200" / "tensorcore" / "bf16.jsonl"
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    for r in lines:
+        r["env"]["fingerprint_parts"]["kernels/core/timing.py"] = "0" * 16
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    out = {k: tmp_path / f"out.{k}" for k in ("tex", "claims", "ratios", "pdf")}
+    assert models.render_models(raw, "h200", ["tensorcore"], SECTIONS, CONFIG["timing"], str(out["tex"]),
+                                str(out["claims"]), str(out["ratios"]), str(out["pdf"])) == ["h200"]
+    tex = out["tex"].read_text()
+    assert r"\newcommand{\ModelsSentenceTensorcore}{Tensor cores: measured on the H200 alone.}" in tex
+    assert r"\newcommand{\ModelsTensorcorePaddingVerdict}{}" in tex
+    table = pd.read_csv(out["claims"])
+    assert table["h200 verdict"].str.endswith(" (stale)").all()
+    assert pd.read_csv(out["ratios"]).empty
+
+
+def test_a_paper_model_without_rows_is_refused_naming_the_models(tmp_path):
+    _copy(tmp_path, "h200", "tensorcore")
+    with pytest.raises(ValueError, match=r"h100-80gb-hbm3/ holds no rows \(models with rows: \['h200'\]\)"):
+        models.committed_models(tmp_path, "h100-80gb-hbm3")
+    assert rows.model_label("h200") == "H200"

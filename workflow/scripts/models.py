@@ -1,0 +1,9 @@
+"""Snakemake script of rule `models`: each claim on every committed GPU model, and device time across models."""
+
+from kernels.core.logs import setup_logging
+from kernels.paper.models import render_models
+
+setup_logging(snakemake.log[0])  # noqa: F821
+params, out = snakemake.params, snakemake.output  # noqa: F821
+render_models(params.raw, params.gpu, list(params.studies), {s: dict(v) for s, v in params.sections.items()},
+              dict(params.timing), out.tex, out.claims, out.ratios, out.figure)
