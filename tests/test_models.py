@@ -2,6 +2,7 @@
 with the values it compares, and device time on one model over another's, read as what bounds a kernel."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -27,6 +28,8 @@ def test_the_peak_ratios_of_the_h100_against_the_h200_are_its_datasheets():
 def test_a_ratio_reads_as_what_bounds_the_kernel(value, what):
     assert models.bound(value, 4800 / 3350, 1.0) == what
     assert models.bound(value, float("nan"), 1.0) == models.BETWEEN  # no datasheet: no reading
+    # on a log scale: the H100 paper's ratio (the inverse) reads as the H200 paper's does
+    assert models.bound(1 / value, 3350 / 4800, 1.0) == what
 
 
 def _row(study="tensorcore", impl="a", n=1, ms=1.0, status="ok"):
@@ -90,6 +93,10 @@ def test_each_claim_reads_per_model_and_a_study_one_model_lacks_says_not_measure
     tex = out["tex"].read_text()
     assert r"\newcommand{\ModelsSwigluClaimLatencyVerdict}{H100: not measured}" in tex
     assert r"\label{tab:models_claims}" in tex and r"\newcommand{\ModelsBandwidthRatio}{1.43}" in tex
+    differ = re.search(r"\\newcommand\{\\ModelsDiffer\}\{(.*)\}", tex).group(1)
+    fp8 = table.loc["TensorcoreFpEightVerdict"]
+    assert (fp8["h200 verdict"] != fp8["h100-80gb-hbm3 verdict"]) == ("FP8 tensor cores" in differ)
+    assert "Padding" not in differ  # the same verdict on both
     ratios = pd.read_csv(out["ratios"])
     assert set(ratios["study"]) == {"tensorcore"} and set(ratios["model"]) == {"h100-80gb-hbm3"}
     assert out["pdf"].read_bytes().startswith(b"%PDF")
@@ -119,3 +126,12 @@ def test_a_paper_model_without_rows_is_refused_naming_the_models(tmp_path):
     with pytest.raises(ValueError, match=r"h100-80gb-hbm3/ holds no rows \(models with rows: \['h200'\]\)"):
         models.committed_models(tmp_path, "h100-80gb-hbm3")
     assert rows.model_label("h200") == "H200"
+
+
+def test_a_study_without_claims_gives_an_empty_table_with_its_columns():
+    """A researcher's new study may have no claims yet (the toy study): the table, the claims table's
+    words and the float are still made, empty."""
+    table = models.claims_table({"cpu": {}}, {}, [])
+    assert table.empty and {"claim", "cpu verdict", "cpu values", "same"} <= set(table.columns)
+    assert models.other_verdicts(table, ["cpu"]) == {}
+    assert r"\label{tab:models_claims}" in models.claims_float(table, ["cpu"])

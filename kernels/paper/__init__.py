@@ -1,6 +1,8 @@
 """The paper layer: from committed rows to the PDF. ``rows`` (row schemas, case identity),
 ``collect`` (tidy tables), ``render`` (figures, LaTeX, macros, PDF), ``report_kit`` (what the
-reports share: formats, lookups, verdicts), ``style`` (figures), ``reproduce`` (a second run
-against the first), ``provenance`` (each study's run and whether today's code measured it).
+reports share: formats, lookups, verdicts), ``style`` (figures), ``claims`` (a run's claims
+re-derived through the reports), ``reproduce`` (a second run against the first), ``models`` (every
+committed GPU model side by side), ``provenance`` (each study's run and whether today's code
+measured it).
 A change here leaves every study's rows current.
 """

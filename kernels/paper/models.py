@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import LogLocator
 
 from kernels.paper import provenance, render, rows, style
 from kernels.paper import report_kit as kit
@@ -32,10 +33,11 @@ from kernels.core.files import write_atomic
 log = logging.getLogger("kernels.paper.models")
 
 #: A median ratio this close to the bandwidth ratio, as a share of the gap between the compute and
-#: the bandwidth ratios, reads "bound by memory bandwidth"; this close to the compute ratio, "bound
-#: by compute or launch"; in between, "between the two" (:func:`bound`).
+#: the bandwidth ratios (on a log scale), reads "bound by memory bandwidth"; this close to the compute
+#: ratio, "bound by compute, launch or host" (a call's launch, its latency or the host's own work
+#: take as long on either model); in between, "between the two" (:func:`bound`).
 BOUND_SHARE = 0.25
-BANDWIDTH, COMPUTE, BETWEEN = "memory bandwidth", "compute or launch", "between the two"
+BANDWIDTH, COMPUTE, BETWEEN = "memory bandwidth", "compute, launch or host", "between the two"
 #: The verdict cell of a model without rows of the claim's study.
 NOT_MEASURED = "not measured"
 
@@ -121,7 +123,8 @@ def claims_table(by_model: dict[str, dict[str, str]], states: dict[str, dict[str
                 record[f"{model} values"] = evidence_text(macros, evidence.get(macro, ()))
             record["same"] = len(set(verdicts)) <= 1
             records.append(record)
-    return pd.DataFrame(records)
+    columns = ["study", "macro", "claim", *[f"{m} {c}" for m in by_model for c in ("verdict", "values")], "same"]
+    return pd.DataFrame(records, columns=columns)
 
 
 def other_verdicts(table: pd.DataFrame, models: list[str]) -> dict[str, str]:
@@ -177,13 +180,16 @@ def peak_ratios(paper: str, other: str) -> tuple[float, float]:
 
 
 def bound(value: float, bandwidth: float, compute: float) -> str:
-    """What bounds a kernel whose median time ratio is ``value``: :data:`BANDWIDTH` within
-    :data:`BOUND_SHARE` of the gap between the two peak ratios from ``bandwidth``, :data:`COMPUTE`
-    within it from ``compute``, else :data:`BETWEEN` (also when the gap is unknown or nil)."""
-    gap = bandwidth - compute
-    if not math.isfinite(gap) or abs(gap) < 1e-9:
+    """What bounds a kernel whose median time ratio is ``value``, on a log scale (so that a model's
+    ratio and its inverse, the other model's, read alike): :data:`BANDWIDTH` within
+    :data:`BOUND_SHARE` of the log of the gap between the two peak ratios from ``bandwidth``,
+    :data:`COMPUTE` within it from ``compute``, else :data:`BETWEEN` (also when the gap is unknown or nil)."""
+    if not all(math.isfinite(v) and v > 0 for v in (value, bandwidth, compute)):
         return BETWEEN
-    share = (value - compute) / gap
+    gap = math.log(bandwidth / compute)
+    if abs(gap) < 1e-9:
+        return BETWEEN
+    share = math.log(value / compute) / gap
     if share >= 1 - BOUND_SHARE:
         return BANDWIDTH
     return COMPUTE if share <= BOUND_SHARE else BETWEEN
@@ -224,20 +230,34 @@ def study_sentence(study: str, impls: pd.DataFrame, paper: str, other: str, band
         return f"{name}: not measured on both the {rows.model_label(other)} and the {rows.model_label(paper)}."
     groups = {}
     for _, r in d.sort_values("median", ascending=False, kind="stable").iterrows():
-        short = f" (calls under {kit.fmt(LONG_MS, 1)} ms only)" if r["short"] else ""
-        text = f"{style.label(study, r['impl'])} {r['median']:.2f} [{r['low']:.2f}, {r['high']:.2f}]{short}"
+        n = f"{r['cases']}, all under {kit.fmt(LONG_MS, 1)} ms" if r["short"] else f"{r['cases']}"
+        text = f"{style.label(study, r['impl'])} {r['median']:.2f} [{r['low']:.2f}, {r['high']:.2f}] ({n})"
         groups.setdefault(r["bound"], []).append(text)
-    near = {BANDWIDTH: f"near the bandwidth ratio {bandwidth:.2f}", BETWEEN: "between the two",
-            COMPUTE: f"near the compute ratio {compute:.2f}"}
+    near = {BANDWIDTH: f"near the bandwidth ratio {bandwidth:.2f} (bound by memory bandwidth)",
+            BETWEEN: "between the two",
+            COMPUTE: f"near the compute ratio {compute:.2f} (bound by compute, launch or host)"}
     said = "; ".join(f"{near[what]}: {', '.join(groups[what])}" for what in (BANDWIDTH, BETWEEN, COMPUTE)
                      if what in groups)
     return f"{name}: {said}."
 
 
+def differ_text(table: pd.DataFrame, paper: str, other: str) -> str:
+    """The claims whose verdicts differ on ``paper`` and ``other`` (:func:`claims_table`), each with
+    both verdicts and the values behind them, joined by "; " (:data:`kernels.paper.style.MISSING`
+    without one)."""
+    texts = []
+    for _, r in table.iterrows():
+        a, b = r[f"{paper} verdict"], r[f"{other} verdict"]
+        if a != b and NOT_MEASURED not in (a, b):
+            texts.append(f"{r['claim']}: {a} on the {rows.model_label(paper)} ({r[f'{paper} values']}), {b} on the "
+                         f"{rows.model_label(other)} ({r[f'{other} values']})")
+    return "; ".join(texts) or style.MISSING
+
+
 def figure(cases: pd.DataFrame, studies, paper: str, other: str, bandwidth: float, compute: float):
     """One panel per study: each case's device time on ``other`` over ``paper`` against its time on
     ``paper`` (log), coloured by implementation (a legend under each panel), with the two peak ratios
-    as lines (bandwidth dashed, compute dotted)."""
+    as lines (bandwidth dashed, compute dotted) and :data:`LONG_MS` (dash-dotted)."""
     fig, axes = style.figure(width=style.FULL_WIDTH, height=3.6, ncols=len(studies), sharey=True, squeeze=False)
     axes = axes[0]
     for ax, study in zip(axes, studies):
@@ -249,8 +269,10 @@ def figure(cases: pd.DataFrame, studies, paper: str, other: str, bandwidth: floa
         for value, dash in ((bandwidth, "--"), (compute, ":")):
             if math.isfinite(value):
                 ax.axhline(value, color="grey", linestyle=dash, linewidth=0.8)
+        ax.axvline(LONG_MS, color="grey", linestyle="-.", linewidth=0.6)
         ax.set_title(style.study_label(study))
         ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(base=10, numticks=4))
         if d.empty:
             kit.mark_empty(ax)
         else:
@@ -268,8 +290,10 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
     first other model; an empty panel without one) and ``out_tex``, the paper's macros: ``ModelsNames``
     (the models, the paper's first), ``ModelsSeveral`` ("true" with another model than the paper's),
     ``ModelsOther`` (the first other model's name, or empty), ``ModelsPaperTBps`` and
-    ``ModelsOtherTBps`` (their datasheet bandwidths), ``ModelsLongMs`` (:data:`LONG_MS`),
-    ``ModelsBandwidthRatio`` and ``ModelsComputeRatio``, ``Models<verdict macro>``
+    ``ModelsOtherTBps`` (their datasheet bandwidths), ``ModelsPaperGb`` and ``ModelsOtherGb`` (their
+    memory), ``ModelsLongMs`` (:data:`LONG_MS`), ``ModelsPeaksKnown`` ("true" where the code knows
+    both models' peaks), ``ModelsBandwidthRatio`` and ``ModelsComputeRatio``, ``ModelsDiffer``
+    (:func:`differ_text`), ``Models<verdict macro>``
     (:func:`other_verdicts`), ``ModelsSentence<Study>`` (:func:`study_sentence`) and
     ``ModelsClaimsTable`` (a table float, ``tab:models_claims``). Returns the models."""
     models = committed_models(raw, paper)
@@ -288,6 +312,9 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
               "ModelsSeveral": "true" if len(models) > 1 else "false",
               "ModelsOther": rows.model_label(models[1]) if len(models) > 1 else "",
               "ModelsPaperTBps": tbps(paper), "ModelsOtherTBps": tbps(models[1]) if len(models) > 1 else "",
+              "ModelsPaperGb": kit.fmt(rows.MEMORY_GB.get(paper), 0),
+              "ModelsOtherGb": kit.fmt(rows.MEMORY_GB.get(models[1]), 0) if len(models) > 1 else "",
+              "ModelsDiffer": kit.escape_latex(differ_text(table, paper, models[1])) if len(models) > 1 else "",
               "ModelsLongMs": kit.fmt(LONG_MS, 1),
               **other_verdicts(table, models)}
     ratios = []
@@ -297,6 +324,7 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
         impls = impl_ratios(cases, bandwidth, compute)
         ratios.append(impls.assign(model=other))
         if other == models[1]:
+            values["ModelsPeaksKnown"] = "true" if math.isfinite(bandwidth) and math.isfinite(compute) else "false"
             values["ModelsBandwidthRatio"] = kit.fmt(bandwidth)
             values["ModelsComputeRatio"] = kit.fmt(compute)
             for study in studies:
@@ -304,7 +332,8 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
                                                                               compute)
             style.save(figure(cases, studies, paper, other, bandwidth, compute), out_figure)
     if len(models) == 1:
-        values.update({"ModelsBandwidthRatio": style.MISSING, "ModelsComputeRatio": style.MISSING,
+        values.update({"ModelsPeaksKnown": "false", "ModelsBandwidthRatio": style.MISSING,
+                       "ModelsComputeRatio": style.MISSING,
                        **{f"ModelsSentence{kit.camel(s)}": f"{style.study_label(s)}: measured on the "
                           f"{rows.model_label(paper)} alone." for s in studies}})
         fig, ax = style.figure()

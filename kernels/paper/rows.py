@@ -45,6 +45,8 @@ MODELS = {"h200": "H200", "h100-80gb-hbm3": "H100 80GB HBM3", "cpu": "CPU"}
 #: the first, a compute-bound one's with that of the second (:mod:`kernels.paper.models`).
 PEAK_GBPS = {"h200": 4800.0, "h100-80gb-hbm3": 3350.0}
 PEAK_BF16_TFLOPS = {"h200": 989.0, "h100-80gb-hbm3": 989.0}
+#: Each model's memory, GB (the same datasheets: 141 GB of HBM3e, 80 GB of HBM3).
+MEMORY_GB = {"h200": 141, "h100-80gb-hbm3": 80}
 
 
 def row_model(row: dict) -> str:
