@@ -97,6 +97,8 @@ def test_each_claim_reads_per_model_and_a_study_one_model_lacks_says_not_measure
     fp8 = table.loc["TensorcoreFpEightVerdict"]
     assert (fp8["h200 verdict"] != fp8["h100-80gb-hbm3 verdict"]) == ("FP8 tensor cores" in differ)
     assert "Padding" not in differ  # the same verdict on both
+    same = sum(table.loc[n, "h200 verdict"] == table.loc[n, "h100-80gb-hbm3 verdict"] for n in verdicts)
+    assert rf"\newcommand{{\ModelsSame}}{{{same} of {len(verdicts)}}}" in tex  # SwiGLU not measured on both
     ratios = pd.read_csv(out["ratios"])
     assert set(ratios["study"]) == {"tensorcore"} and set(ratios["model"]) == {"h100-80gb-hbm3"}
     assert out["pdf"].read_bytes().startswith(b"%PDF")

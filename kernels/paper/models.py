@@ -241,6 +241,13 @@ def study_sentence(study: str, impls: pd.DataFrame, paper: str, other: str, band
     return f"{name}: {said}."
 
 
+def same_count(table: pd.DataFrame, paper: str, other: str) -> str:
+    """How many of the claims measured on both ``paper`` and ``other`` (:func:`claims_table`) have the
+    same verdict on both: ``15 of 18``."""
+    both = table[(table[f"{paper} verdict"] != NOT_MEASURED) & (table[f"{other} verdict"] != NOT_MEASURED)]
+    return f"{int((both[f'{paper} verdict'] == both[f'{other} verdict']).sum())} of {len(both)}"
+
+
 def differ_text(table: pd.DataFrame, paper: str, other: str) -> str:
     """The claims whose verdicts differ on ``paper`` and ``other`` (:func:`claims_table`), each with
     both verdicts and the values behind them, joined by "; " (:data:`kernels.paper.style.MISSING`
@@ -291,7 +298,7 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
     (the models, the paper's first), ``ModelsSeveral`` ("true" with another model than the paper's),
     ``ModelsOther`` (the first other model's name, or empty), ``ModelsPaperTBps`` and
     ``ModelsOtherTBps`` (their datasheet bandwidths), ``ModelsPaperGb`` and ``ModelsOtherGb`` (their
-    memory), ``ModelsLongMs`` (:data:`LONG_MS`), ``ModelsPeaksKnown`` ("true" where the code knows
+    memory), ``ModelsSame`` (:func:`same_count`), ``ModelsLongMs`` (:data:`LONG_MS`), ``ModelsPeaksKnown`` ("true" where the code knows
     both models' peaks), ``ModelsBandwidthRatio`` and ``ModelsComputeRatio``, ``ModelsDiffer``
     (:func:`differ_text`), ``Models<verdict macro>``
     (:func:`other_verdicts`), ``ModelsSentence<Study>`` (:func:`study_sentence`) and
@@ -315,6 +322,7 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
               "ModelsPaperGb": kit.fmt(rows.MEMORY_GB.get(paper), 0),
               "ModelsOtherGb": kit.fmt(rows.MEMORY_GB.get(models[1]), 0) if len(models) > 1 else "",
               "ModelsDiffer": kit.escape_latex(differ_text(table, paper, models[1])) if len(models) > 1 else "",
+              "ModelsSame": same_count(table, paper, models[1]) if len(models) > 1 else "",
               "ModelsLongMs": kit.fmt(LONG_MS, 1),
               **other_verdicts(table, models)}
     ratios = []
