@@ -60,8 +60,7 @@ def test_evidence_gives_each_value_with_its_interval_or_says_it_is_missing():
 def test_every_claim_has_its_evidence_in_its_reports_macros():
     """Each report's EVIDENCE names, for every claim of its CLAIMS, macros that its macros give on the
     committed rows (so no value of the cross-model table is missing for want of a name)."""
-    files = {s: sorted(str(p) for p in (RAW / "h200" / s).glob("*.jsonl")) for s in CONFIG["studies"]}
-    macros = models.model_macros(files, "h200", SECTIONS)
+    macros = models.model_macros(models.model_run(RAW, "h200", CONFIG["studies"]), "h200", SECTIONS)
     for study in CONFIG["studies"]:
         report = __import__(f"kernels.{study}.report", fromlist=["EVIDENCE"])
         assert set(report.EVIDENCE) == set(report.CLAIMS), study

@@ -17,7 +17,6 @@ as long (:func:`peak_ratios`).
 
 from __future__ import annotations
 
-import logging
 import math
 from pathlib import Path
 
@@ -29,8 +28,6 @@ from kernels.paper import provenance, render, rows, style
 from kernels.paper import report_kit as kit
 from kernels.paper.claims import claim_labels, load_run, study_macros, tidy_tables
 from kernels.core.files import write_atomic
-
-log = logging.getLogger("kernels.paper.models")
 
 #: A median ratio this close to the bandwidth ratio, as a share of the gap between the compute and
 #: the bandwidth ratios (on a log scale), reads "bound by memory bandwidth"; this close to the compute
@@ -55,21 +52,16 @@ def committed_models(raw: str | Path, first: str) -> list[str]:
     return [first, *[m for m in found if m != first]]
 
 
-def model_files(raw: str | Path, model: str, studies) -> dict[str, list[str]]:
-    """{study: its JSONL files in ``raw/model/``} of ``studies`` that have rows there."""
-    out = {}
-    for study in studies:
-        files = sorted(str(p) for p in Path(raw, model, study).glob("*.jsonl"))
-        if files:
-            out[study] = files
-    return out
+def model_run(raw: str | Path, model: str, studies) -> list[dict]:
+    """The rows of ``studies`` in ``raw/model/`` (:func:`kernels.paper.claims.load_run`; none of a
+    study without rows there)."""
+    return load_run(sorted(str(p) for study in studies for p in Path(raw, model, study).glob("*.jsonl")))
 
 
-def model_macros(files: dict[str, list[str]], model: str, sections: dict[str, dict]) -> dict[str, str]:
-    """Every report macro of the studies of ``files`` (:func:`model_files`) on ``model``'s rows, as
-    the paper derives them (:func:`kernels.paper.claims.tidy_tables`, ``sections``: each study's
-    config section the rows were measured with)."""
-    run = load_run([f for study_files in files.values() for f in study_files])
+def model_macros(run: list[dict], model: str, sections: dict[str, dict]) -> dict[str, str]:
+    """Every report macro of the studies of ``run`` (:func:`model_run`) on ``model``'s rows, as the
+    paper derives them (:func:`kernels.paper.claims.tidy_tables`, ``sections``: each study's config
+    section the rows were measured with)."""
     return study_macros(tidy_tables(run, model, sections))
 
 
@@ -93,7 +85,7 @@ def evidence_text(macros: dict[str, str], evidence) -> str:
 
 def state_note(state: provenance.StudyState | None) -> str:
     """A model's study state as the claims table notes it beside the verdict: "" when current,
-    " (stale)" or " (rows of several runs)", or :data:`NOT_MEASURED` without rows."""
+    " (stale)" otherwise, or :data:`NOT_MEASURED` without rows."""
     if state is None or state.state == provenance.NOT_MEASURED:
         return NOT_MEASURED
     return "" if state.state == provenance.CURRENT else f" ({state.state})"
@@ -159,14 +151,11 @@ def case_ratios(paper_run: list[dict], other_run: list[dict]) -> pd.DataFrame:
 
 def median_interval(values: np.ndarray) -> tuple[float, float, float]:
     """The median of ``values`` and its :data:`kernels.paper.report_kit.LEVEL` percentile-bootstrap
-    interval over them (each of :data:`~kernels.paper.report_kit.RESAMPLES` resamples draws the
-    values with replacement; seeded with :data:`~kernels.paper.report_kit.SEED`)."""
+    interval over them (:func:`kernels.paper.report_kit.resampled_medians`, seeded with
+    :data:`~kernels.paper.report_kit.SEED`, and :func:`~kernels.paper.report_kit.level_bounds`)."""
     values = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(kit.SEED)
-    boot = np.median(values[rng.integers(0, values.size, (kit.RESAMPLES, values.size))], axis=1)
-    tail = 100 * (1 - kit.LEVEL) / 2
-    low, high = np.percentile(boot, [tail, 100 - tail])
-    return float(np.median(values)), float(low), float(high)
+    low, high = kit.level_bounds(kit.resampled_medians(np.random.default_rng(kit.SEED), values))
+    return float(np.median(values)), low, high
 
 
 def peak_ratios(paper: str, other: str) -> tuple[float, float]:
@@ -306,9 +295,8 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
     models = committed_models(raw, paper)
     by_model, states, runs = {}, {}, {}
     for model in models:
-        files = model_files(raw, model, studies)
-        by_model[model] = model_macros(files, model, sections) if files else {}
-        runs[model] = load_run([f for fs in files.values() for f in fs])
+        runs[model] = model_run(raw, model, studies)
+        by_model[model] = model_macros(runs[model], model, sections)
         states[model] = {s: provenance.study_state(s, Path(raw, model), sections[s], timing) for s in studies}
     table = claims_table(by_model, states, studies)
     write_atomic(out_claims, table.to_csv(index=False))

@@ -326,17 +326,17 @@ def ratio(num, den, scale: float = 1.0) -> Ratio:
     if a.size == 0 or b.size == 0:
         return NO_RATIO
     rng = np.random.default_rng(SEED)
-    ma, mb = _resampled_medians(rng, a), _resampled_medians(rng, b)
-    low, high = _level_bounds(scale * ma / mb)
+    ma, mb = resampled_medians(rng, a), resampled_medians(rng, b)
+    low, high = level_bounds(scale * ma / mb)
     return Ratio(float(scale * np.median(a) / np.median(b)), float(low), float(high))
 
 
-def _resampled_medians(rng, reps: np.ndarray) -> np.ndarray:
+def resampled_medians(rng, reps: np.ndarray) -> np.ndarray:
     """The medians of :data:`RESAMPLES` resamples of ``reps``, drawn with replacement by ``rng``."""
     return np.median(reps[rng.integers(0, reps.size, (RESAMPLES, reps.size))], axis=1)
 
 
-def _level_bounds(boot: np.ndarray) -> tuple[float, float]:
+def level_bounds(boot: np.ndarray) -> tuple[float, float]:
     """The (1 - :data:`LEVEL`)/2 and (1 + :data:`LEVEL`)/2 quantiles of bootstrap values ``boot``."""
     tail = 100 * (1 - LEVEL) / 2
     low, high = np.percentile(boot, [tail, 100 - tail])
@@ -363,11 +363,11 @@ def median_ratio(cases: Iterable[tuple]) -> Ratio:
     def medians(reps: np.ndarray) -> np.ndarray:
         key = reps.tobytes()
         if key not in drawn:
-            drawn[key] = _resampled_medians(rng, reps)
+            drawn[key] = resampled_medians(rng, reps)
         return drawn[key]
 
     boot = np.median(np.array([s * medians(a) / medians(b) for a, b, s in cases]), axis=0)
-    low, high = _level_bounds(boot)
+    low, high = level_bounds(boot)
     return Ratio(float(np.median([s * np.median(a) / np.median(b) for a, b, s in cases])), low, high)
 
 
