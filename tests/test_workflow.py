@@ -199,8 +199,6 @@ def test_the_provenance_table_follows_the_fingerprints_whatever_the_files_times(
     (["--config", "measure=false", "gpu=cpu", "reproduce={candidate: data/nowhere}"],
      "config reproduce.candidate: no rows in data/nowhere/"),
     (["--config", "measure=false", "gpu=cpu", "reproduce={tolerance: 2}"], "tolerance"),
-    (["--profile", "profiles/quick", "--config", "measure=true", "gpu=h100"],
-     "compares with the committed rows in data/raw/h100/, which does not exist"),
 ])
 def test_reproduction_config_errors_name_the_problem(toy_workflow, args, message):
     raw = toy_workflow / "data" / "raw" / "cpu" / "toy"  # committed rows to render from and compare with
@@ -350,6 +348,18 @@ def test_quick_run_checks_against_the_committed_rows(toy_workflow):
     numbers = (toy_workflow / "paper" / "generated" / "reproduction_numbers.tex").read_text()
     assert r"\newcommand{\ReproOutcome}{not reproduced}" in numbers
     assert r"\newcommand{\ReproRowsMissing}{2}" in numbers
+
+    # a model without committed rows (config gpu names one, as on a host whose GPU the data lacks):
+    # the quick run measures and checks its claims alone, writes nothing under data/ and exits 0
+    committed = sorted(p.relative_to(toy_workflow) for p in (toy_workflow / "data").rglob("*") if p.is_file())
+    proc = snakemake(toy_workflow, "--profile", "profiles/quick", "--config", "measure=true", "gpu=a100-sxm4-80gb")
+    assert "No committed rows of this model (data/raw/a100-sxm4-80gb/ does not exist" in proc.stderr
+    assert "rule reproduce" not in proc.stdout
+    claims = (toy_workflow / "results" / "quick" / "claims.txt").read_text()
+    assert claims.startswith("Claims on this GPU (cpu; rows in results/quick/raw/a100-sxm4-80gb/)")
+    assert claims.splitlines()[-1] in proc.stdout  # printed at the end of the run
+    assert _rows(toy_workflow / "results" / "quick" / "raw" / "a100-sxm4-80gb" / "toy" / "scale.jsonl")
+    assert sorted(p.relative_to(toy_workflow) for p in (toy_workflow / "data").rglob("*") if p.is_file()) == committed
 
 
 @pytest.mark.slow

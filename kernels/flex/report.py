@@ -641,6 +641,15 @@ CLAIMS = {"FlexMemoryVerdict": "FlexAttention: dense mask memory from O(N²) to 
           "FlexFlashSparsityVerdict": "FlexAttention (FLASH backend) speed follows sparsity (at least 80 % of "
                                       "the ideal speedup)"}
 
+#: The implementations each verdict of :data:`CLAIMS` cannot be decided without, by verdict macro: on
+#: a GPU where one of them has rows and none timed ok, the claim is "not testable"
+#: (:func:`kernels.paper.quick.untestable`).
+CLAIM_IMPLS = {"FlexMemoryVerdict": ("flex",),
+               "FlexPrefillVerdict": ("flex", "sdpa_flash"),
+               "FlexSparsityVerdict": ("flex",),
+               "FlexFlashPrefillVerdict": ("flex_flash", "sdpa_flash"),
+               "FlexFlashSparsityVerdict": ("flex_flash",)}
+
 #: The values each verdict of :data:`CLAIMS` compares, by verdict macro: ``(macro, words)`` pairs, each
 #: printed as its value, the words and its interval (:func:`kernels.paper.models.evidence_text`: each
 #: GPU model's claims side by side).

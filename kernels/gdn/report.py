@@ -500,6 +500,11 @@ def _headlines() -> dict[str, str]:
 #: reproduction appendix sets them beside the second run's).
 HEADLINES = _headlines()
 
+#: The implementations each verdict of :data:`CLAIMS` cannot be decided without, by verdict macro: on
+#: a GPU where one of them has rows and none timed ok, the claim is "not testable"
+#: (:func:`kernels.paper.quick.untestable`).
+CLAIM_IMPLS = {name: ("flash_qla", "fla_chunk") for name in CLAIMS}
+
 #: The values each verdict of :data:`CLAIMS` compares, by verdict macro: ``(macro, words)`` pairs, each
 #: printed as its value, the words and its interval (:func:`kernels.paper.models.evidence_text`: each
 #: GPU model's claims side by side).

@@ -359,6 +359,13 @@ CLAIMS = {"LongctxLinearVerdict": "linear attention turns O(n²) into O(n)",
           "LongctxMemoryVerdict": "FlashAttention/FlexAttention: attention memory from O(N²) to O(N)",
           "LongctxOvertakeVerdict": "linear attention faster than softmax attention above 100K tokens"}
 
+#: The implementations each verdict of :data:`CLAIMS` cannot be decided without, by verdict macro: on
+#: a GPU where one of them has rows and none timed ok, the claim is "not testable"
+#: (:func:`kernels.paper.quick.untestable`).
+CLAIM_IMPLS = {"LongctxLinearVerdict": ("chunk", "sdpa_cudnn"),
+               "LongctxMemoryVerdict": ("sdpa_cudnn",),
+               "LongctxOvertakeVerdict": ("chunk", "sdpa_cudnn")}
+
 #: The values each verdict of :data:`CLAIMS` compares, by verdict macro: ``(macro, words)`` pairs, each
 #: printed as its value, the words and its interval (:func:`kernels.paper.models.evidence_text`: each
 #: GPU model's claims side by side).

@@ -16,9 +16,10 @@ from kernels.paper import render
 from kernels.paper.collect import load_rows, tidy, with_roles
 
 
-def load_run(paths: list[str]) -> list[dict]:
+def load_run(paths: list[str], only: set[str] | None = None) -> list[dict]:
     """The rows of the JSONL files ``paths`` (``<root>/<study>/<impl>.jsonl``), validated
-    per study (:func:`kernels.paper.collect.load_rows`: the study is the file's folder).
+    per study (:func:`kernels.paper.collect.load_rows`: the study is the file's folder); ``only``:
+    the case ids to read (:func:`kernels.paper.rows.case_id`; None: every row).
 
     Raises:
         ValueError: ``'path:line: ...'``: a row fails its study's row schema, or is
@@ -27,7 +28,7 @@ def load_run(paths: list[str]) -> list[dict]:
     by_study = defaultdict(list)
     for path in paths:
         by_study[Path(path).parent.name].append(path)
-    return [row for study, study_paths in by_study.items() for row in load_rows(study_paths, study)]
+    return [row for study, study_paths in by_study.items() for row in load_rows(study_paths, study, only=only)]
 
 
 def tidy_tables(run: list[dict], gpu: str, sections: dict[str, dict] | None = None) -> dict[str, pd.DataFrame]:

@@ -121,10 +121,12 @@ def _model_error(row: dict, folder: Path, model: str, first: tuple[str, str] | N
             f"one GPU model)")
 
 
-def load_rows(paths: list[str], study: str, configured: set[str] | None = None) -> list[dict]:
+def load_rows(paths: list[str], study: str, configured: set[str] | None = None,
+              only: set[str] | None = None) -> list[dict]:
     """Read and validate the rows of ``paths`` (see the module docstring); ``configured``: the case
     ids (:func:`kernels.paper.rows.configured_cases`) of the config the rows were measured with, of
-    which each row's case must be one (None: any case).
+    which each row's case must be one (None: any case); ``only``: the case ids to read, the other
+    rows are skipped unread (None: every row).
 
     Raises :class:`RowError` ``'path:line: what is wrong'`` for the first bad row (a row whose
     ``device_ms`` or ``median_ms`` is not the median of its repetitions among them);
@@ -141,6 +143,8 @@ def load_rows(paths: list[str], study: str, configured: set[str] | None = None) 
     for path in paths:
         folder = Path(path).parent.parent
         for n, row in read_rows(path):
+            if only is not None and rows_mod.case_id(row) not in only:
+                continue
             if isinstance(row.get("study"), str) and row["study"] != study:  # named as such, not by its schema
                 raise RowError(f"{path}:{n}: row of study {row['study']!r} in {study!r} data")
             error = schema_error(row, schema)

@@ -374,6 +374,14 @@ CLAIMS = {"SwigluClaimLatencyVerdict": "SwiGLU fusion cuts activation latency 2.
           "SwigluClaimFusionVerdict": "Fusing memory-bound pointwise operations: 2–4× faster",
           "SwigluClaimGraphVerdict": "CUDA graphs remove the launch overhead of small-batch decode"}
 
+#: The implementations each verdict of :data:`CLAIMS` cannot be decided without, by verdict macro: on
+#: a GPU where one of them has rows and none timed ok, the claim is "not testable"
+#: (:func:`kernels.paper.quick.untestable`).
+CLAIM_IMPLS = {"SwigluClaimLatencyVerdict": ("seed", "eager"),
+               "SwigluClaimBandwidthVerdict": ("seed",),
+               "SwigluClaimFusionVerdict": ("seed", "eager"),
+               "SwigluClaimGraphVerdict": ("eager",)}
+
 #: The values each verdict of :data:`CLAIMS` compares, by verdict macro: ``(macro, words)`` pairs, each
 #: printed as its value, the words and its interval (:func:`kernels.paper.models.evidence_text`: each
 #: GPU model's claims side by side).

@@ -206,6 +206,12 @@ CLAIMS = {"TensorcorePaddingVerdict": "Padding matrix dimensions to multiples of
                                       "throughput",
           "TensorcoreFpEightVerdict": "FP8 tensor cores: 2–4× BF16's FLOP throughput per clock"}
 
+#: The implementations each verdict of :data:`CLAIMS` cannot be decided without, by verdict macro: on
+#: a GPU where one of them has rows and none timed ok, the claim is "not testable"
+#: (:func:`kernels.paper.quick.untestable`).
+CLAIM_IMPLS = {"TensorcorePaddingVerdict": ("bf16",),
+               "TensorcoreFpEightVerdict": ("fp8", "bf16")}
+
 #: The values each verdict of :data:`CLAIMS` compares, by verdict macro: ``(macro, words)`` pairs, each
 #: printed as its value, the words and its interval (:func:`kernels.paper.models.evidence_text`: each
 #: GPU model's claims side by side).

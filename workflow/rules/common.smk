@@ -545,7 +545,7 @@ def check_measuring_run():
     measure.smk): when its jobs run on this host and this host lacks that GPU, and when a
     study it measures holds committed rows there (kernels.core.checks.committed_rows) that config
     overwrite does not name. A dry run is not stopped; nor is the smoke run, whose rows are
-    never committed.
+    never committed, nor the quick run for want of the GPU its config names.
     """
     if not workflow.is_main_process or not any(
         j.rule.name == "measure" for j in workflow.dag.needrun_jobs()
@@ -554,7 +554,9 @@ def check_measuring_run():
     folder = f"{RAW}/{GPU}"
     # a host without a GPU measures on its CPU (folder cpu, under results/cpu/raw/), as the harness does
     here = {gpu_slug(name) for name in _gpus} or {"cpu"}
-    if workflow.local_exec and GPU not in here:
+    # the quick run writes under results/quick/ alone: there config gpu may name another model than the
+    # host's (a model without committed rows, tried on any GPU); its rows record the GPU that ran them
+    if workflow.local_exec and GPU not in here and not QUICK:
         raise WorkflowError(
             f"measuring into {folder}/ needs its GPU ({GPU}) on this host, and nvidia-smi "
             f"lists {', '.join(_gpus) or 'no GPU'}: measure on a host with that GPU, "
@@ -712,8 +714,11 @@ def second_run_dirs(folders, key, required=True):
 
 
 _committed_second = config["reproduce"]["committed"].get(GPU)
+# a quick run on a model without committed rows (data/raw/<gpu>/) checks its claims alone (rule
+# quick_claims): against every committed model's verdicts on the same cases
+QUICK_NEW_MODEL = QUICK and not Path(REFERENCE).is_dir()
 if QUICK:
-    CANDIDATE_DIRS = {s: f"{RAW}/{GPU}" for s in STUDIES}
+    CANDIDATE_DIRS = {} if QUICK_NEW_MODEL else {s: f"{RAW}/{GPU}" for s in STUDIES}
 elif config["reproduce"]["candidate"]:
     CANDIDATE_DIRS = second_run_dirs(
         [config["reproduce"]["candidate"]], "reproduce.candidate"
@@ -736,16 +741,18 @@ elif _committed_second and not SMOKE and not SUBSET_LEFT_OUT and RAW == "data/ra
 else:
     CANDIDATE_DIRS = {}
 CANDIDATE = sorted(set(CANDIDATE_DIRS.values())) or None
-if QUICK and not Path(REFERENCE).is_dir():
+if QUICK_NEW_MODEL and workflow.is_main_process:
     _committed = sorted(p.name for p in Path("data/raw").glob("*") if p.is_dir())
-    raise WorkflowError(
-        f"the quick run compares with the committed rows in {REFERENCE}/, which does not "
-        f"exist (committed: {_committed}); set config key 'gpu' to one of them"
+    print(
+        f"No committed rows of this model ({REFERENCE}/ does not exist; committed: "
+        f"{', '.join(_committed) or 'none'}): the quick run derives each claim from its own rows "
+        f"and sets it beside the committed models' verdicts on the same cases.",
+        file=sys.stderr,
     )
 # The studies the check compares: those whose second run is of the code that measured the reference
 # rows (kernels.paper.provenance.same_code); in the quick run, those whose committed rows are current.
 if QUICK:
-    REPRO_STUDIES = [s for s in STUDIES if STATES[s].state == provenance.CURRENT]
+    REPRO_STUDIES = [s for s in CANDIDATE_DIRS if STATES[s].state == provenance.CURRENT]
 else:
     REPRO_STUDIES = [
         s
@@ -761,13 +768,17 @@ else:
     ]
 # studies without a second run of their code: the paper says so
 NO_REPRO = [s for s in STUDIES if s not in REPRO_STUDIES]
-if QUICK and not REPRO_STUDIES:
-    raise WorkflowError(
-        f"the quick run compares its rows with the committed rows of today's code, and no study "
-        f"of {COMMITTED}/ is current (python -m kernels.paper.provenance): measure them first"
-    )
 OTHER_CODE_CANDIDATE = None  # a second run configured, of none of the studies' code
-if CANDIDATE is not None and not REPRO_STUDIES:
+if QUICK and CANDIDATE is not None and not REPRO_STUDIES:
+    # rows of other code only: the claims alone are checked (rule quick_claims)
+    if workflow.is_main_process:
+        print(
+            f"No study of {COMMITTED}/ is current (python -m kernels.paper.provenance): the quick run "
+            "compares no rows with them, and checks its claims alone.",
+            file=sys.stderr,
+        )
+    CANDIDATE = None
+elif CANDIDATE is not None and not REPRO_STUDIES:
     print(
         f"No study of {', '.join(CANDIDATE)} is a second run of the code that measured {COMMITTED}/: "
         "nothing to compare.",
@@ -787,6 +798,13 @@ REPRO = {
 }
 if CANDIDATE is not None and (QUICK or not SUBSET_LEFT_OUT):
     ALL_OUTPUTS += list(REPRO.values())
+# the quick run's claims on this GPU, beside every committed model's (kernels/paper/quick.py)
+QUICK_CLAIMS = {
+    "csv": f"{RESULTS}/claims.csv",
+    "text": f"{RESULTS}/claims.txt",
+}
+if QUICK:
+    ALL_OUTPUTS += list(QUICK_CLAIMS.values())
 
 
 def repro_candidate_files():

@@ -110,6 +110,10 @@ if MEASURE:
                 config["compile_ahead"]["workers"] if (w.study, w.impl) in AHEAD else 0
             ),
             interpret=SMOKE,
+            # the folder names the GPU that measures (kernels.core.checks.require_gpu): not in the
+            # smoke run (the CPU), nor in the quick run, whose config gpu may name a model without
+            # committed rows to try on any GPU (its rows say which GPU ran them)
+            require_gpu=not SMOKE and not QUICK,
             gpus=LEASE_GPUS,
             lease_record=lambda w: record_path(
                 f"{BENCH}/measure_{w.study}_{w.impl}.tsv"

@@ -1,6 +1,8 @@
 # The reproduction check: a second run compared with the reference run case by case
 # (kernels/paper/reproduce.py). Its rule is in the DAG when there is a second run: the quick
 # run (profiles/quick) or config reproduce.candidate; otherwise the paper says there is none.
+# The quick run also derives each claim from its own rows, beside every committed model's verdict
+# on the same cases (rule quick_claims, kernels/paper/quick.py), on any GPU.
 
 
 if CANDIDATE is not None:
@@ -53,11 +55,6 @@ if CANDIDATE is not None:
         script:
             "../scripts/reproduce.py"
 
-    onsuccess:
-        # the one line a reviewer reads, at the end of Snakemake's output
-        if Path(REPRO["summary"]).exists():
-            print(Path(REPRO["summary"]).read_text().strip())
-
 else:
 
     localrules:
@@ -82,3 +79,55 @@ else:
             ),
         script:
             "../scripts/reproduction_none.py"
+
+
+if QUICK:
+
+    localrules:
+        quick_claims,
+
+    rule quick_claims:
+        input:
+            candidate=[f for s in STUDIES for f in raw_files(s)],
+            # every committed model's rows: each claim beside its verdict on the same cases
+            committed=[
+                str(p)
+                for s in STUDIES
+                for p in sorted(Path("data/raw").glob(f"*/{s}/*.jsonl"))
+            ],
+        output:
+            csv=QUICK_CLAIMS["csv"],
+            text=QUICK_CLAIMS["text"],
+        log:
+            f"{LOGS}/quick_claims.log",
+        conda:
+            "../envs/render.yaml"
+        params:
+            gpu=GPU,
+            folder=f"{RAW}/{GPU}",
+            sections={s: config[s][SWEEP] for s in STUDIES},
+            # the committed rows are current or stale against the sweep's fingerprint
+            sweeps={s: config[s]["sweep"] for s in STUDIES},
+            timing=config["timing"],
+            code=code_version(
+                "kernels/paper/quick.py",
+                "kernels/paper/models.py",
+                "kernels/paper/claims.py",
+                "kernels/paper/provenance.py",
+                "kernels/paper/rows.py",
+                *[f"kernels/{s}/report.py" for s in STUDIES],
+                *RENDER_CODE,
+            ),
+        script:
+            "../scripts/quick_claims.py"
+
+
+onsuccess:
+    # the lines a reviewer reads, at the end of Snakemake's output: the quick run's claims, then the
+    # reproduction check's line
+    for _path in (
+        QUICK_CLAIMS["text"] if QUICK else None,
+        REPRO["summary"] if CANDIDATE else None,
+    ):
+        if _path and Path(_path).exists():
+            print(Path(_path).read_text().strip())

@@ -34,7 +34,7 @@ setup_logging(snakemake.log[0])  # noqa: F821
 # CUDA must wait for the lease, which picks the GPU (CUDA_VISIBLE_DEVICES)
 require_no_cuda_yet(importlib.import_module(f"kernels.{snakemake.wildcards.study}.study"))  # noqa: F821
 with lease(snakemake.params.gpus, ".tmp/gpu-leases", record_file=snakemake.params.lease_record):  # noqa: F821
-    if not snakemake.params.interpret:  # noqa: F821 - the smoke run measures on the CPU
+    if snakemake.params.require_gpu:  # noqa: F821 - the folder names the GPU that measures
         require_gpu(Path(snakemake.output[0]).parents[1])  # noqa: F821 - data/raw/<gpu>/<study>/<impl>.jsonl
     run_job(snakemake.wildcards.study, snakemake.wildcards.impl, snakemake.params.sweep,  # noqa: F821
             snakemake.output[0], dict(snakemake.params.timing),  # noqa: F821
