@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import pytest
 import yaml
 
-from kernels.paper import reproduce
+from kernels.paper import reproduce_report
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = ROOT / "paper" / "main.tex"
@@ -78,7 +78,7 @@ def _claim_rows(tex: str) -> list[str]:
     ``\\bottomrule``, split at each line that ends a row with ``\\\\``, comments left out."""
     table = re.sub(r"(?<!\\)%.*", "", tex.split("\\label{tab:claims}", 1)[1].split("\\end{tabular}", 1)[0])
     body = table.split("\\midrule", 1)[1].split("\\bottomrule", 1)[0]
-    return [row.strip() for row in re.split(r"\\\\\s*$", body, flags=re.M) if row.strip()]
+    return [row.strip() for row in re.split(r"\\\\\s*$", body, flags=re.MULTILINE) if row.strip()]
 
 
 def test_every_claim_cites_its_source_and_every_cited_key_is_in_the_bibliography():
@@ -258,7 +258,7 @@ def test_the_appendix_follows_the_committed_second_run(built):
     summary = (built / "results" / "reproduction.txt").read_text()
     assert summary.startswith(("reproduced: ", "NOT reproduced: "))
     folders = [second] if isinstance(second, str) else second
-    assert "\\newcommand{\\ReproCandidate}{" + reproduce.folders_latex(sorted(folders)) + "}" in numbers
+    assert "\\newcommand{\\ReproCandidate}{" + reproduce_report.folders_latex(sorted(folders)) + "}" in numbers
     assert "\\ReproRuntrue" in numbers
 
 
@@ -268,7 +268,7 @@ def test_no_ratio_whose_interval_holds_one_is_called_faster_or_slower(built):
     """Where the text words a ratio by hand (``faster``/``slower`` within the clause after
     ``\\<ratio>$\\times$``), its interval as rendered (``\\<ratio>Ci``) does not hold 1.0."""
     numbers = (built / "paper" / "generated" / "numbers.tex").read_text()
-    values = dict(re.findall(r"\\newcommand\{\\([A-Za-z]+)\}\{(.*)\}$", numbers, flags=re.M))
+    values = dict(re.findall(r"\\newcommand\{\\([A-Za-z]+)\}\{(.*)\}$", numbers, flags=re.MULTILINE))
     tex = re.sub(r"(?<!\\)%.*", "", MAIN.read_text())
     worded = [m.group(1) for m in re.finditer(r"\\([A-Za-z]+)\$\\times\$([^.;:,)]*)", tex)
               if re.search(r"\b(faster|slower)\b", m.group(2))]
@@ -297,10 +297,10 @@ def _page_fullness(pdf: Path) -> list[tuple[float, list[str]]]:
     xml = subprocess.run(["pdftotext", "-bbox-layout", str(pdf), "-"], capture_output=True, text=True,
                          check=True).stdout
     pages = []
-    for page in re.findall(r"<page [^>]*>.*?</page>", xml, flags=re.S):
+    for page in re.findall(r"<page [^>]*>.*?</page>", xml, flags=re.DOTALL):
         top, bottom = margin, float(re.search(r'height="([\d.]+)"', page).group(1)) - margin
         lines = re.findall(r'<line xMin="[\d.]+" yMin="([\d.]+)" xMax="[\d.]+" yMax="([\d.]+)">(.*?)</line>',
-                           page, flags=re.S)
+                           page, flags=re.DOTALL)
         spans = sorted((max(float(y0), top), min(float(y1), bottom)) for y0, y1, _ in lines if float(y0) < bottom)
         filled, start, end = 0.0, None, None
         for y0, y1 in spans:

@@ -17,7 +17,14 @@ import yaml
 
 import kernels
 from kernels.core import harness
-from kernels.paper import claims, provenance, reproduce, rows
+from kernels.paper import (
+    claims,
+    gpu_factor,
+    provenance,
+    reproduce,
+    reproduce_report,
+    rows,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "raw" / "h200"
@@ -179,23 +186,26 @@ def test_host_bound_rows_are_flagged_and_split_by_size():
             {**row(numel=3, times=(0.51,) * 5), "timing": short}, row(numel=4, times=(30.0,) * 5)]
     table = reproduce.compare(cand, ref, 0.05)
     assert table["host_bound"].tolist() == [False, False, True, True]
-    sizes = reproduce.size_table(table)
+    sizes = reproduce_report.size_table(table)
     assert sizes.to_dict("list") == {"device time": ["below 10 µs", "0.1–1 ms", "10 ms and more"],
                                      "rows": [1, 2, 1], "within": [0, 2, 0], "within %": ["0.0", "100.0", "0.0"],
                                      "host-bound": [0, 1, 1], "within, host-free": ["0 of 1", "1 of 1", "0 of 0"]}
-    m = reproduce.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, ["x"])
+    m = reproduce_report.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, ["x"])
     assert (m["ReproRowsWithinHostFree"], m["ReproRowsComparedHostFree"]) == ("1", "2")
     assert (m["ReproRowsWithinLatency"], m["ReproPercentWithinLatency"]) == ("2", "50.0")  # latency = device here
     assert (m["ReproRowsOutside"], m["ReproRowsOutsideBelowTenUs"], m["ReproRowsOutsideFromOneMs"]) == ("2", "1", "1")
     assert m["ReproOutsideFromOneMsList"] == "scale (torch.mul) at 20.000 ms: 1.50 (host-bound)"  # 30 ms in the second run
     assert (m["ReproRowsNotTimed"], m["ReproPercentWithin"]) == ("0", "50.0")
-    assert m["ReproOutcomeByStudy"] == r"toy: not reproduced (50.0 \% of rows within, needs 95 \%)"
+    assert m["ReproOutcomeByStudy"] == r"toy: not reproduced (50.0 \% of rows within, 66.6 \% after the GPU factor 1.02, needs 95 \%)"
+    assert m["ReproOutcomeTerms"] == m["ReproOutcomeByStudy"] + (
+        r" -- claims: none to re-derive, GPU factor 1.02 [1.00, 1.50] (3 rows), 2 within ±5 \% after it, rows under 10 µs: "
+        r"0 of 1 within, rows: 2 of 4 within ±5 \%")
     env = {"git_commit": "85bec7eca74", "gpu_uuid": "GPU-640a6f14-1889"}
-    m = reproduce.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, ["x"],
+    m = reproduce_report.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, ["x"],
                          run=[{"study": "toy", "env": env}, {"study": "toy", "env": env}])
     assert m["ReproRuns"] == "toy: commit 85bec7e, GPU-640a6f14"
-    assert reproduce.outside_table(table)["verdict"].tolist() == ["slower, host-bound", "slower"]
-    impls = reproduce.impl_table(table)
+    assert reproduce_report.outside_table(table)["verdict"].tolist() == ["slower, host-bound", "slower"]
+    impls = reproduce_report.impl_table(table)
     assert impls.to_dict("list") == {"study": ["Toy"], "implementation": ["scale (torch.mul)"], "rows": [4], "slower": [2], "faster": [0],
                                      "host-bound": [1], "median ratio": ["1.135"]}
 
@@ -226,13 +236,39 @@ def test_summary_line_says_where_not():
                               [row(numel=n) for n in range(1, 21)], 0.05)
     same = reproduce.compare_claims({"AVerdict": "holds"}, {"AVerdict": "holds"})
     assert (reproduce.summary_line(table, same, 0.05, 0.95)
-            == "reproduced: 19 of 20 rows within ±5 % of device time (95.0 %); claims: 1 of 1 verdicts the same")
-    assert reproduce.summary_line(table, same, 0.05, 0.96).startswith(
-        "NOT reproduced: 19 of 20 rows within ±5 % of device time (95.0 %); not reproduced: toy (95.0 % of rows "
-        "within, needs 96 %); outside: toy 1 (1 slower)")
+            == "reproduced: claims: 1 of 1 verdicts the same; GPU factor: toy 1.01 [1.01, 1.01] (19 of 20 within "
+               "after it); 19 of 20 rows within ±5 % of device time (95.0 %)")
+    assert reproduce.summary_line(table, same, 0.05, 0.96).endswith(
+        "19 of 20 rows within ±5 % of device time (95.0 %); not reproduced: toy (95.0 % of rows "
+        "within, 95.0 % after the GPU factor 1.01, needs 96 %); outside: toy 1 (1 slower)")
     differ = reproduce.compare_claims({"AVerdict": "holds"}, {"AVerdict": "does not hold"})
-    assert reproduce.summary_line(table, differ, 0.05, 0.95).endswith(
-        "claims: 0 of 1 verdicts the same, different: AVerdict ('holds' -> 'does not hold')")
+    assert reproduce.summary_line(table, differ, 0.05, 0.95).startswith(
+        "NOT reproduced: claims: 0 of 1 verdicts the same, different: AVerdict ('holds' -> 'does not hold'); ")
+
+
+def test_a_gpu_slower_in_every_row_reproduces_the_claims_and_says_by_how_much():
+    """A second GPU 14 % slower in every row (same-model GPUs differ so: SC22) has no row within ±5 %,
+    and the study is reproduced once its GPU factor is divided out; rows under 10 µs are counted apart,
+    and one kernel slower than the rest stays outside after the factor."""
+    ref = [row(numel=n, times=(1.0,)) for n in range(1, 21)] + [row(numel=100 + n, times=(0.005,)) for n in range(3)]
+    cand = ([row(numel=n, times=(1.14,)) for n in range(1, 21)]
+            + [row(numel=100, times=(0.0051,)), row(numel=101, times=(0.005,)), row(numel=102, times=(0.008,))])
+    table = reproduce.compare(cand, ref, 0.05)
+    same = reproduce.compare_claims({"ToyAVerdict": "holds"}, {"ToyAVerdict": "holds"})
+    assert reproduce.study_outcomes(table, same, 0.95) == {"toy": ["8.6 % of rows within, needs 95 %"]}  # as measured
+    assert reproduce.study_outcomes(table, same, 0.95, tolerance=0.05) == {"toy": []}
+    f = gpu_factor.study_factor(table, 0.05)
+    assert (f["rows_long"], f["within_after"], f["rows_short"], f["within_short"]) == (20, 20, 3, 2)
+    assert f["factor"] == pytest.approx(1.14) and f["low"] <= f["factor"] <= f["high"]
+    terms = reproduce.study_terms(table, same, 0.05)["toy"]
+    assert terms == ("claims: 1 of 1 the same, GPU factor 1.14 [1.14, 1.14] (20 rows), 20 within ±5 % after it, "
+                     "rows under 10 µs: 2 of 3 within, rows: 2 of 23 within ±5 %")
+    line = reproduce.summary_line(table, same, 0.05, 0.95)
+    assert line.startswith("reproduced: claims: 1 of 1 verdicts the same; GPU factor: toy 1.14 [1.14, 1.14]")
+    cand[:2] = [row(numel=1, times=(2.0,)), row(numel=2, times=(2.0,))]  # one kernel slower: not the GPU
+    table = reproduce.compare(cand, ref, 0.05)
+    assert reproduce.study_outcomes(table, same, 0.95, tolerance=0.05) == {
+        "toy": ["8.6 % of rows within, 90.0 % after the GPU factor 1.14, needs 95 %"]}
 
 
 def test_each_study_is_reproduced_on_its_own():
@@ -282,7 +318,7 @@ def _check(tmp_path, candidate_files, sections=SWEEP, reference=None, stale=None
                                                    ("out_figure", "r.pdf"), ("out_table", "t.tex"),
                                                    ("out_snippet", "s.tex"), ("out_numbers", "n.tex"))}
     reference = reference or sorted(str(p) for p in DATA.glob("*/*.jsonl"))
-    line = reproduce.check(candidate_files, reference, gpu="h200", tolerance=0.05, min_within=0.95,
+    line = reproduce_report.check(candidate_files, reference, gpu="h200", tolerance=0.05, min_within=0.95,
                            sections=sections, candidate=["second_run"], stale=stale, **out)
     return line, pd.read_csv(out["out_csv"]), {k: Path(v) for k, v in out.items()}
 
@@ -295,8 +331,9 @@ def test_committed_data_reproduce_themselves(tmp_path):
     verdicts = claims.claim_verdicts(macros)
     n_claims = len(reproduce.compare_claims(verdicts, verdicts))
     assert n_claims >= 7  # the claims-table verdicts these data decide
-    assert line == (f"reproduced: {ok} of {ok} rows within ±5 % of device time (100.0 %); "
-                    f"claims: {n_claims} of {n_claims} verdicts the same")
+    assert line.startswith(f"reproduced: claims: {n_claims} of {n_claims} verdicts the same; GPU factor: flex 1.00 "
+                           f"[1.00, 1.00]")
+    assert line.endswith(f"; {ok} of {ok} rows within ±5 % of device time (100.0 %)")
     assert set(table["verdict"]) <= {"reproduced", "not timed"}
     snippet, numbers = out["out_snippet"].read_text(), out["out_numbers"].read_text()
     assert r"\newcommand{\ReproOutcome}{reproduced}" in numbers and r"\newcommand{\ReproThreats}{" in numbers
@@ -357,9 +394,10 @@ def test_a_perturbed_second_run_is_caught(tmp_path):
     assert line.startswith("NOT reproduced: ")
     assert "missing: 1 (swiglu 1); status changed: 1 (gdn 1)" in line
     same, total = map(int, re.search(r"claims: (\d+) of (\d+) verdicts the same", line).groups())
-    assert total - same == 3 and line.endswith(
-        "different: SwigluClaimBandwidthVerdict ('holds' -> 'exceeded'), SwigluClaimFusionVerdict "
-        "('not reached' -> 'missed (15 below, 15 above)'), SwigluClaimLatencyVerdict ('not reached' -> 'exceeded')")
+    assert total - same == 3 and line.startswith(
+        f"NOT reproduced: claims: {same} of {total} verdicts the same, different: SwigluClaimBandwidthVerdict ('holds' "
+        "-> 'exceeded'), SwigluClaimFusionVerdict ('not reached' -> 'missed (15 below, 15 above)'), "
+        "SwigluClaimLatencyVerdict ('not reached' -> 'exceeded'); GPU factor: ")
     faster = table[(table["impl"] == "seed") & (table["verdict"] == "faster")]
     assert len(faster) == sum(r["status"] == "ok" and r["numel"] >= 2**26 for r in seed)
     assert faster["ratio"].round(6).eq(round(1 / 3, 6)).all()
@@ -445,12 +483,13 @@ def test_a_second_run_of_two_runs_is_not_compared(tmp_path):
     line, table, out = _check(tmp_path, cand, {s: SWEEP[s] for s in studies},
                               reference=sorted(str(p) for s in studies for p in (DATA / s).glob("*.jsonl")))
     why = f"rows of 2 runs: fingerprints {fingerprints}"
-    assert line.startswith("NOT reproduced: 12 of 12 rows within ±5 % of device time (100.0 %); "
-                           f"not compared: gdn ({why}); claims: ")
+    assert line.startswith("NOT reproduced: claims: ")
+    assert line.endswith(f"; 12 of 12 rows within ±5 % of device time (100.0 %); not compared: gdn ({why})")
     assert set(table["study"]) == {"tensorcore"}
     numbers = out["out_numbers"].read_text()
     assert r"\newcommand{\ReproOutcome}{not reproduced}" in numbers
     assert rf"\newcommand{{\ReproOutcomeByStudy}}{{tensor cores: reproduced; Gated DeltaNet: not compared ({why})}}" in numbers
+    assert r"\newcommand{\ReproOutcomeTerms}{tensor cores: reproduced -- claims: 2 of 2 the same, GPU factor" in numbers
     assert rf"\newcommand{{\ReproGdnFlashQlaFwdVerdict}}{{{reproduce.NOT_COMPARED}}}" in numbers
 
 
@@ -472,7 +511,8 @@ def test_the_line_names_the_stale_studies_it_compared(tmp_path):
     stale = reproduce.stale_studies(record, ["tensorcore"])
     line, _, _ = _check(tmp_path, sorted(str(p) for p in (DATA / "tensorcore").glob("*.jsonl")),
                         {"tensorcore": SWEEP["tensorcore"]}, reference=ref, stale=stale)
-    assert line.startswith("reproduced: 12 of 12 rows") and line.endswith(f"; compared although stale: tensorcore ({why})")
+    assert line.startswith("reproduced: claims: 2 of 2 verdicts the same") and "; 12 of 12 rows" in line
+    assert line.endswith(f"; compared although stale: tensorcore ({why})")
     table = reproduce.compare([row()], [row()], 0.05)
     claims = reproduce.compare_claims({}, {})
     assert "stale" not in reproduce.summary_line(table, claims, 0.05, 0.95, stale={"gdn": why})
@@ -481,7 +521,7 @@ def test_the_line_names_the_stale_studies_it_compared(tmp_path):
 def test_outside_table_shows_the_worst_rows_and_counts_the_rest():
     ref = [row(numel=n) for n in range(1, 31)]
     cand = [row(numel=n, times=(1 + n / 10,)) for n in range(1, 31)]
-    table = reproduce.outside_table(reproduce.compare(cand, ref, 0.05), limit=20)
+    table = reproduce_report.outside_table(reproduce.compare(cand, ref, 0.05), limit=20)
     assert len(table) == 21 and table["case"].iloc[-1] == "and 10 more rows"
     assert table["case"].iloc[0] == "fwd float32 numel=30" and table["ratio"].iloc[0] == "4.00"
 
@@ -490,7 +530,7 @@ def test_the_figure_shows_every_study():
     """Each study timed in both runs has its legend entry, however many studies there are."""
     studies = ["tensorcore", "swiglu", "flex", "gdn", "longctx", "toy"]
     rows = [row(study=s) for s in studies]
-    fig = reproduce.figure(reproduce.compare(rows, rows, 0.05), 0.05)
+    fig = reproduce_report.figure(reproduce.compare(rows, rows, 0.05), 0.05)
     labels = fig.axes[0].get_legend_handles_labels()[1]
     plt.close(fig)
     assert len(labels) == len(studies) and all(label.endswith("(1 of 1)") for label in labels)
@@ -500,11 +540,11 @@ def test_second_run_folders_of_one_parent_name_it_once():
     """Five folders of data/reproductions/ written out whole overran the appendix's line: the
     parent is named once; other folders, or one alone, keep their whole path."""
     five = [f"data/reproductions/h200-{i}" for i in range(5)]
-    text = reproduce.folders_latex(five)
+    text = reproduce_report.folders_latex(five)
     assert text.count("reproductions") == 1 and text.endswith(r"in \texttt{data/\allowbreak{}reproductions/}")
     assert text.startswith(r"\texttt{h200-0}, \texttt{h200-1}") and r"\texttt{h200-3} and \texttt{h200-4}" in text
-    assert reproduce.folders_latex(["data/reproductions/h200-0"]) == r"\texttt{data/\allowbreak{}reproductions/\allowbreak{}h200-0}"
-    mixed = reproduce.folders_latex(["a/run_1", "b/run2"])
+    assert reproduce_report.folders_latex(["data/reproductions/h200-0"]) == r"\texttt{data/\allowbreak{}reproductions/\allowbreak{}h200-0}"
+    mixed = reproduce_report.folders_latex(["a/run_1", "b/run2"])
     assert mixed == r"\texttt{a/\allowbreak{}run\_1} and \texttt{b/\allowbreak{}run2}"
 
 
@@ -517,9 +557,9 @@ def test_the_appendix_names_what_only_one_run_prepared_ahead():
                 for i in impls]
     ref = rows("longctx", ["chunk", "fla_chunk", "recurrent"], {"chunk", "fla_chunk"}) + rows("gdn", ["chunk"], {"chunk"})
     cand = rows("longctx", ["chunk", "fla_chunk", "recurrent"], set())
-    assert reproduce.compile_ahead_differences(cand, ref) == "long context: GDN chunked (ours) and GDN FLA in the committed run only"
-    assert reproduce.compile_ahead_differences(cand, cand) == "none"
-    swapped = reproduce.compile_ahead_differences(ref[:3], cand)
+    assert reproduce_report.compile_ahead_differences(cand, ref) == "long context: GDN chunked (ours) and GDN FLA in the committed run only"
+    assert reproduce_report.compile_ahead_differences(cand, cand) == "none"
+    swapped = reproduce_report.compile_ahead_differences(ref[:3], cand)
     assert swapped == "long context: GDN chunked (ours) and GDN FLA in the second run only"
 
 
@@ -527,18 +567,18 @@ def test_a_second_run_without_rows_is_all_missing():
     table = reproduce.compare([], [row(numel=n) for n in (1, 2)], 0.05)
     claims = reproduce.compare_claims({}, {})
     assert (reproduce.summary_line(table, claims, 0.05, 0.95)
-            == "NOT reproduced: no row timed in both runs; not reproduced: toy (no row timed in both runs, 2 missing); "
-               "missing: 2 (toy 2); claims: none to re-derive")
-    fig = reproduce.figure(table, 0.05)
+            == "NOT reproduced: claims: none to re-derive; no row timed in both runs; not reproduced: toy (no row timed "
+               "in both runs, 2 missing); missing: 2 (toy 2)")
+    fig = reproduce_report.figure(table, 0.05)
     assert fig.axes[0].get_legend_handles_labels()[1] == ["missing (2)"]
     plt.close(fig)
-    assert len(reproduce.outside_table(table)) == 2
+    assert len(reproduce_report.outside_table(table)) == 2
 
 
 def test_claims_listed_in_the_claims_tables_order_and_words():
     claims = reproduce.compare_claims({"AVerdict": "holds", "BVerdict": "holds", "ZVerdict": "holds"},
                                       {"AVerdict": "holds", "BVerdict": "not reached", "ZVerdict": "holds"})
-    table = reproduce.claims_latex(claims, {"BVerdict": "claim B", "AVerdict": "claim A"})
+    table = reproduce_report.claims_latex(claims, {"BVerdict": "claim B", "AVerdict": "claim A"})
     assert table["claim"].tolist() == ["claim B", "claim A", "ZVerdict"]
     assert table["same"].tolist() == ["no", "yes", "yes"] and table.index.tolist() == [0, 1, 2]
 
@@ -568,6 +608,6 @@ def test_each_verdict_of_the_claims_table_gets_its_reproduction_status():
     assert status["ReproSwigluClaimFusionVerdict"] == reproduce.NOT_COMPARED
     assert status["ReproGdnFlashQlaFwdVerdict"] == reproduce.NO_SECOND_RUN
     # no second run at all: every verdict says so
-    none = reproduce.no_second_run_numbers(None, ["swiglu", "gdn"])
+    none = reproduce_report.no_second_run_numbers(None, ["swiglu", "gdn"])
     for name in claims.claim_labels(["swiglu", "gdn"]):
         assert f"\\newcommand{{\\Repro{name}}}{{{reproduce.NO_SECOND_RUN}}}" in none

@@ -1,9 +1,10 @@
 """The paper layer: from committed rows to the PDF. ``rows`` (row schemas, case identity),
 ``collect`` (tidy tables), ``render`` (figures, LaTeX, macros, PDF), ``report_kit`` (what the
 reports share: formats, lookups, verdicts), ``style`` (figures), ``claims`` (a run's claims
-re-derived through the reports), ``reproduce`` (a second run against the first), ``models`` (every
-committed GPU model side by side), ``quick`` (the quick run's claims on any GPU beside every committed
-model's), ``provenance`` (each study's run and whether today's code
-measured it).
+re-derived through the reports), ``reproduce`` (a second run against the first, judged),
+``reproduce_report`` (its tables, figure and paragraph for the paper), ``gpu_factor`` (how fast one
+GPU is against another of its model), ``models`` (every committed GPU model side by side),
+``quick`` (the quick run's claims on any GPU beside every committed model's), ``provenance`` (each
+study's run and whether today's code measured it).
 A change here leaves every study's rows current.
 """

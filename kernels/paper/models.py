@@ -20,11 +20,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 from matplotlib.ticker import LogLocator
 
-from kernels.paper import provenance, render, rows, style
+from kernels.paper import gpu_factor, provenance, render, reproduce, rows, style
 from kernels.paper import report_kit as kit
 from kernels.paper.claims import claim_labels, load_run, study_macros, tidy_tables
 from kernels.core.files import write_atomic
@@ -149,15 +148,6 @@ def case_ratios(paper_run: list[dict], other_run: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(records, columns=["study", "impl", "case", "ms_paper", "ms_other", "ratio"])
 
 
-def median_interval(values: np.ndarray) -> tuple[float, float, float]:
-    """The median of ``values`` and its :data:`kernels.paper.report_kit.LEVEL` percentile-bootstrap
-    interval over them (:func:`kernels.paper.report_kit.resampled_medians`, seeded with
-    :data:`~kernels.paper.report_kit.SEED`, and :func:`~kernels.paper.report_kit.level_bounds`)."""
-    values = np.asarray(values, dtype=float)
-    low, high = kit.level_bounds(kit.resampled_medians(np.random.default_rng(kit.SEED), values))
-    return float(np.median(values)), low, high
-
-
 def peak_ratios(paper: str, other: str) -> tuple[float, float]:
     """The time ratios (``other`` over ``paper``) of a kernel bound by memory bandwidth and of one
     bound by compute, from the models' datasheet peaks (:data:`kernels.paper.rows.PEAK_GBPS`,
@@ -193,14 +183,14 @@ def impl_ratios(cases: pd.DataFrame, bandwidth: float, compute: float) -> pd.Dat
     """Per study and implementation of ``cases`` (:func:`case_ratios`), over its cases of at least
     :data:`LONG_MS` on the paper model (all of them where none is that long: ``short`` true):
     ``cases`` (how many), the median ratio with its interval over those cases (``median``, ``low``,
-    ``high``: :func:`median_interval`), the lowest and highest (``min``, ``max``) and ``bound``
+    ``high``: :func:`kernels.paper.report_kit.median_interval`), the lowest and highest (``min``, ``max``) and ``bound``
     (:func:`bound` of the median)."""
     records = []
     for (study, impl), d in cases.groupby(["study", "impl"], sort=True):
         long = d[d["ms_paper"] >= LONG_MS]
         short = long.empty
         d = d if short else long
-        median, low, high = median_interval(d["ratio"].to_numpy())
+        median, low, high = kit.median_interval(d["ratio"].to_numpy())
         records.append({"study": study, "impl": impl, "cases": len(d), "short": short, "median": median,
                         "low": low, "high": high, "min": float(d["ratio"].min()), "max": float(d["ratio"].max()),
                         "bound": bound(median, bandwidth, compute)})
@@ -279,8 +269,35 @@ def figure(cases: pd.DataFrame, studies, paper: str, other: str, bandwidth: floa
     return fig
 
 
+def spread_float(spread: pd.DataFrame) -> str:
+    """The same-model spread (:func:`kernels.paper.reproduce.spread_table`) as a LaTeX table float
+    (label ``tab:gpu_spread``): per model, study and second or third run, its GPU and the committed
+    one, the rows timed on both, the GPU factor with its interval and what both GPUs recorded."""
+    frame = gpu_factor.spread_latex(spread)
+    body = (render.table_to_latex(frame) if len(frame) else
+            r"\begin{tabular}{l}\toprule no second run in \texttt{data/reproductions/} \\ \bottomrule\end{tabular}")
+    caption = (r"\caption{GPUs of one model: every second and third run in \texttt{data/reproductions/} against"
+               r" its model's committed rows of the study, its GPU factor (second over committed device time, the"
+               r" median over the rows of 10\,\textmu{}s or more timed on both, with a 95\,\% bootstrap"
+               r" interval over them) and the power limit and median SM clock each GPU recorded while timing"
+               r" (``not recorded'' for rows measured before the GPU's state was). Every number of this paper"
+               r" comes from the committed GPU of its study (Table~\ref{tab:provenance}).}")
+    return "\n".join([r"\begin{table}[tbp]", r"\centering", r"\scriptsize", caption,
+                      r"\label{tab:gpu_spread}", r"\fitwidth{" + body.rstrip("\n") + "}", r"\end{table}"])
+
+
+def spread_range(spread: pd.DataFrame) -> str:
+    """The lowest and highest GPU factor of ``spread`` (:func:`kernels.paper.reproduce.spread_table`),
+    ``0.99--1.14``; :data:`kernels.paper.style.MISSING` without a run."""
+    if spread.empty:
+        return style.MISSING
+    return kit.span(spread["factor"].tolist())
+
+
 def render_models(raw: str | Path, paper: str, studies: list[str], sections: dict[str, dict], timing: dict,
-                  out_tex: str, out_claims: str, out_ratios: str, out_figure: str) -> list[str]:
+                  out_tex: str, out_claims: str, out_ratios: str, out_figure: str,
+                  reproductions: str | Path | None = None, out_spread: str | None = None,
+                  tolerance: float = 0.05) -> list[str]:
     """Write the models' comparison: ``out_claims`` (CSV, :func:`claims_table`), ``out_ratios`` (CSV,
     :func:`impl_ratios` per other model, column ``model``), ``out_figure`` (PDF, :func:`figure` of the
     first other model; an empty panel without one) and ``out_tex``, the paper's macros: ``ModelsNames``
@@ -291,7 +308,11 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
     both models' peaks), ``ModelsBandwidthRatio`` and ``ModelsComputeRatio``, ``ModelsDiffer``
     (:func:`differ_text`), ``Models<verdict macro>``
     (:func:`other_verdicts`), ``ModelsSentence<Study>`` (:func:`study_sentence`) and
-    ``ModelsClaimsTable`` (a table float, ``tab:models_claims``). Returns the models."""
+    ``ModelsClaimsTable`` (a table float, ``tab:models_claims``); with ``reproductions``
+    (``data/reproductions``) and ``out_spread``, the GPU factor of every second and third run there
+    against its model's committed rows (:func:`kernels.paper.reproduce.spread_table`, ``tolerance``:
+    config ``reproduce.tolerance``) as CSV, ``ModelsSpreadRange`` (:func:`spread_range`) and
+    ``ModelsSpreadTable`` (:func:`spread_float`). Returns the models."""
     models = committed_models(raw, paper)
     by_model, states, runs = {}, {}, {}
     for model in models:
@@ -338,6 +359,10 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
     columns = [*impl_ratios(case_ratios([], []), 1.0, 1.0).columns, "model"]
     write_atomic(out_ratios, (pd.concat(ratios) if ratios else pd.DataFrame(columns=columns)).to_csv(index=False))
     values["ModelsClaimsTable"] = claims_float(table, models)
+    if reproductions is not None and out_spread is not None:
+        spread = reproduce.spread_table(raw, reproductions, studies, tolerance)
+        write_atomic(out_spread, spread.to_csv(index=False))
+        values.update(ModelsSpreadRange=spread_range(spread), ModelsSpreadTable=spread_float(spread))
     header = "% Generated by the rule `models` (kernels/paper/models.py); do not edit."
     write_atomic(out_tex, "\n".join([header, *render.macro_lines(values)]) + "\n")
     return models

@@ -343,6 +343,14 @@ def level_bounds(boot: np.ndarray) -> tuple[float, float]:
     return float(low), float(high)
 
 
+def median_interval(values: np.ndarray) -> tuple[float, float, float]:
+    """The median of ``values`` and its :data:`LEVEL` percentile-bootstrap interval over them
+    (:func:`resampled_medians`, seeded with :data:`SEED`, and :func:`level_bounds`)."""
+    values = np.asarray(values, dtype=float)
+    low, high = level_bounds(resampled_medians(np.random.default_rng(SEED), values))
+    return float(np.median(values)), low, high
+
+
 def median_ratio(cases: Iterable[tuple]) -> Ratio:
     """The median over cases of their ratios, each case ``(num, den, scale)`` as :func:`ratio`
     takes it (``scale`` times the median of repetitions ``num`` over that of ``den``), with a

@@ -462,6 +462,15 @@ def other_models_files():
     )
 
 
+def reproduction_files():
+    """The rows of every second and third run of a study in REPRODUCTIONS (<name>/<study>/<impl>.jsonl)."""
+    return sorted(
+        str(p)
+        for p in Path(REPRODUCTIONS).glob("*/*/*.jsonl")
+        if p.parent.name in STUDIES
+    )
+
+
 def committed_benchmarks():
     """The benchmark and lease files of the studies this run reads the committed rows of, whose
     minutes the paper gives (kernels.paper.render.job_minutes): inputs of the rules that read them,
@@ -639,7 +648,11 @@ MODELS = {
     "claims": f"{RESULTS}/models_claims.csv",
     "ratios": f"{RESULTS}/models_device_time.csv",
     "figure": f"{FIGURES_DIR}/models_device_time.pdf",
+    "spread": f"{RESULTS}/gpu_spread.csv",
 }
+# every second and third run of a study in the data, each against its model's committed rows: the
+# same-model spread (rule models, kernels.paper.reproduce.spread_table)
+REPRODUCTIONS = "data/reproductions"
 PAPER_WIDE = [
     *MODELS.values(),
     f"{PAPER_DIR}/generated/numbers.tex",

@@ -195,6 +195,7 @@ rule models:
     input:
         [f for s in STUDIES for f in raw_files(s)],
         other_models_files(),
+        reproduction_files(),
         # each study's state (rule states): the claims of a stale one say so
         STATES_FILE,
     output:
@@ -202,6 +203,7 @@ rule models:
         claims=MODELS["claims"],
         ratios=MODELS["ratios"],
         figure=MODELS["figure"],
+        spread=MODELS["spread"],
     log:
         f"{LOGS}/models.log",
     conda:
@@ -212,8 +214,12 @@ rule models:
         studies=STUDIES,
         sections={s: config[s][SWEEP] for s in STUDIES},
         timing=config["timing"],
+        reproductions=REPRODUCTIONS,
+        tolerance=config["reproduce"]["tolerance"],
         code=code_version(
             "kernels/paper/models.py",
+            "kernels/paper/gpu_factor.py",
+            "kernels/paper/reproduce.py",
             "kernels/paper/claims.py",
             "kernels/paper/provenance.py",
             "kernels/paper/rows.py",

@@ -45,6 +45,8 @@ if CANDIDATE is not None:
             partial=QUICK,
             code=code_version(
                 "kernels/paper/reproduce.py",
+                "kernels/paper/reproduce_report.py",
+                "kernels/paper/gpu_factor.py",
                 "kernels/paper/claims.py",
                 "kernels/paper/provenance.py",
                 "kernels/paper/rows.py",
@@ -75,6 +77,7 @@ else:
             studies=STUDIES,
             code=code_version(
                 "kernels/paper/reproduce.py",
+                "kernels/paper/reproduce_report.py",
                 *[f"kernels/{s}/report.py" for s in STUDIES],
             ),
         script:

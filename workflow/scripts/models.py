@@ -1,4 +1,5 @@
-"""Snakemake script of rule `models`: each claim on every committed GPU model, and device time across models."""
+"""Snakemake script of rule `models`: each claim on every committed GPU model, device time across models,
+and the GPU factor of every second and third run against its model's committed rows."""
 
 from kernels.core.logs import setup_logging
 from kernels.paper.models import render_models
@@ -6,4 +7,5 @@ from kernels.paper.models import render_models
 setup_logging(snakemake.log[0])  # noqa: F821
 params, out = snakemake.params, snakemake.output  # noqa: F821
 render_models(params.raw, params.gpu, list(params.studies), {s: dict(v) for s, v in params.sections.items()},
-              dict(params.timing), out.tex, out.claims, out.ratios, out.figure)
+              dict(params.timing), out.tex, out.claims, out.ratios, out.figure, reproductions=params.reproductions,
+              out_spread=out.spread, tolerance=float(params.tolerance))

@@ -4,7 +4,8 @@ import json
 from pathlib import Path
 
 from kernels.core.logs import setup_logging
-from kernels.paper.reproduce import check, stale_studies
+from kernels.paper.reproduce import stale_studies
+from kernels.paper.reproduce_report import check
 
 setup_logging(snakemake.log[0])  # noqa: F821
 out = snakemake.output  # noqa: F821
