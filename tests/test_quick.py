@@ -91,7 +91,7 @@ def test_a_claim_is_untestable_only_where_its_implementation_has_rows_and_none_r
 @pytest.mark.parametrize("here,there,agrees", [
     ("holds", "holds", quick.SAME), ("holds", "partly holds (1 of 2)", quick.DIFFERS),
     ("holds", "not measured", quick.NOT_COMPARED), (quick.NOT_TESTABLE, "holds", quick.NOT_COMPARED),
-    ("n/a", "holds", quick.NOT_COMPARED)])
+    ("n/a", "holds", quick.NOT_COMPARED), ("not reached; 1 on the line", "not reached", "on the line")])
 def test_only_two_verdicts_are_compared(here, there, agrees):
     assert quick.agreement(here, there) == agrees
 

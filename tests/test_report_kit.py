@@ -101,6 +101,19 @@ def test_kernel_names_lose_namespaces_templates_and_arguments():
     assert kit.short_kernel_names(cute) == ["CPDeltaRulePrefillSm90", "CPDeltaRuleFixupSimtSm90"]
 
 
+def test_a_value_whose_interval_holds_the_claimed_bound_is_on_the_line():
+    """The H100's FLASH prefill, 2.00x [1.97, 2.06] against a claimed 2x, is neither a pass nor a miss;
+    a value without an interval is judged by its point estimate, as before."""
+    assert kit.claim_verdict([kit.Ratio(2.0, 1.97, 2.06), kit.Ratio(1.2, 1.19, 1.21)], 2.0, 4.0) == \
+        "not reached; 1 on the line"
+    assert kit.claim_verdict([kit.Ratio(79.6, 79.5, 80.4)], 80.0) == "on the line"
+    assert kit.claim_verdict([kit.Ratio(79.6, 79.5, 79.7), 81.0], 80.0) == "partly holds (1 of 2)"
+    assert kit.claim_verdict([kit.Ratio(3.4, 3.3, 3.6), 3.0], 2.5, 3.5) == "holds; 1 on the line"  # the upper end
+    assert kit.claim_verdict([2.0], 2.0) == "holds"  # no interval: its point estimate decides
+    assert kit.with_intervals([2.0], [kit.Ratio(2.01, 1.97, 2.06)]) == [kit.Ratio(2.0, 1.97, 2.06)]
+    assert not kit.on_the_line(kit.NO_RATIO, 2.0)
+
+
 def test_claim_verdicts_follow_the_stated_criterion():
     assert kit.claim_verdict([2.6, 3.0], 2.5, 3.5) == "holds"
     assert kit.claim_verdict([2.5, 3.5], 2.5, 3.5) == "holds"  # the ends belong to the range

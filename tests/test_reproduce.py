@@ -227,8 +227,25 @@ def test_claims_compared_where_the_reference_has_a_verdict():
     assert claims.to_dict("list") == {"claim": ["AVerdict", "CVerdict", "DVerdict"],
                                       "reference": ["holds", "partly holds (1 of 2)", "partly holds (2 of 5)"],
                                       "candidate": ["holds", "holds", "partly holds (3 of 5)"],
-                                      "same": [True, False, False]}
+                                      "same": [True, False, False], "on_line": [False, False, False]}
     assert reproduce.compare_claims({"AVerdict": "holds"}, {})["candidate"].tolist() == ["n/a"]
+
+
+def test_verdicts_that_differ_on_the_line_are_neither_the_same_nor_different():
+    """A second run whose verdict differs where either run has a value on its claim's line reads "on
+    the line": reported, and not counted against its study."""
+    claims = reproduce.compare_claims({"FlexAVerdict": "not reached", "FlexBVerdict": "holds"},
+                                      {"FlexAVerdict": "not reached; 1 on the line", "FlexBVerdict": "exceeded"})
+    assert claims["on_line"].tolist() == [True, False] and not claims["same"].any()
+    table = reproduce.compare([row(numel=n) for n in range(1, 5)], [row(numel=n) for n in range(1, 5)], 0.05)
+    table["study"] = "flex"
+    assert reproduce.study_outcomes(table, claims, 0.95) == {"flex": ["1 verdict different"]}  # B, not A
+    line = reproduce.summary_line(table, claims, 0.05, 0.95)
+    assert ("claims: 0 of 2 verdicts the same, on the line: FlexAVerdict ('not reached' -> 'not reached; 1 on the "
+            "line'), different: FlexBVerdict ('holds' -> 'exceeded')") in line
+    status = reproduce.claim_status(claims, ["flex"], [])
+    assert status == {}  # no study named: no claims table entries
+    assert reproduce_report.claims_latex(claims, {})["same"].tolist() == ["on the line", "no"]
 
 
 def test_summary_line_says_where_not():

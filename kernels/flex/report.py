@@ -706,7 +706,7 @@ def backend_macros(d: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
     # the >= 80 % of ideal target, sliding windows and document packing at N >= 8K
     rows = d[(d["impl"] == impl) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)]
     rows = rows.assign(causal_reps=_ok_base(d, d["mask"] == "causal", SHAPE + ["impl", "score_mod"], kit.DEVICE_REPS))
-    fwd_pcts: list[float] = []
+    fwd_pcts: list[kit.Ratio] = []
     for fam, fname in (("window", "Window"), ("document", "Document")):
         for pas, pname in PASS_NAMES.items():
             cases = rows[(rows["mask"] == fam) & (rows["pass"] == pas)].dropna(subset=["pct_of_ideal"])
@@ -718,12 +718,17 @@ def backend_macros(d: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
             out[f"{prefix}{fname}{pname}PctIdealMedianCi"] = kit.interval(fraction, 1, scale=100.0)
             out[f"{prefix}{fname}{pname}TargetMet"] = (f"{int((pct >= 80).sum())} of {len(pct)}" if len(pct)
                                                        else style.MISSING)
-            fwd_pcts.extend(pct.tolist() if pas == "fwd" else [])
+            if pas == "fwd":  # each case's share of its ideal, with its interval
+                fwd_pcts.extend(kit.with_intervals(pct.tolist(), [
+                    kit.ratio(c, r, 100.0 / ideal)
+                    for c, r, ideal in zip(cases["causal_reps"], cases[kit.DEVICE_REPS], cases["ideal_ratio"])]))
     # verdict on "speed follows sparsity": forward cases of both families at >= 80 % of the ideal
     out[f"{prefix}SparsityVerdict"] = kit.claim_verdict(fwd_pcts, 80.0)
     fwd = _where(base, impl=impl, mask="causal", score_mod="none", **{"pass": "fwd"})
-    out[f"{prefix}PrefillVerdict"] = kit.claim_verdict(
-        [kit.first(fwd, "speedup_vs_flash"), kit.first(fwd, "speedup_vs_cudnn")], 2.0, 4.0)
+    out[f"{prefix}PrefillVerdict"] = kit.claim_verdict(kit.with_intervals(
+        [kit.first(fwd, "speedup_vs_flash"), kit.first(fwd, "speedup_vs_cudnn")],
+        [kit.ratio(reps("fwd", impl=other, mask="causal"), kit.first(fwd, kit.DEVICE_REPS))
+         for other in ("sdpa_flash", "sdpa_cudnn")]), 2.0, 4.0)
     w = _where(base, impl=impl, mask="window", window=1024, score_mod="none", **{"pass": "fwd"})
     out[f"{prefix}FwdWindowThousandSpeedup"] = kit.fmt(kit.first(w, "speedup_vs_causal"), 2)
     out[f"{prefix}FwdWindowThousandSpeedupCi"] = kit.interval(

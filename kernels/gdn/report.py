@@ -441,8 +441,12 @@ def flash_qla_verdicts(df: pd.DataFrame) -> dict[str, str]:
     out = {}
     for pas, name, high in (("fwd", "Fwd", 3.0), ("bwd", "Bwd", float("inf"))):
         d = _pass(df, pas)
-        s = d[d["impl"] == "flash_qla"]["speedup_vs_fla"].dropna()
-        out[f"GdnFlashQla{name}Verdict"] = kit.claim_verdict(list(s), 2.0, high)
+        fla = kit.baseline(d, d["impl"] == "fla_chunk", SHAPE, kit.DEVICE_REPS)
+        mine = d[(d["impl"] == "flash_qla") & d["speedup_vs_fla"].notna()]
+        # each speedup with its interval: a value on the claimed line is neither a pass nor a miss
+        s = kit.with_intervals(mine["speedup_vs_fla"].tolist(),
+                               [kit.ratio(fla[i], mine.at[i, kit.DEVICE_REPS]) for i in mine.index])
+        out[f"GdnFlashQla{name}Verdict"] = kit.claim_verdict(s, 2.0, high)
     return out
 
 
@@ -508,10 +512,11 @@ CLAIM_IMPLS = {name: ("flash_qla", "fla_chunk") for name in CLAIMS}
 #: The values each verdict of :data:`CLAIMS` compares, by verdict macro: ``(macro, words)`` pairs, each
 #: printed as its value, the words and its interval (:func:`kernels.paper.models.evidence_text`: each
 #: GPU model's claims side by side).
+_SHAPES = paper_shapes(kit.study_config("gdn"))
 EVIDENCE = {"GdnFlashQlaFwdVerdict": tuple((f"GdnFlashQlaSpeedupVsFla{tag}", f"× B{b} T{t} H{h}") for (b, t, h), tag
-                                      in paper_shapes(kit.study_config("gdn"))["main"].items()),
+                                      in _SHAPES["main"].items()),
             "GdnFlashQlaBwdVerdict": tuple((f"GdnFlashQlaBwdSpeedupVsFla{tag}", f"× B{b} T{t} H{h}") for (b, t, h), tag
-                                      in paper_shapes(kit.study_config("gdn"))["backward"].items()),
+                                      in _SHAPES["backward"].items()),
             "GdnPublishedFwdVerdict": (("GdnPublishedFwdSpeedups", "×"),),
             "GdnPublishedBwdVerdict": (("GdnPublishedBwdSpeedups", "×"),)}
 

@@ -28,6 +28,7 @@ from kernels.core.files import write_atomic
 from kernels.paper import provenance, render, rows, style
 from kernels.paper.claims import claim_labels, load_run, study_macros, tidy_tables
 from kernels.paper.models import NOT_MEASURED, evidence_text, state_note
+from kernels.paper.reproduce import ON_THE_LINE
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +81,13 @@ def committed_runs(raw: str | Path, studies, quick_sections: dict[str, dict], fi
 
 def agreement(here: str, there: str) -> str:
     """A committed model's verdict ``there`` against this GPU's ``here``: :data:`SAME`, :data:`DIFFERS`,
-    or :data:`NOT_COMPARED` where either is no verdict (not measured, not testable, not in the
+    :data:`~kernels.paper.reproduce.ON_THE_LINE` where they differ and either has a value on its claim's
+    line (neither the same nor different, as in the reproduction check), or :data:`NOT_COMPARED` where either is no verdict (not measured, not testable, not in the
     profile, or n/a here: e.g. a datasheet peak the code lacks for this GPU)."""
     if here in (NOT_TESTABLE, NOT_IN_PROFILE, style.MISSING) or there == NOT_MEASURED:
         return NOT_COMPARED
+    if here != there and ON_THE_LINE in here + there:
+        return ON_THE_LINE
     return SAME if here == there else DIFFERS
 
 

@@ -484,21 +484,44 @@ def scaling_verdict(linear: Sequence[tuple[float, float]], quadratic: Sequence[t
     return "holds" if all(shown) else partly_holds(sum(shown), len(shown)) if any(shown) else "not reached"
 
 
-def claim_verdict(values: Sequence[float], low: float, high: float = float("inf")) -> str:
+def claim_verdict(values: Sequence[float | Ratio], low: float, high: float = float("inf")) -> str:
     """The verdict on a claimed range ``[low, high]`` (a single claimed factor is ``[low, inf)``)
     from the measured values (each by its point estimate), as the claims table's caption states it:
     "holds" when every value lies within the range (contained, not overlapped), "exceeded" when
     every value reaches ``low`` and some lie above ``high``, "partly holds (k of n)" when k of the n
     values lie within the range and some lie below it (:func:`partly_holds`), "missed (b below, a
     above)" when none lies within it, b below and a above, "not reached" when every value lies below
-    ``low``; :data:`kernels.paper.style.MISSING` when nothing was measured."""
-    values = [float(v) for v in values if v is not None and np.isfinite(float(v))]
+    ``low``; :data:`kernels.paper.style.MISSING` when nothing was measured.
+
+    A value given as a :class:`Ratio` whose :data:`LEVEL` interval holds ``low`` or ``high`` is *on
+    the line* (:func:`on_the_line`): its run cannot tell which side it lies on, so it is neither a
+    pass nor a miss. The verdict is that of the other values followed by ``"; k on the line"``, or
+    ``"on the line"`` when every value is."""
+    values = [v for v in values if v is not None and np.isfinite(float(v.value if isinstance(v, Ratio) else v))]
+    line = sum(on_the_line(v, low, high) for v in values)
+    values = [float(v.value if isinstance(v, Ratio) else v) for v in values if not on_the_line(v, low, high)]
     if not values:
-        return style.MISSING
+        return "on the line" if line else style.MISSING
     below, above = sum(v < low for v in values), sum(v > high for v in values)
     within = len(values) - below - above
     if not below:
-        return "holds" if not above else "exceeded"
-    if within:
-        return partly_holds(within, len(values))
-    return f"missed ({below} below, {above} above)" if above else "not reached"
+        verdict = "holds" if not above else "exceeded"
+    elif within:
+        verdict = partly_holds(within, len(values))
+    else:
+        verdict = f"missed ({below} below, {above} above)" if above else "not reached"
+    return f"{verdict}; {line} on the line" if line else verdict
+
+
+def on_the_line(value: float | Ratio, low: float, high: float = float("inf")) -> bool:
+    """Whether ``value`` is a :class:`Ratio` whose interval holds the claimed range's bound ``low`` or
+    ``high`` (:func:`claim_verdict`); a plain number, without an interval, never is."""
+    if not isinstance(value, Ratio) or not (np.isfinite(value.low) and np.isfinite(value.high)):
+        return False
+    return any(value.low <= bound <= value.high for bound in (low, high) if np.isfinite(bound))
+
+
+def with_intervals(values: Sequence[float], intervals: Sequence[Ratio]) -> list[Ratio]:
+    """Each point estimate of ``values`` with the interval of the :class:`Ratio` at the same place of
+    ``intervals`` (the same quantity resampled), for :func:`claim_verdict`."""
+    return [Ratio(float(v), r.low, r.high) for v, r in zip(values, intervals, strict=True)]

@@ -222,12 +222,22 @@ def compare_claims(reference: dict[str, str], candidate: dict[str, str], partial
     reference verdict is "n/a" (no rows for it in the reference's cases) are
     left out: nothing to re-derive. With ``partial`` (the quick profile, which measures a part of
     each study), so are those the candidate cannot derive from its own cases ("n/a" there):
-    they are not in its profile, not a difference."""
+    they are not in its profile, not a difference. Column ``on_line``: two verdicts that differ where
+    either run has a value on its claim's line (:func:`kernels.paper.report_kit.claim_verdict`: an
+    interval that holds the claimed bound), which that run cannot place on either side: reported as
+    such, neither the same nor different."""
     names = sorted(n for n in set(reference) | set(candidate) if reference.get(n, "n/a") != "n/a"
                    and not (partial and candidate.get(n, "n/a") == "n/a"))
     table = pd.DataFrame({"claim": names, "reference": [reference[n] for n in names],
                           "candidate": [candidate.get(n, "n/a") for n in names]})
-    return table.assign(same=table["reference"] == table["candidate"])
+    same = table["reference"] == table["candidate"]
+    line = (table["reference"].astype(str).str.contains(ON_THE_LINE)
+            | table["candidate"].astype(str).str.contains(ON_THE_LINE))
+    return table.assign(same=same, on_line=~same & line)
+
+
+#: The words of a verdict with a value on its claim's line (:func:`kernels.paper.report_kit.claim_verdict`).
+ON_THE_LINE = "on the line"
 
 
 # ----------------------------------------------------------------------------
@@ -259,6 +269,8 @@ def claim_status(claims: pd.DataFrame, compared, studies) -> dict[str, str]:
         for name in claim_labels([study]):
             if name in reference:
                 status = SAME if reference[name] == candidate[name] else DIFFERENT + candidate[name]
+                if ON_THE_LINE in reference[name] + candidate[name] and reference[name] != candidate[name]:
+                    status += f" ({ON_THE_LINE})"
             else:
                 status = NOT_COMPARED if study in compared else NO_SECOND_RUN
             out[f"Repro{name}"] = render.escape_latex(status)
@@ -287,7 +299,7 @@ def _reasons(table: pd.DataFrame, claims: pd.DataFrame, min_within: float, toler
                      if f is not None else "")
             out.append(f"{percent(n['reproduced'], timed)} % of rows within{after}, needs {100 * min_within:g} %")
     out += [f"{n[v]} {v}" for v in ("missing", "status changed") if n[v]]
-    different = int((~claims["same"]).sum())
+    different = int((~claims["same"] & ~claims["on_line"]).sum())
     if different:
         out.append(f"{different} verdict{'s' if different > 1 else ''} different")
     return out
@@ -389,10 +401,11 @@ def summary_line(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, mi
     ok = reproduced(outcomes, refused)
     same = int(claims["same"].sum())
     claim_part = f"claims: {same} of {len(claims)} verdicts the same" if len(claims) else "claims: none to re-derive"
-    different = claims[~claims["same"]]
-    if len(different):
-        claim_part += ", different: " + ", ".join(
-            f"{r.claim} ('{r.reference}' -> '{r.candidate}')" for r in different.itertuples())
+    for words, rows_of in ((ON_THE_LINE, claims[claims["on_line"]]),
+                           ("different", claims[~claims["same"] & ~claims["on_line"]])):
+        if len(rows_of):
+            claim_part += f", {words}: " + ", ".join(
+                f"{r.claim} ('{r.reference}' -> '{r.candidate}')" for r in rows_of.itertuples())
     parts = [claim_part]
     factors = gpu_factor.factor_table(table, tolerance)
     if (factors["rows"] > 0).any():

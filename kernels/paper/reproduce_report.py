@@ -91,7 +91,8 @@ def claims_latex(claims: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
     claims = claims.loc[rank.sort_values(kind="stable").index].reset_index(drop=True)
     return pd.DataFrame({"claim": [labels.get(c, c) for c in claims["claim"]],
                          "reference": claims["reference"], "second run": claims["candidate"],
-                         "same": claims["same"].map({True: "yes", False: "no"})})
+                         "same": [("yes" if s else "on the line" if line else "no")
+                                  for s, line in zip(claims["same"], claims["on_line"])]})
 
 
 
@@ -189,7 +190,8 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
     out["ReproStudies"] = kit.and_list([style.study_name(s) for s in table["study"].unique()]) or "none"
     n = judge.verdict_counts(table)
     outcomes = judge.study_outcomes(table, claims, min_within, tolerance)
-    different = [(labels or {}).get(c, c) for c in claims.loc[~claims["same"], "claim"]]
+    different = [(labels or {}).get(c, c) + (" (on the line)" if line else "")
+                 for c, line in zip(claims.loc[~claims["same"], "claim"], claims.loc[~claims["same"], "on_line"])]
     out.update(ReproRowsMissing=str(n["missing"]), ReproRowsStatusChanged=str(n["status changed"]),
                ReproTolerancePct=f"{100 * tolerance:g}",
                ReproClaimsSame=str(int(claims["same"].sum())), ReproClaimsCompared=str(len(claims)),

@@ -548,10 +548,10 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         out[f"Swiglu{iname}LatencySpeedupLargeRange"] = kit.span(kit.values(latency[impl]))
         out[f"Swiglu{iname}LatencySpeedupLargeRangeCi"] = kit.interval(latency[impl])
     # Source claims: 2.5-3.5x latency over eager (judged by latency) and 85-92 % of peak bandwidth.
-    out["SwigluClaimLatencyVerdict"] = kit.claim_verdict(kit.values(latency["seed"]), 2.5, 3.5)
+    out["SwigluClaimLatencyVerdict"] = kit.claim_verdict(latency["seed"], 2.5, 3.5)
     out["SwigluClaimBandwidthVerdict"] = kit.claim_verdict(col(large, "seed", "pct_peak"), 85.0, 92.0)
     # Source claim: fusing memory-bound pointwise operations gains 2-4x (by device time, where bytes set it).
-    out["SwigluClaimFusionVerdict"] = kit.claim_verdict(kit.values(fused), 2.0, 4.0)
+    out["SwigluClaimFusionVerdict"] = kit.claim_verdict(fused, 2.0, 4.0)
     # the prefill shape the text quotes (its rows also carry a per-kernel breakdown)
     tag = model_macro_name(_model(MODELS, _quoted(PROFILE_ROLE).get("hidden"), "the profiled case's hidden size"))
     model = kit.with_role(bf, PROFILE_ROLE)

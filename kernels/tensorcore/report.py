@@ -258,7 +258,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         out[f"TensorcorePaddedSpeedup{kind}Range"] = kit.span([padded[i] for i in pick])
         out[f"TensorcorePaddedSpeedup{kind}RangeCi"] = kit.interval([padded_ci[i] for i in pick])
         out[f"TensorcorePadded{kind}Sizes"] = kit.and_list([str(neighbours[i]) for i in pick]) or style.MISSING
-    out["TensorcorePaddingVerdict"] = kit.claim_verdict(padded, *CLAIMED)
+    out["TensorcorePaddingVerdict"] = kit.claim_verdict(kit.with_intervals(padded, padded_ci), *CLAIMED)
     f8, fp8, fp8_ci = kit.with_role(d, "fp8"), [], []
     for size, name in sizes["fp8"]:
         out[f"TensorcoreBfSixteenTflops{name}"] = kit.fmt(_at(f8, "bf16", size, "tflops"), 0)
@@ -269,7 +269,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         out[f"TensorcoreFpEightSpeedup{name}Ci"] = kit.interval(fp8_ci[-1])
     out["TensorcoreFpEightSpeedupRange"] = kit.span(fp8)
     out["TensorcoreFpEightSpeedupRangeCi"] = kit.interval(fp8_ci)
-    out["TensorcoreFpEightVerdict"] = kit.claim_verdict(fp8, *CLAIMED)
+    out["TensorcoreFpEightVerdict"] = kit.claim_verdict(kit.with_intervals(fp8, fp8_ci), *CLAIMED)
     for impl, name in (("bf16", "BfSixteen"), ("fp8", "FpEight")):
         clocks = pd.to_numeric(f8.loc[f8["impl"].eq(impl), "env_sm_clock_mhz"], errors="coerce")
         out[f"TensorcoreStartClock{name}"] = kit.span(clocks, 0)
