@@ -333,7 +333,7 @@ def test_quick_run_checks_against_the_committed_rows(toy_workflow):
     line = (toy_workflow / "results" / "quick" / "reproduction.txt").read_text().strip()
     assert line in proc.stdout  # printed at the end of the run
     assert line.startswith("NOT reproduced: ") and "missing: 1 (toy 1); status changed: 1 (toy 1)" in line
-    assert line.endswith("claims: none to re-derive")
+    assert line.startswith("NOT reproduced: claims: none to re-derive; ")
     table = pd.read_csv(toy_workflow / "results" / "quick" / "reproduction.csv").set_index("case")["verdict"]
     assert table["fwd float32 numel=4096"] == "missing"
     assert table["fwd float32 numel=8192"] == "slower"

@@ -214,7 +214,7 @@ rule models:
         studies=STUDIES,
         sections={s: config[s][SWEEP] for s in STUDIES},
         timing=config["timing"],
-        reproductions=REPRODUCTIONS,
+        reproductions=lambda w: REPRODUCTIONS,
         tolerance=config["reproduce"]["tolerance"],
         code=code_version(
             "kernels/paper/models.py",

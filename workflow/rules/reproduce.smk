@@ -107,7 +107,7 @@ if QUICK:
             "../envs/render.yaml"
         params:
             gpu=GPU,
-            folder=f"{RAW}/{GPU}",
+            folder=lambda w: f"{RAW}/{GPU}",
             sections={s: config[s][SWEEP] for s in STUDIES},
             # the committed rows are current or stale against the sweep's fingerprint
             sweeps={s: config[s]["sweep"] for s in STUDIES},
