@@ -231,6 +231,17 @@ def test_claims_compared_where_the_reference_has_a_verdict():
     assert reproduce.compare_claims({"AVerdict": "holds"}, {})["candidate"].tolist() == ["n/a"]
 
 
+@pytest.mark.parametrize("first,second,on_line", [
+    ("not reached", "not reached; 1 on the line", True), ("holds", "on the line", True),
+    ("partly holds (9 of 20); 2 on the line", "partly holds (10 of 22)", True),
+    ("partly holds (5 of 20); 1 on the line", "partly holds (10 of 22)", False),  # 5 apart, 1 on the line
+    ("not reached", "exceeded; 1 on the line", False),  # another kind: a difference
+    ("holds", "exceeded", False), ("holds", "holds", False)])
+def test_a_verdict_differs_only_on_the_line_when_the_line_explains_the_difference(first, second, on_line):
+    assert reproduce.differs_on_the_line(first, second) is on_line
+    assert reproduce.differs_on_the_line(second, first) is on_line
+
+
 def test_verdicts_that_differ_on_the_line_are_neither_the_same_nor_different():
     """A second run whose verdict differs where either run has a value on its claim's line reads "on
     the line": reported, and not counted against its study."""
@@ -243,8 +254,11 @@ def test_verdicts_that_differ_on_the_line_are_neither_the_same_nor_different():
     line = reproduce.summary_line(table, claims, 0.05, 0.95)
     assert ("claims: 0 of 2 verdicts the same, on the line: FlexAVerdict ('not reached' -> 'not reached; 1 on the "
             "line'), different: FlexBVerdict ('holds' -> 'exceeded')") in line
-    status = reproduce.claim_status(claims, ["flex"], [])
-    assert status == {}  # no study named: no claims table entries
+    assert reproduce.claim_status(claims, ["flex"], []) == {}  # no study named: no claims table entries
+    real = reproduce.compare_claims({"FlexFlashPrefillVerdict": "not reached"},
+                                    {"FlexFlashPrefillVerdict": "not reached; 1 on the line"})
+    assert reproduce.claim_status(real, ["flex"], ["flex"])["ReproFlexFlashPrefillVerdict"] == \
+        "2nd run: not reached; 1 on the line"  # the second run's words say it, once
     assert reproduce_report.claims_latex(claims, {})["same"].tolist() == ["on the line", "no"]
 
 
@@ -414,7 +428,7 @@ def test_a_perturbed_second_run_is_caught(tmp_path):
     assert total - same == 3 and line.startswith(
         f"NOT reproduced: claims: {same} of {total} verdicts the same, different: SwigluClaimBandwidthVerdict ('holds' "
         "-> 'exceeded'), SwigluClaimFusionVerdict ('not reached' -> 'missed (15 below, 15 above)'), "
-        "SwigluClaimLatencyVerdict ('not reached' -> 'exceeded'); GPU factor: ")
+        "SwigluClaimLatencyVerdict ('not reached' -> 'exceeded; 1 on the line'); GPU factor: ")  # another kind
     faster = table[(table["impl"] == "seed") & (table["verdict"] == "faster")]
     assert len(faster) == sum(r["status"] == "ok" and r["numel"] >= 2**26 for r in seed)
     assert faster["ratio"].round(6).eq(round(1 / 3, 6)).all()

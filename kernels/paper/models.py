@@ -227,6 +227,16 @@ def same_count(table: pd.DataFrame, paper: str, other: str) -> str:
     return f"{int((both[f'{paper} verdict'] == both[f'{other} verdict']).sum())} of {len(both)}"
 
 
+def on_line_count(table: pd.DataFrame, paper: str, other: str) -> str:
+    """How many of the claims measured on both ``paper`` and ``other`` (:func:`claims_table`) differ only
+    by values on the claim's line (:func:`kernels.paper.reproduce.differs_on_the_line`): neither the same
+    nor different."""
+    n = sum(1 for _, r in table.iterrows()
+            if NOT_MEASURED not in (r[f"{paper} verdict"], r[f"{other} verdict"])
+            and reproduce.differs_on_the_line(r[f"{paper} verdict"], r[f"{other} verdict"]))
+    return str(n)
+
+
 def differ_text(table: pd.DataFrame, paper: str, other: str) -> str:
     """The claims whose verdicts differ on ``paper`` and ``other`` (:func:`claims_table`), each with
     both verdicts and the values behind them, joined by "; " (:data:`kernels.paper.style.MISSING`
@@ -278,9 +288,10 @@ def spread_float(spread: pd.DataFrame) -> str:
             r"\begin{tabular}{l}\toprule no second run in \texttt{data/reproductions/} \\ \bottomrule\end{tabular}")
     caption = (r"\caption{GPUs of one model: every second and third run in \texttt{data/reproductions/} against"
                r" its model's committed rows of the study, its GPU factor (second over committed device time, the"
-               r" median over the rows of 10\,\textmu{}s or more timed on both, with a 95\,\% bootstrap"
+               r" median over the rows of 10\,\textmu{}s or more timed on both, \emph{rows}, with a 95\,\% bootstrap"
                r" interval over them) and the power limit and median SM clock each GPU recorded while timing"
-               r" (``not recorded'' for rows measured before the GPU's state was). Every number of this paper"
+               r" (``not recorded'' for rows measured before the GPU's state was). The reproduction check compares"
+               r" each study's second run that config \texttt{reproduce.committed} names. Every number of this paper"
                r" comes from the committed GPU of its study (Table~\ref{tab:provenance}).}")
     return "\n".join([r"\begin{table}[tbp]", r"\centering", r"\scriptsize", caption,
                       r"\label{tab:gpu_spread}", r"\fitwidth{" + body.rstrip("\n") + "}", r"\end{table}"])
@@ -304,7 +315,7 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
     (the models, the paper's first), ``ModelsSeveral`` ("true" with another model than the paper's),
     ``ModelsOther`` (the first other model's name, or empty), ``ModelsPaperTBps`` and
     ``ModelsOtherTBps`` (their datasheet bandwidths), ``ModelsPaperGb`` and ``ModelsOtherGb`` (their
-    memory), ``ModelsSame`` (:func:`same_count`), ``ModelsLongMs`` (:data:`LONG_MS`), ``ModelsPeaksKnown`` ("true" where the code knows
+    memory), ``ModelsSame`` (:func:`same_count`), ``ModelsOnLine`` (:func:`on_line_count`), ``ModelsLongMs`` (:data:`LONG_MS`), ``ModelsPeaksKnown`` ("true" where the code knows
     both models' peaks), ``ModelsBandwidthRatio`` and ``ModelsComputeRatio``, ``ModelsDiffer``
     (:func:`differ_text`), ``Models<verdict macro>``
     (:func:`other_verdicts`), ``ModelsSentence<Study>`` (:func:`study_sentence`) and
@@ -332,6 +343,7 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
               "ModelsOtherGb": kit.fmt(rows.MEMORY_GB.get(models[1]), 0) if len(models) > 1 else "",
               "ModelsDiffer": kit.escape_latex(differ_text(table, paper, models[1])) if len(models) > 1 else "",
               "ModelsSame": same_count(table, paper, models[1]) if len(models) > 1 else "",
+              "ModelsOnLine": on_line_count(table, paper, models[1]) if len(models) > 1 else "",
               "ModelsLongMs": kit.fmt(LONG_MS, 1),
               **other_verdicts(table, models)}
     ratios = []

@@ -28,7 +28,7 @@ from kernels.core.files import write_atomic
 from kernels.paper import provenance, render, rows, style
 from kernels.paper.claims import claim_labels, load_run, study_macros, tidy_tables
 from kernels.paper.models import NOT_MEASURED, evidence_text, state_note
-from kernels.paper.reproduce import ON_THE_LINE
+from kernels.paper.reproduce import ON_THE_LINE, differs_on_the_line
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def agreement(here: str, there: str) -> str:
     profile, or n/a here: e.g. a datasheet peak the code lacks for this GPU)."""
     if here in (NOT_TESTABLE, NOT_IN_PROFILE, style.MISSING) or there == NOT_MEASURED:
         return NOT_COMPARED
-    if here != there and ON_THE_LINE in here + there:
+    if differs_on_the_line(here, there):
         return ON_THE_LINE
     return SAME if here == there else DIFFERS
 

@@ -43,6 +43,7 @@ summary names the compared studies whose reference rows are stale (:func:`stale_
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -231,13 +232,40 @@ def compare_claims(reference: dict[str, str], candidate: dict[str, str], partial
     table = pd.DataFrame({"claim": names, "reference": [reference[n] for n in names],
                           "candidate": [candidate.get(n, "n/a") for n in names]})
     same = table["reference"] == table["candidate"]
-    line = (table["reference"].astype(str).str.contains(ON_THE_LINE)
-            | table["candidate"].astype(str).str.contains(ON_THE_LINE))
-    return table.assign(same=same, on_line=~same & line)
+    line = [differs_on_the_line(str(a), str(b)) for a, b in zip(table["reference"], table["candidate"])]
+    return table.assign(same=same, on_line=pd.Series(line, index=table.index, dtype=bool))
 
 
 #: The words of a verdict with a value on its claim's line (:func:`kernels.paper.report_kit.claim_verdict`).
 ON_THE_LINE = "on the line"
+
+
+def _verdict_parts(verdict: str) -> tuple[str, int, int, int]:
+    """A verdict (:func:`kernels.paper.report_kit.claim_verdict`) as its kind ("partly holds", "holds",
+    ...), its counts k and n ("(k of n)", 0 without), and how many of its values are on the line."""
+    head, _, tail = verdict.partition("; ")
+    line = int(m.group(1)) if (m := re.match(r"(\d+) on the line", tail)) else 0
+    if head == ON_THE_LINE:
+        return head, 0, 0, 1
+    counts = re.search(r" \((\d+) of (\d+)\)$", head)
+    kind = head[:counts.start()] if counts else head
+    return kind, *(map(int, counts.groups()) if counts else (0, 0)), line
+
+
+def differs_on_the_line(first: str, second: str) -> bool:
+    """Whether two verdicts on a claim differ only by values on its line: they differ, either has a
+    value on the line, and they are of one kind ("partly holds", "not reached", ...) with counts no
+    further apart than the values on the line (or one is wholly "on the line"). A kind that changes
+    otherwise ("not reached" against "exceeded") is a difference, whatever lies on the line."""
+    if first == second:
+        return False
+    a, b = _verdict_parts(first), _verdict_parts(second)
+    line = a[3] + b[3]
+    if not line:
+        return False
+    if ON_THE_LINE in (a[0], b[0]):
+        return True
+    return a[0] == b[0] and abs(a[1] - b[1]) <= line and abs(a[2] - b[2]) <= line
 
 
 # ----------------------------------------------------------------------------
@@ -269,8 +297,8 @@ def claim_status(claims: pd.DataFrame, compared, studies) -> dict[str, str]:
         for name in claim_labels([study]):
             if name in reference:
                 status = SAME if reference[name] == candidate[name] else DIFFERENT + candidate[name]
-                if ON_THE_LINE in reference[name] + candidate[name] and reference[name] != candidate[name]:
-                    status += f" ({ON_THE_LINE})"
+                if differs_on_the_line(reference[name], candidate[name]) and ON_THE_LINE not in candidate[name]:
+                    status += f" ({ON_THE_LINE} in the first)"
             else:
                 status = NOT_COMPARED if study in compared else NO_SECOND_RUN
             out[f"Repro{name}"] = render.escape_latex(status)
@@ -437,7 +465,7 @@ def spread_table(raw: str | Path, reproductions: str | Path, studies, tolerance:
     """Every second and third run in ``reproductions`` (``data/reproductions/<name>/<study>/``) against its
     model's committed rows (``raw``/<model>/, the model of its rows' GPU): per run and study, columns
     ``model``, ``study``, ``gpu`` (the second GPU), ``reference gpu`` (the committed rows'), ``run``
-    (its folder's name), ``rows`` (timed in both), ``factor``, ``low``, ``high`` (:func:`kernels.paper.gpu_factor.study_factor`)
+    (its folder's name), ``rows`` (timed in both, of 10 µs or more: those of the factor), ``factor``, ``low``, ``high`` (:func:`kernels.paper.gpu_factor.study_factor`)
     and ``settings`` (:func:`kernels.paper.gpu_factor.gpu_settings` of both: second run's, then the committed rows');
     sorted by model, study and run.
 
@@ -460,7 +488,7 @@ def spread_table(raw: str | Path, reproductions: str | Path, studies, tolerance:
                 continue
             f = gpu_factor.study_factor(compare(second, first, tolerance), tolerance)
             records.append({"model": model, "study": study, "gpu": gpu_factor.run_gpu(second, study),
-                            "reference gpu": gpu_factor.run_gpu(first, study), "run": folder.name, "rows": f["rows"],
+                            "reference gpu": gpu_factor.run_gpu(first, study), "run": folder.name, "rows": f["rows_long"],
                             "factor": f["factor"], "low": f["low"], "high": f["high"],
                             "settings": f"{gpu_factor.gpu_settings(second, study)} / {gpu_factor.gpu_settings(first, study)}"})
     columns = ["model", "study", "gpu", "reference gpu", "run", "rows", "factor", "low", "high", "settings"]
