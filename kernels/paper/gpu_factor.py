@@ -32,30 +32,30 @@ from kernels.paper import rows, style
 
 #: Rows whose device time on the first GPU is shorter than this (ms, 10 µs) are counted apart.
 SHORT_MS = 0.01
-#: Verdicts of the rows timed in both runs (:data:`kernels.paper.reproduce.TIMED`).
-TIMED = ("reproduced", "slower", "faster")
 #: What a GPU's settings read where its rows recorded none.
 NOT_RECORDED = "not recorded"
-COLUMNS = ["study", "rows", "factor", "low", "high", "rows_long", "within_after", "rows_short", "within_short"]
+COLUMNS = ["study", "rows", "within", "factor", "low", "high", "rows_long", "within_after", "rows_short",
+           "within_short"]
 
 
 def study_factor(table: pd.DataFrame, tolerance: float) -> dict:
     """The GPU factor of one study's comparison ``table`` (rows of :func:`kernels.paper.reproduce.compare`):
-    the :data:`COLUMNS` but ``study`` (module docstring); NaN factor without a row timed in both."""
-    timed = table[table["verdict"].isin(TIMED)]
-    ms = timed["ms_reference"].astype(float)
+    the :data:`COLUMNS` but ``study`` (module docstring; ``rows``: those timed in both, which have a
+    ratio, ``within``: how many of them the check's verdict calls reproduced); NaN factor without a
+    row timed in both."""
+    timed = table[table["ratio"].notna()]
     ratio = timed["ratio"].astype(float)
-    long = ms >= SHORT_MS
+    within = timed["verdict"] == "reproduced"
+    long = timed["ms_reference"].astype(float) >= SHORT_MS
     basis = ratio[long] if long.any() else ratio
     if basis.empty:
         factor = low = high = float("nan")
     else:
         factor, low, high = kit.median_interval(basis.to_numpy())
     after = (basis / factor - 1.0).abs() <= tolerance + 1e-12 if not basis.empty else basis
-    short = ratio[~long]
-    return {"rows": len(timed), "factor": factor, "low": low, "high": high, "rows_long": len(basis),
-            "within_after": int(after.sum()), "rows_short": len(short),
-            "within_short": int(((short - 1.0).abs() <= tolerance + 1e-12).sum())}
+    return {"rows": len(timed), "within": int(within.sum()), "factor": factor, "low": low, "high": high,
+            "rows_long": len(basis), "within_after": int(after.sum()), "rows_short": int((~long).sum()),
+            "within_short": int(within[~long].sum())}
 
 
 def factor_table(table: pd.DataFrame, tolerance: float) -> pd.DataFrame:

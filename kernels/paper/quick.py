@@ -26,6 +26,7 @@ import pandas as pd
 
 from kernels.core.files import write_atomic
 from kernels.paper import provenance, render, rows, style
+from kernels.paper import report_kit as kit
 from kernels.paper.claims import claim_labels, load_run, study_macros, tidy_tables
 from kernels.paper.models import NOT_MEASURED, evidence_text, state_note
 from kernels.paper.reproduce import ON_THE_LINE, differs_on_the_line
@@ -53,9 +54,7 @@ def untestable(run: list[dict], study: str, impls) -> str:
         if not mine or any(r["status"] == "ok" for r in mine):
             continue
         counts = ", ".join(f"{n} {status}" for status, n in Counter(r["status"] for r in mine).most_common())
-        message = next((str(r["error"]) for r in mine if r.get("error")), "")
-        if len(message) > MESSAGE_CHARS:
-            message = message[:MESSAGE_CHARS - 1] + "…"
+        message = kit.clip(next((str(r["error"]) for r in mine if r.get("error")), ""), MESSAGE_CHARS)
         parts.append(f"{impl}: {counts}" + (f" ({message})" if message else ""))
     return "; ".join(parts)
 

@@ -65,6 +65,11 @@ def span(values: Iterable, digits: int = 2) -> str:
     return lo if lo == hi else f"{lo}--{hi}"
 
 
+def clip(text: str, chars: int) -> str:
+    """``text`` cut to at most ``chars`` characters, ending in "…" where it was cut."""
+    return text if len(text) <= chars else text[:chars - 1].rstrip() + "…"
+
+
 def camel(name: str) -> str:
     """A name in a macro name (letters only): each run of letters capitalised, the rest dropped,
     ``fla_chunk`` -> ``FlaChunk``."""

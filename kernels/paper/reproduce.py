@@ -359,13 +359,11 @@ def study_terms(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float) -> 
     (:func:`kernels.paper.gpu_factor.factor_text`; the rows under 10 µs apart)."""
     out = {}
     for study, mine in study_claims(table, claims).items():
-        rows_of = table[table["study"] == study]
-        timed = rows_of[rows_of["verdict"].isin(TIMED)]
-        within = int((timed["verdict"] == "reproduced").sum())
+        f = gpu_factor.study_factor(table[table["study"] == study], tolerance)
         claims_text = (f"claims: {int(mine['same'].sum())} of {len(mine)} the same" if len(mine)
                        else "claims: none to re-derive")
-        out[study] = (f"{claims_text}, {gpu_factor.factor_text(gpu_factor.study_factor(rows_of, tolerance), tolerance)}"
-                      f", rows: {within} of {len(timed)} within ±{100 * tolerance:g} %")
+        out[study] = (f"{claims_text}, {gpu_factor.factor_text(f, tolerance)}"
+                      f", rows: {f['within']} of {f['rows']} within ±{100 * tolerance:g} %")
     return out
 
 
@@ -461,9 +459,11 @@ def summary_line(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, mi
     return ("reproduced: " if ok else "NOT reproduced: ") + "; ".join(parts)
 
 
-def spread_table(raw: str | Path, reproductions: str | Path, studies, tolerance: float) -> pd.DataFrame:
+def spread_table(committed: dict[str, list[dict]], reproductions: str | Path, studies,
+                 tolerance: float) -> pd.DataFrame:
     """Every second and third run in ``reproductions`` (``data/reproductions/<name>/<study>/``) against its
-    model's committed rows (``raw``/<model>/, the model of its rows' GPU): per run and study, columns
+    model's committed rows (``committed``: {model: its rows, as the caller loaded them}; the model of the
+    run's GPU; a model or study without rows there is left out): per run and study, columns
     ``model``, ``study``, ``gpu`` (the second GPU), ``reference gpu`` (the committed rows'), ``run``
     (its folder's name), ``rows`` (timed in both, of 10 µs or more: those of the factor), ``factor``, ``low``, ``high`` (:func:`kernels.paper.gpu_factor.study_factor`)
     and ``settings`` (:func:`kernels.paper.gpu_factor.gpu_settings` of both: second run's, then the committed rows');
@@ -473,7 +473,6 @@ def spread_table(raw: str | Path, reproductions: str | Path, studies, tolerance:
         ValueError: a row fails its schema (:func:`kernels.paper.claims.load_run`).
     """
     records = []
-    committed = {}
     for folder in sorted(p for p in Path(reproductions).glob("*") if p.is_dir()):
         for study in studies:
             paths = sorted(str(p) for p in Path(folder, study).glob("*.jsonl"))
@@ -481,9 +480,7 @@ def spread_table(raw: str | Path, reproductions: str | Path, studies, tolerance:
                 continue
             second = load_run(paths)
             model = rows.row_model(second[0])
-            if (model, study) not in committed:
-                committed[model, study] = load_run(sorted(str(p) for p in Path(raw, model, study).glob("*.jsonl")))
-            first = committed[model, study]
+            first = [r for r in committed.get(model, []) if r["study"] == study]
             if not first:
                 continue
             f = gpu_factor.study_factor(compare(second, first, tolerance), tolerance)

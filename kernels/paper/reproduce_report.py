@@ -105,14 +105,12 @@ def terms_table(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, can
     ``GPUs (2nd / 1st)`` (each run's GPU and what it recorded: :func:`kernels.paper.gpu_factor.gpu_settings`)."""
     out = []
     for study, mine in judge.study_claims(table, claims).items():
-        rows_of = table[table["study"] == study]
-        f = gpu_factor.study_factor(rows_of, tolerance)
-        timed = rows_of[rows_of["verdict"].isin(judge.TIMED)]
+        f = gpu_factor.study_factor(table[table["study"] == study], tolerance)
         out.append({"study": style.study_name(study),
                     "claims the same": f"{int(mine['same'].sum())} of {len(mine)}",
                     "GPU factor": f"{f['factor']:.2f} [{f['low']:.2f}, {f['high']:.2f}]" if f["rows"] else "n/a",
                     "within after it": f"{f['within_after']} of {f['rows_long']}",
-                    "rows within": f"{int((timed['verdict'] == 'reproduced').sum())} of {len(timed)}",
+                    "rows within": f"{f['within']} of {f['rows']}",
                     "under 10 µs within": f"{f['within_short']} of {f['rows_short']}",
                     "GPUs (2nd / 1st)": " / ".join(f"{gpu_factor.run_gpu(run, study)}: {gpu_factor.gpu_settings(run, study)}"
                                                    for run in (candidate, reference))})
