@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from kernels.core import checks
-from kernels.paper import claims, collect, provenance, render, rows
+from kernels.paper import claims, collect, latex, provenance, render, rows
 from kernels.core.harness import _row
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -809,15 +809,15 @@ def test_after_a_killed_run_the_next_names_its_jobs_still_running(tree):
 @pytest.mark.skipif(not shutil.which("latexmk") or not shutil.which("pdftotext"), reason="needs TeX and poppler")
 def test_a_killed_paper_build_does_not_wedge_the_next(paper, tmp_path):
     out = tmp_path / "paper" / "main.pdf"
-    render.build_paper(paper[0], str(out), paper)
+    latex.build_paper(paper[0], str(out), paper)
     # what a build killed during bibtex leaves: an empty main.aux and a partial PDF in its
     # folder, and (from builds beside main.tex) LaTeX files next to the sources
-    scratch = next(render.paper_scratch(out).rglob("main.tex")).parent
+    scratch = next(latex.paper_scratch(out).rglob("main.tex")).parent
     (scratch / "main.aux").write_text("")
     (scratch / "main.pdf").write_bytes(b"%PDF-1.5 partial")
     for name in ("main.aux", "main.bbl"):
         (tmp_path / "paper" / name).write_text("\\bibitem{stale} stale\n")
-    render.build_paper(paper[0], str(out), paper)
+    latex.build_paper(paper[0], str(out), paper)
     text = _pdf_text(out)
     assert "Rows: 42; see [1]" in text and "Ann Author" in text and "stale" not in text
     assert out.read_bytes()[:4] == b"%PDF"
@@ -830,18 +830,18 @@ def test_a_paper_whose_box_warning_prints_a_font_byte_builds(paper, tmp_path):
     tex = PAPER.replace(r"\begin{document}", "\\usepackage[T1]{fontenc}\n\\begin{document}")
     (tmp_path / "paper" / "main.tex").write_text(tex.replace("Rows:", r"\"O\break Rows:"))
     out = tmp_path / "paper" / "main.pdf"
-    render.build_paper(paper[0], str(out), paper)
+    latex.build_paper(paper[0], str(out), paper)
     assert out.read_bytes()[:4] == b"%PDF" and "Underfull" in (tmp_path / "paper" / "main.log").read_text()
 
 
 @pytest.mark.skipif(not shutil.which("latexmk"), reason="needs TeX")
 def test_a_failed_paper_build_leaves_the_pdf_as_it_was(paper, tmp_path):
     out = tmp_path / "paper" / "main.pdf"
-    render.build_paper(paper[0], str(out), paper)
+    latex.build_paper(paper[0], str(out), paper)
     built = out.read_bytes()
     (tmp_path / "paper" / "main.tex").write_text(PAPER.replace(r"\Rows{}", r"\NoSuchMacro{}"))
     with pytest.raises(RuntimeError, match="latexmk failed"):
-        render.build_paper(paper[0], str(out), paper)
+        latex.build_paper(paper[0], str(out), paper)
     assert out.read_bytes() == built
 
 

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from kernels.paper import reproduce_report
+from kernels.paper.render import paper_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = ROOT / "paper" / "main.tex"
@@ -27,7 +28,7 @@ def _floats() -> list[str]:
     labels = []
     for study in STUDIES:
         report = importlib.import_module(f"kernels.{study}.report")
-        labels += [f"fig:{n}" for n in report.FIGURES] + [f"tab:{n}" for n in report.TABLES]
+        labels += [f"fig:{n}" for n in report.FIGURES] + [f"tab:{n}" for n in paper_tables(report)]
     return labels
 
 
@@ -43,6 +44,16 @@ def test_every_study_float_is_placed_once_and_cited_before_it_is_placed():
         placed = [m.start() for m in re.finditer(re.escape(f"\\placefloat{{{label}}}"), tex)]
         assert len(placed) == 1, f"{label} placed {len(placed)} times in paper/main.tex"
         assert label in _cited(tex[:placed[0]]), f"{label} is placed before the text cites it"
+
+
+def test_every_table_the_paper_does_not_set_is_named_by_its_csv_file():
+    """A table of a report's ``TABLES`` left out of its ``PAPER_TABLES`` is the CSV file of rule
+    ``table_csv`` alone: the text names it with ``\\tablecsv{<name>}`` (its path under results/tables/)."""
+    tex = re.sub(r"(?<!\\)%.*", "", MAIN.read_text())
+    for study in STUDIES:
+        report = importlib.import_module(f"kernels.{study}.report")
+        for name in set(report.TABLES) - set(paper_tables(report)):
+            assert f"\\tablecsv{{{name}}}" in tex, f"paper/main.tex never names results/tables/{name}.csv"
 
 
 def test_every_sparsity_median_of_the_flexattention_section_carries_its_interval():
@@ -207,7 +218,7 @@ needs_tex = pytest.mark.skipif(not shutil.which("latexmk") or not shutil.which("
 @pytest.mark.slow
 @needs_tex
 def test_the_built_paper_has_no_undefined_reference_or_wide_box(built):
-    from kernels.paper.render import paper_problems
+    from kernels.paper.latex import paper_problems
 
     numbers = (built / "paper" / "generated" / "numbers.tex").read_text()
     assert "\\GdnChunkMsBFourTEightK}{n/a}" not in numbers and "\\SwigluCopyTBps}{n/a}" not in numbers

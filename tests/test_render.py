@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from kernels.paper import render, report_kit
+from kernels.paper import latex, render, report_kit
 
 
 def test_table_headers_and_index_are_escaped():
@@ -57,7 +57,7 @@ def test_paper_problems_finds_undefined_and_wide_boxes():
            "Overfull \\hbox (0.4pt too wide) in paragraph at lines 1--2\n"
            "Overfull \\hbox (1.5pt too wide) in paragraph at lines 5--6\n"
            "LaTeX Warning: Float too large for page by 376.7pt on input line 612.\n")
-    problems = render.paper_problems(log)
+    problems = latex.paper_problems(log)
     assert len(problems) == 3 and "Float too large" in problems[1] and "1.5pt" in problems[2]
 
 
@@ -207,3 +207,36 @@ def test_a_figures_caption_ends_in_the_note_macro_its_report_names(tmp_path):
     assert r"1 is FLA); error bars" in fig and r"this one's 10th. \GdnBwdUnmeasuredNote{}}" in fig
     speed = tex.split(r"\csname float@fig:gdn_speedup_main\endcsname", 1)[1].split(r"\end{figure}", 1)[0]
     assert "Note" not in speed  # a figure its report names no note for
+
+
+def _table_report(**attrs):
+    """A stand-in report module: one two-level table and the given attributes."""
+    import types
+
+    def two_levels(df: pd.DataFrame) -> pd.DataFrame:
+        """Two levels (ms).
+
+        Not in the caption."""
+        table = pd.DataFrame({("ms", "ours"): [1.5], ("ms", "eager"): [2.5]},
+                             index=pd.Index(["8192 × 14336"], name="shape"))
+        table.columns = pd.MultiIndex.from_tuples(table.columns)
+        return table
+    return types.SimpleNamespace(__name__="kernels.toy.report", TABLES={"toy_two": two_levels}, **attrs)
+
+
+def test_a_table_as_csv_has_its_caption_first_and_one_flat_column_per_level(tmp_path, monkeypatch):
+    monkeypatch.setattr(render, "report_module", lambda study: _table_report())
+    monkeypatch.setattr(render, "read_tidy", lambda path: pd.DataFrame())
+    out = tmp_path / "toy_two.csv"
+    render.render_table_csv("toy", "toy_two", "unused.csv", str(out))
+    lines = out.read_text().splitlines()
+    assert lines[0] == "# Two levels (ms)." and lines[1] == "shape,ms ours,ms eager"
+    back = pd.read_csv(out, comment="#")
+    assert back.to_dict("records") == [{"shape": "8192 × 14336", "ms ours": 1.5, "ms eager": 2.5}]
+
+
+def test_the_paper_sets_a_reports_paper_tables_and_refuses_one_it_lacks():
+    assert render.paper_tables(_table_report()) == ["toy_two"]
+    assert render.paper_tables(_table_report(PAPER_TABLES=())) == []
+    with pytest.raises(ValueError, match="PAPER_TABLES names \\['toy_one'\\]"):
+        render.paper_tables(_table_report(PAPER_TABLES=("toy_one",)))

@@ -9,14 +9,11 @@ with reproducible bytes).
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import logging
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,17 +21,13 @@ import numpy as np
 import pandas as pd
 
 from kernels.core import timing
-from kernels.paper import report_kit, style
-from kernels.core.timing import MIN_SPIN_US, SPIN_ENQUEUE_FACTOR
-from kernels.paper.report_kit import escape_latex
 from kernels.core.files import write_atomic
 from kernels.core.gpulease import record_path
+from kernels.core.timing import MIN_SPIN_US, SPIN_ENQUEUE_FACTOR
+from kernels.paper import report_kit, style
+from kernels.paper.report_kit import escape_latex
 
 log = logging.getLogger("kernels.paper.render")
-
-#: Debian packages that provide what the paper needs (LaTeX, latexmk, pdffonts).
-TEX_PACKAGES = ("latexmk texlive-latex-base texlive-latex-recommended texlive-science "
-                "lmodern poppler-utils")
 
 def read_tidy(path: str | os.PathLike) -> pd.DataFrame:
     """The tidy table of a study (an empty DataFrame when it has no rows)."""
@@ -130,6 +123,22 @@ def render_table(study: str, name: str, tidy_csv: str, out: str) -> None:
     and label that :func:`render_floats` defines before it reads this file."""
     table = report_module(study).TABLES[name](read_tidy(tidy_csv))
     write_atomic(out, table_float(table))
+
+
+def render_table_csv(study: str, name: str, tidy_csv: str, out: str) -> None:
+    """Write table ``name`` of ``study`` to ``out`` as CSV, the table a reader opens in place of a
+    page of the paper: a first line ``# <caption>`` (read it with ``pandas.read_csv(out,
+    comment="#")``), then one column per index level and per column (levels of a column joined by
+    a space: "ms cuBLAS + ours"), the values as the table rounds them. Every table of a report's
+    ``TABLES`` is written so; those of its ``PAPER_TABLES`` are also set in the paper."""
+    func = report_module(study).TABLES[name]
+    table = func(read_tidy(tidy_csv))
+    if isinstance(table.columns, pd.MultiIndex):
+        table.columns = [" ".join(str(level) for level in col if str(level)) for col in table.columns]
+    frame = table.reset_index() if any(table.index.names) else table
+    text = frame.to_csv(index=False, lineterminator="\n")
+    doc = (func.__doc__ or name).strip().split("\n\n")[0]
+    write_atomic(out, f"# {' '.join(doc.split())}\n{text}")
 
 
 def table_float(table: pd.DataFrame) -> str:
@@ -370,69 +379,6 @@ def render_numbers(studies: list[str], tidy_csvs: list[str], out: str,
     write_atomic(out, "\n".join(header + macro_lines(values)) + "\n")
 
 
-def paper_scratch(out_pdf: str | os.PathLike) -> Path:
-    """The folder :func:`build_paper` builds ``out_pdf`` in: ``latex/<name>`` under
-    ``$ARTIFACT_TMPDIR`` (default ``.tmp/``, as :func:`kernels.core.files.write_atomic`)."""
-    out = Path(out_pdf).resolve()
-    name = f"{out.parent.name}-{hashlib.sha1(str(out).encode()).hexdigest()[:8]}"
-    return Path(os.environ.get("ARTIFACT_TMPDIR", ".tmp"), "latex", name).resolve()
-
-
-def build_paper(main_tex: str, out_pdf: str, inputs: Sequence[str] = ()) -> None:
-    """Build ``main_tex`` with latexmk (pdflatex, bibtex) into ``out_pdf``.
-
-    The build runs in a scratch folder (:func:`paper_scratch`), emptied
-    first, that holds links to ``main_tex`` and ``inputs`` (the bibliography,
-    figures and generated tables: the rule's inputs) at their places relative
-    to one another; LaTeX writes its files there, and the PDF is then moved
-    to ``out_pdf`` atomically. So a killed build leaves ``out_pdf`` as it was,
-    and neither its leftovers nor LaTeX files beside ``main_tex`` reach the
-    next build. LaTeX's log is copied beside ``out_pdf`` (``main.log``).
-
-    Raises RuntimeError when latexmk is not installed, naming the Debian
-    packages to install, or when the build fails (the log's end is included).
-    """
-    if shutil.which("latexmk") is None:
-        raise RuntimeError(f"no TeX engine found (latexmk): install the Debian packages "
-                           f"`{TEX_PACKAGES}` to build the paper; every other output is made")
-    main = Path(main_tex).resolve()
-    files = sorted({main, *(Path(p).resolve() for p in inputs)})
-    root = Path(os.path.commonpath([f.parent for f in files]))
-    scratch = paper_scratch(out_pdf)
-    shutil.rmtree(scratch, ignore_errors=True)
-    for f in files:
-        link = scratch / f.relative_to(root)
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(f)
-    workdir = scratch / main.parent.relative_to(root)
-    env = dict(os.environ, FORCE_SOURCE_DATE="1",
-               SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", "0"))
-    cmd = ["latexmk", "-pdf", "-g", "-interaction=nonstopmode", "-halt-on-error", main.name]
-    # LaTeX prints a box's text in its font encoding (T1's bytes are not UTF-8)
-    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, encoding="utf-8", errors="replace")
-    built_log = workdir / main.with_suffix(".log").name
-    logtext = built_log.read_text(errors="replace") if built_log.exists() else ""
-    write_atomic(Path(out_pdf).with_suffix(".log"), logtext)
-    if proc.returncode != 0:
-        raise RuntimeError(f"latexmk failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{logtext[-3000:]}")
-    problems = paper_problems(logtext)
-    if problems:
-        raise RuntimeError("the paper built with problems:\n" + "\n".join(problems))
-    write_atomic(out_pdf, (workdir / main.with_suffix(".pdf").name).read_bytes())
-    log.info("built %s", out_pdf)
-
-
-def paper_problems(logtext: str) -> list[str]:
-    """Undefined references or citations, floats too large for their page (LaTeX cuts them off), and
-    overfull boxes wider than 1 pt, in a LaTeX log."""
-    problems = [line for line in logtext.splitlines()
-                if re.search(r"(Reference|Citation) .* undefined|There were undefined|Float too large", line)]
-    for match in re.finditer(r"Overfull \\[hv]box \(([\d.]+)pt too \w+\)[^\n]*", logtext):
-        if float(match.group(1)) > 1.0:
-            problems.append(match.group(0))
-    return problems
-
-
 def coverage_table(configured: dict[str, list[str]], frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Rows measured per study and implementation, by status, against the configured ones.
 
@@ -470,6 +416,18 @@ def caption(func) -> str:
     return escape_latex(" ".join(doc.split()))
 
 
+def paper_tables(report) -> list[str]:
+    """The tables of a report module set in the paper: its ``PAPER_TABLES`` (default: every table
+    of ``TABLES``); the others are the CSV files of :func:`render_table_csv` alone.
+
+    Raises ValueError naming a ``PAPER_TABLES`` entry that ``TABLES`` lacks."""
+    names = list(getattr(report, "PAPER_TABLES", report.TABLES))
+    unknown = [n for n in names if n not in report.TABLES]
+    if unknown:
+        raise ValueError(f"{report.__name__}.PAPER_TABLES names {unknown}, which are not in its TABLES")
+    return names
+
+
 def render_floats(study: str, out: str) -> None:
     """Write the LaTeX figure and table environments of ``study`` to ``out``, each
     defined, not placed: the paper places one with ``\\placefloat{fig:<name>}`` (or
@@ -492,7 +450,8 @@ def render_floats(study: str, out: str) -> None:
             r"\begin{figure}[tbp]", r"\centering",
             rf"\fitgraphics{{{name}.pdf}}",
             rf"\caption{{{caption(func)}{note}}}", rf"\label{{fig:{name}}}", r"\end{figure}}"]))
-    for name, func in report.TABLES.items():
+    for name in paper_tables(report):
+        func = report.TABLES[name]
         parts.append("\n".join([
             rf"\expandafter\def\csname float@tab:{name}\endcsname{{%",
             rf"\def\tablecaption{{\caption{{{caption(func)}}}\label{{tab:{name}}}}}%",

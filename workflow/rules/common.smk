@@ -14,7 +14,7 @@ from kernels.core.env import gpu_slug
 from kernels.core.files import write_atomic
 from kernels.core.fingerprint import fingerprint
 from kernels.core.gpulease import record_path
-from kernels.paper import provenance
+from kernels.paper import provenance, render
 
 # A lock left by a run that was killed: Snakemake refuses the run (LockException, "--unlock"; a dry
 # run or --nolock only warns) and does not say that the killed run's jobs may still be running;
@@ -636,11 +636,15 @@ def report_module(study):
 
 FIGURES = {s: sorted(report_module(s).FIGURES) for s in STUDIES}
 TABLES = {s: sorted(report_module(s).TABLES) for s in STUDIES}
+# the tables set in the paper (a report's PAPER_TABLES); every table is also a CSV file under
+# results/tables/, where the paper sends a reader for those it does not set
+PAPER_TABLES = {s: sorted(render.paper_tables(report_module(s))) for s in STUDIES}
 
 ALL_FIGURES = [f"{FIGURES_DIR}/{name}.pdf" for s in STUDIES for name in FIGURES[s]]
 ALL_TABLES = [
-    f"{PAPER_DIR}/generated/{name}.tex" for s in STUDIES for name in TABLES[s]
+    f"{PAPER_DIR}/generated/{name}.tex" for s in STUDIES for name in PAPER_TABLES[s]
 ]
+ALL_CSV_TABLES = [f"{RESULTS}/tables/{name}.csv" for s in STUDIES for name in TABLES[s]]
 ALL_FLOATS = [f"{PAPER_DIR}/generated/{s}_floats.tex" for s in STUDIES]
 # each claim on every committed GPU model, and device time on one model over another's (rule models)
 MODELS = {
@@ -665,6 +669,7 @@ ALL_OUTPUTS = [
     *[f"{TIDY}/{s}.csv" for s in STUDIES],
     *ALL_FIGURES,
     *ALL_TABLES,
+    *ALL_CSV_TABLES,
     *ALL_FLOATS,
     *PAPER_WIDE,
 ]
