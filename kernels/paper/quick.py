@@ -63,7 +63,10 @@ def committed_runs(raw: str | Path, studies, quick_sections: dict[str, dict], fi
     """The rows of every model folder of ``raw`` (``data/raw``; ``cpu`` is none) that are cases of the
     quick run (:func:`kernels.paper.rows.configured_cases` of ``quick_sections``; the others are not
     read), per model, ``first`` first where it has rows, the others sorted by name; a model whose folder
-    holds rows of none of ``studies`` is left out.
+    holds rows of none of ``studies`` is left out. Each row's recorded roles are dropped, so that its
+    roles are those the quick sections give its case (:func:`kernels.paper.collect.with_roles`), as
+    the quick run's own rows have them: a verdict that reads rows by role (the CUDA-graph pairs, the
+    published configurations) reads the same cases on both sides.
 
     Raises:
         ValueError: a committed row fails its schema (:func:`kernels.paper.claims.load_run`).
@@ -74,7 +77,8 @@ def committed_runs(raw: str | Path, studies, quick_sections: dict[str, dict], fi
                          key=lambda p: (p.name != first, p.name)):
         paths = sorted(str(p) for s in studies for p in Path(folder, s).glob("*.jsonl"))
         if paths:
-            out[folder.name] = load_run(paths, only=expected)
+            out[folder.name] = [{k: v for k, v in row.items() if k != rows.ROLES}
+                                for row in load_run(paths, only=expected)]
     return out
 
 
