@@ -275,6 +275,25 @@ def test_the_appendix_follows_the_committed_second_run(built):
 
 @pytest.mark.slow
 @needs_tex
+def test_every_committed_run_is_listed_in_the_table_of_runs(built):
+    """Each study folder of each data/raw/<model>/ and of each data/reproductions/<name>/ is a run of
+    results/runs.csv and of Table tab:runs, which the appendix places and cites."""
+    import pandas as pd
+
+    table = pd.read_csv(built / "results" / "runs.csv")
+    listed = set(zip(table["folder"].map(lambda f: str(Path(f))), table["study"]))
+    folders = {(str(p.parent.parent.relative_to(ROOT)), p.parent.name)
+               for base in ("raw", "reproductions") for p in (ROOT / "data" / base).glob("*/*/*.jsonl")}
+    assert folders and folders <= listed, f"not in results/runs.csv: {sorted(folders - listed)}"
+    tex = (built / "paper" / "generated" / "runs.tex").read_text()
+    assert all(Path(folder).name in tex for folder, _ in folders)
+    assert "\\RunsTable" in MAIN.read_text() and "tab:runs" in _cited(MAIN.read_text())
+    assert "Every measuring run in" in subprocess.run(["pdftotext", str(built / "paper" / "main.pdf"), "-"],
+                                                      capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.slow
+@needs_tex
 def test_no_ratio_whose_interval_holds_one_is_called_faster_or_slower(built):
     """Where the text words a ratio by hand (``faster``/``slower`` within the clause after
     ``\\<ratio>$\\times$``), its interval as rendered (``\\<ratio>Ci``) does not hold 1.0."""

@@ -653,6 +653,9 @@ MODELS = {
     "ratios": f"{RESULTS}/models_device_time.csv",
     "figure": f"{FIGURES_DIR}/models_device_time.pdf",
     "spread": f"{RESULTS}/gpu_spread.csv",
+    # every measuring run of data/, its role and outcome (kernels/paper/runs.py)
+    "runs": f"{RESULTS}/runs.csv",
+    "runs_tex": f"{PAPER_DIR}/generated/runs.tex",
 }
 # every second and third run of a study in the data, each against its model's committed rows: the
 # same-model spread (rule models, kernels.paper.reproduce.spread_table)

@@ -38,6 +38,7 @@ if not SUBSET_LEFT_OUT:
             f"{PAPER_DIR}/generated/provenance.tex",
             MODELS["tex"],
             MODELS["figure"],
+            MODELS["runs_tex"],
             # the appendix on a second run: its figure and table when there is one
             [
                 REPRO["snippet"],

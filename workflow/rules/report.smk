@@ -224,6 +224,8 @@ rule models:
         ratios=MODELS["ratios"],
         figure=MODELS["figure"],
         spread=MODELS["spread"],
+        runs=MODELS["runs"],
+        runs_tex=MODELS["runs_tex"],
     log:
         f"{LOGS}/models.log",
     conda:
@@ -236,8 +238,13 @@ rule models:
         timing=config["timing"],
         reproductions=lambda w: REPRODUCTIONS,
         tolerance=config["reproduce"]["tolerance"],
+        # the run the reproduction check compares, of each model and study: a role of Table runs
+        checked=config["reproduce"]["committed"],
+        min_within=config["reproduce"]["min_within"],
         code=code_version(
             "kernels/paper/models.py",
+            "kernels/paper/runs.py",
+            "kernels/paper/reproduce_report.py",
             "kernels/paper/gpu_factor.py",
             "kernels/paper/reproduce.py",
             "kernels/paper/claims.py",

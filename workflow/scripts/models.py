@@ -1,5 +1,6 @@
 """Snakemake script of rule `models`: each claim on every committed GPU model, device time across models,
-and the GPU factor of every second and third run against its model's committed rows."""
+the GPU factor of every second and third run against its model's committed rows, and every measuring run
+with its role and outcome."""
 
 from kernels.core.logs import setup_logging
 from kernels.paper.models import render_models
@@ -8,4 +9,5 @@ setup_logging(snakemake.log[0])  # noqa: F821
 params, out = snakemake.params, snakemake.output  # noqa: F821
 render_models(params.raw, params.gpu, list(params.studies), {s: dict(v) for s, v in params.sections.items()},
               dict(params.timing), out.tex, out.claims, out.ratios, out.figure, reproductions=params.reproductions,
-              out_spread=out.spread, tolerance=float(params.tolerance))
+              out_spread=out.spread, tolerance=float(params.tolerance), runs_out=(out.runs, out.runs_tex),
+              checked=dict(params.checked), min_within=float(params.min_within))
