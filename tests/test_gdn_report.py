@@ -145,6 +145,37 @@ def test_fla_backward_dispatch_says_whether_every_backward_row_of_fla_ran_tilela
     assert report.fla_backward_dispatch(report.derive(df)) == {"GdnFlaBwdTileLang": "true"}
 
 
+def _legend(fig) -> list[str]:
+    texts = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    plt.close(fig)
+    return texts
+
+
+def test_fla_is_named_by_the_kernels_its_backward_rows_ran():
+    """Where FLA's backward rows ran TileLang kernels (their ``dispatch``), the backward figures' legends,
+    the backward table's column and the kernel table's backward blocks name it "FLA (TileLang)"; its
+    forward keeps "FLA"; rows that record no TileLang keep "FLA" everywhere."""
+    df = pd.concat([tidy(), bwd_tidy()], ignore_index=True)
+    main = (df.batch == 4) & (df.seqlen == 8192) & (df.heads == 16) & df.impl.isin(["chunk", "fla_chunk"])
+    df["kernels"] = np.where(main, json.dumps([{"name": "k", "calls": 1, "us": 10.0}]), None)
+    plain = report.derive(df)
+    fla_bwd = (df.impl == "fla_chunk") & (df["pass"] != "fwd")
+    tile = report.derive(df.assign(dispatch=np.where(fla_bwd, "tilelang", "fla_triton")))
+    for derived, bwd_name in ((plain, "FLA"), (tile, "FLA (TileLang)")):
+        assert bwd_name in _legend(report.fig_bwd_speedup_main(derived))
+        assert bwd_name in _legend(report.fig_fwdbwd_time_vs_seqlen(derived))
+        assert bwd_name in _legend(report.fig_peak_memory(derived))
+        assert "FLA" in _legend(report.fig_time_vs_seqlen(derived))  # the forward's
+        assert bwd_name in report.TABLES["gdn_bwd"](derived).columns
+        kernels = report.TABLES["gdn_kernels"](derived).index.droplevel("kernel").unique()
+        assert {("forward", "FLA"), ("backward", bwd_name), ("forward + backward", bwd_name)} <= set(kernels)
+    assert "FLA" not in _legend(report.fig_bwd_speedup_main(tile))
+    # one backward row of FLA without TileLang: its backward is no longer all TileLang's
+    mixed = df.assign(dispatch=np.where(fla_bwd, "tilelang", "fla_triton"))
+    mixed.loc[fla_bwd.idxmax(), "dispatch"] = "fla_triton"
+    assert "FLA" in report.TABLES["gdn_bwd"](report.derive(mixed)).columns
+
+
 def test_main_rows_are_the_rows_of_role_main():
     """The tables and figures of the main shapes take the rows the config calls main, whatever their shape."""
     df = report.derive(pd.concat([tidy(), bwd_tidy()], ignore_index=True))

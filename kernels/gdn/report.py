@@ -95,6 +95,31 @@ def _label(impl: str) -> str:
     return style.label("gdn", impl)
 
 
+def _ran_tilelang(rows: pd.DataFrame) -> bool:
+    """Whether ``rows`` has timed rows and every one records TileLang among the modules its call
+    loaded (its ``dispatch``, module names joined by "+")."""
+    d = rows[rows["device_ms"].notna()]
+    loaded = d["dispatch"].map(lambda cell: isinstance(cell, str) and "tilelang" in cell.split("+"))
+    return bool(len(d)) and bool(loaded.all())
+
+
+#: FLA's display name on its backward rows (passes ``bwd`` and ``fwdbwd``, the only ones it names) where
+#: those ran TileLang kernels (:func:`_labels`): its gated ``chunk_bwd_dqkwg`` on Hopper with Triton 3.4
+#: to 3.7.0, FLA issue 640; its forward's rows keep "FLA".
+FLA_TILELANG = f"{_label('fla_chunk')} (TileLang)"
+
+
+def _labels(d: pd.DataFrame) -> dict[str, str]:
+    """The display name of each implementation of rows ``d`` in a legend or a table's columns
+    (:func:`_label`), FLA's :data:`FLA_TILELANG` where ``d`` holds backward rows of FLA (passes
+    ``bwd`` and ``fwdbwd``) and each timed one ran TileLang (:func:`_ran_tilelang`); FLA's forward
+    rows alone keep "FLA"."""
+    out = {i: _label(i) for i in _impls(d)}
+    if "fla_chunk" in out and _ran_tilelang(d[(d["impl"] == "fla_chunk") & (d["pass"] != "fwd")]):
+        out["fla_chunk"] = FLA_TILELANG
+    return out
+
+
 def _time_vs_seqlen(df: pd.DataFrame, pas: str, what: str):
     """Median device time of pass ``pas`` against sequence length (:func:`_sweep_rows`): lines on
     log-log axes where three or more lengths were measured; grouped bars per length (linear axis)
@@ -103,14 +128,14 @@ def _time_vs_seqlen(df: pd.DataFrame, pas: str, what: str):
     d = _sweep_rows(_pass(df, pas))
     pal = style.palette("gdn", _impls(df))
     lengths = sorted(d["seqlen"].unique())
+    labels = _labels(d)
     if 0 < len(lengths) < 3:
-        impls = _impls(d)
         bars = d.sort_values("seqlen").assign(length=lambda x: [f"T{int(t)}" for t in x["seqlen"]])
-        kit.grouped_bars(ax, bars, "device_ms", "length", impls, pal, {i: _label(i) for i in impls})
+        kit.grouped_bars(ax, bars, "device_ms", "length", _impls(d), pal, labels)
     elif lengths:
         for impl in _impls(d):
             s = d[d["impl"] == impl].sort_values("seqlen")
-            ax.plot(s["seqlen"], s["device_ms"], marker="o", label=_label(impl), color=pal[impl],
+            ax.plot(s["seqlen"], s["device_ms"], marker="o", label=labels[impl], color=pal[impl],
                     linestyle="-" if len(s) >= 3 else "none")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -174,7 +199,7 @@ def _bars(ax, d, col, values=False):
             s = rows[col]
             err = np.vstack([(s - rows["speedup_low"]).clip(lower=0), (rows["speedup_high"] - s).clip(lower=0)])
             yerr[impl] = None if np.isnan(err).all() else np.nan_to_num(err)
-    kit.grouped_bars(ax, d, col, "shape", impls, style.palette("gdn", impls), {i: _label(i) for i in impls}, yerr)
+    kit.grouped_bars(ax, d, col, "shape", impls, style.palette("gdn", impls), _labels(d), yerr)
     values_max = pd.to_numeric(d[col], errors="coerce").max()
     if values:
         for bars in ax.containers:
@@ -257,7 +282,7 @@ def bwd_unmeasured_note(df: pd.DataFrame) -> str:
     d = pd.concat([_main_rows(_pass(df, p)) for p in ("bwd", "fwdbwd")])
     shapes = list(dict.fromkeys(zip(d["batch"], d["seqlen"], d["heads"])))
     limits = kit.study_config("gdn").get("backward", {}).get("impl_shapes", {})
-    notes = []
+    notes, labels = [], _labels(d)
     for impl in _impls(d):
         mine = d[d["impl"] == impl]
         have = set(zip(mine["batch"], mine["seqlen"], mine["heads"]))
@@ -266,7 +291,7 @@ def bwd_unmeasured_note(df: pd.DataFrame) -> str:
             continue
         allowed = [(c["batch"], c["seqlen"], c["heads"]) for c in limits.get(impl, []) if isinstance(c, dict)]
         outside = [s for s in lacking if allowed and s not in allowed]
-        text = f"{_label(impl)} has no bar at {_shape_list(lacking)}"
+        text = f"{labels[impl]} has no bar at {_shape_list(lacking)}"
         if outside:
             why = f", as {LIMITED_WHY[impl]}" if impl in LIMITED_WHY else ""
             text += f": of these shapes the sweep times its backward at {_shape_list(s for s in shapes if s in allowed)} only{why}"
@@ -309,7 +334,8 @@ def table_bwd(df: pd.DataFrame) -> pd.DataFrame:
     mem = mem[~mem.index.duplicated()]
     t["peak GiB, ours"] = [mem.get(s) if p == style.pass_label("fwdbwd") else np.nan for p, s in t.index]
     t["peak GiB, ours"] = t["peak GiB, ours"].astype(float).round(2)
-    t.columns = [_label(i) if i in ORDER else i for i in t.columns]
+    labels = _labels(d)
+    t.columns = [labels.get(i, i) for i in t.columns]
     t.index.names, t.columns.name = ["pass", "shape"], None
     return t
 
@@ -318,7 +344,19 @@ def table_kernels(df: pd.DataFrame) -> pd.DataFrame:
     """Where the time goes at B4 T8192 H16: device time of each kernel of one call (µs;
     torch.profiler, L2 not flushed) per implementation and pass, longest first, with its share of
     the implementation's total; kernels under 2 % of it are summed as other."""
-    return kit.kernel_table(df, ORDER, study="gdn")
+    t = kit.kernel_table(df, ORDER, study="gdn")
+    if t.empty:
+        return t
+    # FLA's name in each pass's block from the rows that the breakdown of that block comes from (_labels)
+    rows = _tidy(df)
+    rows = rows[rows["kernels"].notna() & (rows["status"] == "ok")]
+    names = {style.pass_label(p): _labels(rows[rows["pass"] == p]).get("fla_chunk") for p in rows["pass"].unique()}
+    index = t.index.to_frame(index=False)
+    fla = index["implementation"] == _label("fla_chunk")
+    index.loc[fla, "implementation"] = [names.get(p) or n for p, n in zip(index.loc[fla, "pass"],
+                                                                         index.loc[fla, "implementation"])]
+    t.index = pd.MultiIndex.from_frame(index)
+    return t
 
 
 def _published_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -456,9 +494,8 @@ def fla_backward_dispatch(df: pd.DataFrame) -> dict[str, str]:
     its gated ``chunk_bwd_dqkwg`` in TileLang on Hopper with Triton 3.4 to 3.7.0, FLA issue 640),
     else "false": the paper's switch ``\\ifGdnFlaBwdTileLang``."""
     rows = _tidy(df)
-    d = rows[(rows["impl"] == "fla_chunk") & (rows["pass"] != "fwd") & rows["device_ms"].notna()]
-    tilelang = d["dispatch"].fillna("").astype(str).str.split("+").map(lambda loaded: "tilelang" in loaded)
-    return {"GdnFlaBwdTileLang": "true" if len(d) and tilelang.all() else "false"}
+    return {"GdnFlaBwdTileLang": "true" if _ran_tilelang(rows[(rows["impl"] == "fla_chunk") & (rows["pass"] != "fwd")])
+            else "false"}
 
 
 #: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
