@@ -123,8 +123,15 @@ def _plot(ax, line: pd.Series, **kw) -> None:
     ax.plot(line.index, line.values, **kw)
 
 
+#: What the line styles of the time figure stand for (:func:`fig_latency`): each implementation's device
+#: time and its latency, launched from Python, in its one colour.
+LATENCY_STYLE = {"linestyle": ":"}
+TIME_STYLES = {"device time": {"linestyle": "-", "marker": "o"}, "latency (launched from Python)": LATENCY_STYLE}
+
+
 def _size_panels(df: pd.DataFrame, metric: str, ylabel: str, title: str):
-    """One panel per pass: metric against numel, one line per impl (median over shapes)."""
+    """One panel per pass: metric against numel, one line per impl (median over shapes); of device
+    time (``us``), each implementation's latency too, in its colour, dotted (:data:`TIME_STYLES`)."""
     data = _elementwise(df)
     flat = data[data["series"].eq("flat")]
     data = flat if not flat.empty else data
@@ -140,7 +147,7 @@ def _size_panels(df: pd.DataFrame, metric: str, ylabel: str, title: str):
                   linestyle="--" if copy else "-", linewidth=1.6 if copy else 1.0)
             if metric == "us" and not copy:  # the latency of the same calls, launched from Python
                 lat = sub[sub["impl"].eq(impl)].groupby("numel")["latency_us"].median().sort_index().dropna()
-                _plot(ax, lat, color=colors[impl], linestyle=":", linewidth=0.8)
+                _plot(ax, lat, color=colors[impl], **LATENCY_STYLE, linewidth=1.0)
         if metric == "gbps":
             for gpu in sub["gpu"].unique():
                 if gpu in PEAK_GBPS:
@@ -156,7 +163,7 @@ def _size_panels(df: pd.DataFrame, metric: str, ylabel: str, title: str):
         ax.set_xlabel("elements")
         ax.set_ylabel(ylabel)
     fig.tight_layout()
-    style.legend_below(fig, axes[0], ncol=5)
+    style.legend_below(fig, axes[0], ncol=5, styles=TIME_STYLES if metric == "us" else None)
     return fig
 
 
@@ -166,10 +173,10 @@ def _size_panels(df: pd.DataFrame, metric: str, ylabel: str, title: str):
 
 def fig_latency(df: pd.DataFrame):
     """SwiGLU time against size (bfloat16, the flat series: rows of one hidden size, more rows for
-    more elements): median device time in µs per implementation and pass (solid), the latency of
-    the same calls launched from Python (dotted, same colour) and the device-to-device copy of the
-    same bytes (dashed)."""
-    return _size_panels(df, "us", "median device time (µs)", "time")
+    more elements): median device time in µs per implementation and pass (solid, with markers), the
+    latency of the same calls launched from Python (dotted, in the implementation's colour) and the
+    device-to-device copy of the same bytes (dashed)."""
+    return _size_panels(df, "us", "median (µs)", "time")
 
 
 def fig_bandwidth(df: pd.DataFrame):
