@@ -226,6 +226,28 @@ def test_the_report_fits_the_slopes_finds_the_crossover_and_gives_the_verdicts()
         fig(df)
 
 
+def _with_repetitions(df: pd.DataFrame, spread: float = 0.01) -> pd.DataFrame:
+    """``df`` with 21 device-time repetitions per row, evenly spread ``spread`` either side of its median."""
+    return df.assign(device_times_ms=[list(ms * np.linspace(1 - spread, 1 + spread, 21)) for ms in df["device_ms"]])
+
+
+def test_the_crossover_lies_between_the_lengths_where_the_speedups_intervals_decide():
+    """``LongctxCrossover<Impl><Pass>Ci``: from the longest length at which our prefill is slower than the fastest
+    attention by its speedup's interval (wholly below 1) to the shortest from which it is faster at every length
+    (wholly above 1); a length whose interval holds 1 decides neither way."""
+    df = _with_repetitions(_synthetic())
+    m = report.macros(df)
+    # ours and cuDNN equal at 8K: its interval holds 1, so the crossover lies between 4K (slower) and 16K (faster)
+    assert m["LongctxCrossoverChunkFwd"] == "8K" and m["LongctxCrossoverChunkFwdCi"] == "[4K, 16K]"
+    # ours 1.5 times slower: 0.67 times the fastest attention at 8K, 1.33 at 16K (the crossover at 12K)
+    slower = df.copy()
+    ours = slower["impl"].eq("chunk")
+    slower.loc[ours, ["device_ms", "q10_ms", "q90_ms"]] *= 1.5
+    m = report.macros(report.derive(_with_repetitions(slower)))
+    assert m["LongctxCrossoverChunkFwd"] == "12K" and m["LongctxCrossoverChunkFwdCi"] == "[8K, 16K]"
+    assert report.crossover_interval(_synthetic(), "chunk") == "n/a"  # no repetitions: no intervals
+
+
 def test_the_memory_figure_names_the_series_that_coincide():
     df = _synthetic()  # every prefill needs the same memory, attention's decode the same cache
     df.loc[df["impl"].isin(report.GDN), "peak_mem_gib"] *= 4

@@ -172,6 +172,38 @@ def test_the_bandwidth_shares_carry_their_intervals(tidy):
     assert low < float(m["SwigluSeedFwdPctPeakRange"]) < high and high - low > 1
 
 
+def test_the_share_of_host_overhead_a_graph_removes_carries_its_interval(tidy):
+    """The share of a launched decode call's host overhead that a CUDA graph's replay removes, per case,
+    with the percentile-bootstrap interval of the three timings' repetitions resampled apart (the launched
+    latencies, its device times, the replayed latencies); of the range, from its lowest to its highest end."""
+    from kernels.paper import report_kit as kit
+
+    m = report.macros(report.derive(tidy))
+    assert m["SwigluGraphRemovedPctRangeCi"] == "[92, 130]"  # every repetition the same: the shares themselves
+    rng = np.random.default_rng(1)
+    noisy = tidy.copy()
+    for i in noisy.index[noisy["series"].eq("decode")]:
+        device = noisy.at[i, "device_ms"] * (1 + 0.05 * rng.standard_normal(40))
+        latency = (noisy.at[i, "device_ms"] + 0.005) * (1 + 0.05 * rng.standard_normal(30))
+        noisy.loc[i, ["device_ms", "latency_ms"]] = np.median(device), np.median(latency)
+        noisy.at[i, "device_times_ms"], noisy.at[i, "times_ms"] = json.dumps(list(device)), json.dumps(list(latency))
+    d = report.derive(noisy)
+    shares = report._graph_removed(kit.with_role(d[d["status"].eq("ok") & d["pass"].eq("fwd")], "decode"))
+    assert len(shares) == 6 and all(r.low < r.value < r.high for r in shares)  # eager and ours at 3 sizes each
+    # the first case (ours, "decode", at 1 token): its interval by hand
+    rows = d[d["series"].eq("decode") & d["impl"].eq("decode") & d["tokens"].eq(1)]
+    launched, replayed = rows[rows["launch"].eq("stream")].iloc[0], rows[rows["launch"].eq("graph")].iloc[0]
+    draw = np.random.default_rng(kit.SEED)
+    lat, dev, graph = (kit.resampled_medians(draw, kit.repetitions(c)) for c in
+                       (launched["times_ms"], launched["device_times_ms"], replayed["times_ms"]))
+    low, high = kit.level_bounds(100 * (lat - graph) / (lat - dev))
+    assert (shares[0].low, shares[0].high) == pytest.approx((low, high))
+    assert shares[0].value == pytest.approx(100 * (launched["latency_us"] - replayed["latency_us"])
+                                            / (launched["latency_us"] - launched["us"]))
+    text = report.macros(d)["SwigluGraphRemovedPctRangeCi"]
+    assert text == f"[{math.floor(min(r.low for r in shares))}, {math.ceil(max(r.high for r in shares))}]"
+
+
 @pytest.mark.parametrize("gpu, peak, label", [("h200", 4800.0, "H200"), ("h100-80gb-hbm3", 3350.0, "H100 80GB HBM3")])
 def test_each_measured_gpu_model_has_its_datasheet_bandwidth(tidy, gpu, peak, label):
     """The H200's and the H100's rows (data/raw/h200, data/raw/h100-80gb-hbm3) are each compared with their

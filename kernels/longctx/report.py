@@ -398,12 +398,37 @@ def _bracket(df: pd.DataFrame, impl: str, pas: str, at: float) -> tuple[float, f
     return (below[-1] if below else np.nan), (above[0] if above else np.nan)
 
 
+def crossover_interval(df: pd.DataFrame, impl: str, pas: str = "fwd") -> str:
+    """The measured lengths between which GDN ``impl``'s prefill (pass ``pas``) overtakes the fastest
+    attention, given the speedups' intervals, as ``[L, H]`` (tokens, :func:`kernels.paper.style.tokens`).
+    At each length at which both were timed (:func:`_paired`), the speedup over the fastest attention
+    there has its :data:`~kernels.paper.report_kit.LEVEL` interval (:func:`_vs_attention`); H is the
+    shortest length from which every interval lies wholly above 1 (``impl`` faster at H and at every
+    longer length), "above" the longest where the longest's does not; L is the longest length shorter
+    than H whose interval lies wholly below 1 (``impl`` slower), "below" the shortest where none does.
+    Between L and H the intervals hold 1 or do not stay above it, so the length from which ``impl`` is
+    the faster lies between them, wherever :func:`crossover_of` interpolates it.
+    :data:`~kernels.paper.style.MISSING` without a length with a finite interval."""
+    lengths = list(_paired(df, impl, pas)["seqlen"])
+    speedups = [_vs_attention(df, impl, pas, t) for t in lengths]
+    if not any(np.isfinite(r.low) and np.isfinite(r.high) for r in speedups):
+        return style.MISSING
+    first = len(lengths)  # the index of H: from it on, every interval above 1
+    while first and speedups[first - 1].low > 1.0:
+        first -= 1
+    slower = [t for t, r in zip(lengths[:first], speedups[:first]) if r.high < 1.0]
+    low = style.tokens(slower[-1]) if slower else f"below {style.tokens(lengths[0])}"
+    high = style.tokens(lengths[first]) if first < len(lengths) else f"above {style.tokens(lengths[-1])}"
+    return f"[{low}, {high}]"
+
+
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text: each implementation's slope of each series with its interval
     (``LongctxSlope<Impl><Series>``, ``...Low``, ``...High``); where our and the other GDN kernels
     overtake the fastest attention in prefill (``LongctxCrossover<Impl><Pass>``, ``...Low``,
-    ``...High``, in K tokens, and ``...Between``, the measured lengths it is interpolated between,
-    :func:`_bracket`); at each table length (``T<size>``, :func:`kernels.paper.report_kit.size_name`)
+    ``...High``, in K tokens, ``...Between``, the measured lengths it is interpolated between,
+    :func:`_bracket`, and ``...Ci``, those between which it lies given the speedups' 95 % intervals,
+    :func:`crossover_interval`); at each table length (``T<size>``, :func:`kernels.paper.report_kit.size_name`)
     the prefill times (``LongctxMs<Impl><Pass>T...``, ms), the decode step (``LongctxDecodeUs<Impl>T...``,
     and ``LongctxDecodeGraphLatencyUs<Impl>T...``, µs), decode's memory (``LongctxCacheMib<Impl>T...``)
     and the GDN speedups over the fastest attention (``LongctxSpeedup<Impl><Pass>T...``, and ``...Ci`` their
@@ -433,6 +458,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             m[name] = _cross_text(cross, cross.seqlen, rows) if cross.where != "none" else style.MISSING
             m[name + "Low"] = _cross_text(cross, cross.low, rows) if cross.where != "none" else style.MISSING
             m[name + "High"] = _cross_text(cross, cross.high, rows) if cross.where != "none" else style.MISSING
+            m[name + "Ci"] = crossover_interval(d, impl, pas) if cross.where != "none" else style.MISSING
             lo, hi = _bracket(d, impl, pas, cross.seqlen)
             m[name + "Between"] = f"{style.tokens(lo)} and {style.tokens(hi)}" if np.isfinite(hi) else style.MISSING
     for t in cfg["table_seqlens"]:

@@ -394,7 +394,7 @@ def ratios(base: pd.DataFrame, rows: pd.DataFrame, keys: Sequence[str], col: str
     return [ratio(ref[key], row[col]) for _, row in rows.iterrows() if (key := tuple(row[k] for k in keys)) in ref]
 
 
-def interval(values: Ratio | Sequence[Ratio], digits: int = 2, scale: float = 1.0) -> str:
+def interval(values: Ratio | Sequence[Ratio], digits: int = 2, scale: float = 1.0, ties: bool = True) -> str:
     """The :data:`LEVEL` interval of a ratio as the text writes it after the ratio, with ``digits``
     decimals like the ratio itself, rounded outwards (the lower end down, the upper end up) so that
     it holds the ratio as printed: ``[0.99, 1.05]``, followed by ``(tie)`` when it holds 1.0
@@ -402,7 +402,9 @@ def interval(values: Ratio | Sequence[Ratio], digits: int = 2, scale: float = 1.
     :func:`span` of their values), from the lowest lower end to the highest upper end, with ``(tie)``
     when every interval holds 1.0 and ``(k of n ties)`` when k do. ``scale``: the factor by which the
     text prints the ratio (100 for a share in %: ``[91.2, 93.0]`` of a ratio of 0.92); the ties are
-    those of the ratio itself. :data:`kernels.paper.style.MISSING` when none is finite."""
+    those of the ratio itself; without ``ties`` (a quantity that is no ratio of two times, a share of
+    a time, whose 1.0 means no tie), none is written. :data:`kernels.paper.style.MISSING` when none
+    is finite."""
     rs = [values] if isinstance(values, Ratio) else list(values)
     rs = [r for r in rs if np.isfinite(r.low) and np.isfinite(r.high)]
     if not rs:
@@ -411,10 +413,10 @@ def interval(values: Ratio | Sequence[Ratio], digits: int = 2, scale: float = 1.
     low = math.floor(min(r.low for r in rs) * scale * unit + 1e-9) / unit  # 1e-9: 1.04 * 100 is 104.00000000000001
     high = math.ceil(max(r.high for r in rs) * scale * unit - 1e-9) / unit
     text = f"[{fmt(low, digits)}, {fmt(high, digits)}]"
-    ties = sum(r.tie for r in rs)
-    if ties == len(rs):
+    tied = sum(r.tie for r in rs) if ties else 0
+    if tied == len(rs):
         return f"{text} (tie)"
-    return f"{text} ({ties} of {len(rs)} ties)" if ties else text
+    return f"{text} ({tied} of {len(rs)} ties)" if tied else text
 
 
 def tie_word(r: Ratio, above: str = "faster", below: str = "slower") -> str:

@@ -423,17 +423,41 @@ def _gemm_shapes() -> list[tuple[int, int]]:
     return list(dict.fromkeys(shapes))
 
 
-def _graph_removed_pct(dec: pd.DataFrame) -> list[float]:
+def _graph_removed(dec: pd.DataFrame) -> list[kit.Ratio]:
     """Of decode rows ``dec`` (ok, forward), for each implementation and shape timed both launched
     (``stream``) and replayed from a CUDA graph: the share of the launched call's host overhead
-    (latency minus device time, medians) that the replay removes, (launched latency - replayed
-    latency) / launched host overhead, in % (of each one's median where several rows share a case)."""
+    (latency minus device time) that the replay removes, (launched latency - replayed latency) /
+    launched host overhead, in %, of the medians (of each one's median where several
+    rows share a case), with its :data:`~kernels.paper.report_kit.LEVEL` percentile-bootstrap interval:
+    each of :data:`~kernels.paper.report_kit.RESAMPLES` resamples draws the launched row's latencies
+    (``times_ms``), its device times (``device_times_ms``: timed in a loop of their own, so drawn
+    independently) and the replayed row's latencies with replacement, and takes the share of the three
+    medians; the interval runs between that share's 2.5 % and 97.5 % quantiles (seeded with
+    :data:`~kernels.paper.report_kit.SEED` per case; the repetitions of rows that share a case pooled).
+    A case without repetitions has a NaN interval."""
     keys = ["impl", "dtype", *SHAPE]
-    stream, graph = (dec[dec["launch"].eq(launch)].groupby(keys)[["latency_us", "us"]].median()
-                     for launch in ("stream", "graph"))
+    launched, replayed = (dec[dec["launch"].eq(launch)] for launch in ("stream", "graph"))
+    stream, graph = (d.groupby(keys)[["latency_us", "us"]].median() for d in (launched, replayed))
     both = stream.index.intersection(graph.index)
-    overhead = stream.loc[both, "latency_us"] - stream.loc[both, "us"]
-    return list(100.0 * (stream.loc[both, "latency_us"] - graph.loc[both, "latency_us"]) / overhead)
+    shares = (stream.loc[both, "latency_us"] - graph.loc[both, "latency_us"]) / (
+        stream.loc[both, "latency_us"] - stream.loc[both, "us"])
+    launched, replayed = (dict(list(d.groupby(keys))) for d in (launched, replayed))
+
+    def pooled(rows: pd.DataFrame, col: str) -> np.ndarray:
+        return np.concatenate([kit.repetitions(c) for c in rows[col]] or [np.empty(0)])
+
+    out = []
+    for case, share in shares.items():
+        reps = (pooled(launched[case], kit.LATENCY_REPS), pooled(launched[case], kit.DEVICE_REPS),
+                pooled(replayed[case], kit.LATENCY_REPS))
+        if min(r.size for r in reps) == 0:
+            out.append(kit.Ratio(float(100.0 * share), np.nan, np.nan))
+            continue
+        rng = np.random.default_rng(kit.SEED)
+        lat, dev, graph_lat = (kit.resampled_medians(rng, r) for r in reps)
+        low, high = kit.level_bounds(100.0 * (lat - graph_lat) / (lat - dev))
+        out.append(kit.Ratio(float(100.0 * share), low, high))
+    return out
 
 
 def _bandwidth_shares(frame: pd.DataFrame, impl: str) -> dict[str, list[kit.Ratio]]:
@@ -481,8 +505,10 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     2–4× by the fused forwards' (ours and the source kernel's) speedups over eager by device time from
     :data:`LARGE` up, where the bytes set the time (``SwigluClaimFusionVerdict``), and its claim that
     CUDA graphs remove the launch overhead in decode by the share of each decode size's launched host
-    overhead that the graph replay removes (``SwigluGraphRemovedPctRange``, ``SwigluClaimGraphVerdict``:
-    holds from :data:`GRAPH_REMOVED_PCT` up); the GEMM epilogue's speedup over cuBLAS plus our
+    overhead that the graph replay removes (``SwigluGraphRemovedPctRange``, in %, ``SwigluClaimGraphVerdict``:
+    holds from :data:`GRAPH_REMOVED_PCT` up, a share whose interval holds it on the line) and its interval, from the lowest lower end of the
+    shares' intervals to the highest upper end (``SwigluGraphRemovedPctRangeCi``, :func:`_graph_removed`);
+    the GEMM epilogue's speedup over cuBLAS plus our
     activation at each GEMM group's shape (``SwigluGemmFusedSpeedup<model>``) with its interval
     (``...Ci``) and its word (``...Tie``: "a tie" when the interval holds 1.0, else "faster" or
     "slower", :func:`kernels.paper.report_kit.tie_word`); the bandwidth shares of the source kernel's and
@@ -595,8 +621,9 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
         out[f"SwigluDecode{name}LatencyUs"] = kit.fmt(kit.median(dec, "latency_us", impl=impl, launch=launch), 1)
     # Source claim: CUDA graphs remove the launch overhead in decode. Per decode size and implementation
     # timed both ways, the share of the launched call's host overhead that the graph replay removes.
-    removed = _graph_removed_pct(kit.with_role(d[d["pass"].eq("fwd")], "decode"))
-    out["SwigluGraphRemovedPctRange"] = kit.span(removed, 0)
+    removed = _graph_removed(kit.with_role(d[d["pass"].eq("fwd")], "decode"))
+    out["SwigluGraphRemovedPctRange"] = kit.span(kit.values(removed), 0)
+    out["SwigluGraphRemovedPctRangeCi"] = kit.interval(removed, 0, ties=False)
     out["SwigluGraphRemovedPctClaim"] = kit.fmt(GRAPH_REMOVED_PCT, 0)
     out["SwigluClaimGraphVerdict"] = kit.claim_verdict(removed, GRAPH_REMOVED_PCT)
     gemm = d[d["gemm_in"].astype(float) > 0]
