@@ -115,20 +115,6 @@ def test_figures_draw_partial_data(derived, name, subset):
     plt.close(fig)
 
 
-def test_speedup_density_marks_each_sequence_length_alike_in_every_panel(derived):
-    """A panel without some lengths (here the backward without N8192) keeps the others' markers."""
-    fig = report.FIGURES["flex_speedup_density"](derived[~((derived["pass"] == "bwd") & (derived["seqlen"] == 8192))])
-    shapes = {}
-    for ax in fig.axes:
-        for coll in ax.collections:
-            vertices = coll.get_paths()[0].vertices.round(3).tobytes()
-            shapes.setdefault(coll.get_label(), set()).add(vertices)
-    plt.close(fig)
-    assert any("N32768" in label for label in shapes) and all(len(v) == 1 for v in shapes.values()), shapes.keys()
-    by_length = {label.rsplit("N", 1)[-1]: v for label, v in shapes.items()}
-    assert by_length["8192"] != by_length["32768"]
-
-
 def test_tables(derived):
     summary = report.TABLES["flex_summary"](derived)
     assert {"tiles %", "vs causal", "% ideal", "vs FA2", "vs cuDNN"} <= set(summary.columns)

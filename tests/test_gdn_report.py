@@ -85,7 +85,6 @@ def test_a_study_without_rows_renders_not_measured():
         m = report.macros(report.derive(df))
         assert set(m) == set(report.macros(report.derive(tidy())))
         assert m.pop("GdnFlaBwdTileLang") == "false"  # the paper's switch \ifGdnFlaBwdTileLang
-        assert m.pop("GdnBwdUnmeasuredNote") == ""  # a caption's note: nothing drawn, nothing missing
         assert {v for k, v in m.items() if not k.endswith(("Verdict", "Configs"))} == {"n/a"}
 
 
@@ -114,10 +113,10 @@ def test_backward_figures_tables_macros():
     assert abs(c["speedup_vs_fla"].iloc[0] - 3.3 / 3.0) < 1e-9 and abs(c["peak_mem_gib"].iloc[0] - 1.0) < 1e-9
     for fn in report.FIGURES.values():
         plt.close(fn(df))
-    t = report.TABLES["gdn_bwd"](df)
-    assert len(t) == 6 and {"chunked (ours)", "FLA", "peak GiB, ours"} <= set(t.columns)
-    assert t["peak GiB, ours"].notna().sum() == 3  # the training step's rows only
-    assert len(report.TABLES["gdn_main"](df)) == 3  # forward table unchanged by backward rows
+    t = report.TABLES["gdn_main"](df)
+    assert {"chunked (ours)", "FLA", "FlashQLA"} <= set(t.columns)
+    assert list(t.index.get_level_values("pass").unique()) == ["forward", "backward", "forward + backward"]
+    assert len(t.loc["forward"]) == 3 and len(t.loc["backward"]) == len(t.loc["forward + backward"]) == 3
     m = report.macros(df)
     assert m["GdnChunkFwdbwdSpeedupVsFlaBFourTEightK"] == "1.10"
     assert m["GdnChunkFwdbwdPeakGibBFourTEightK"] == "1.00" and m["GdnChunkMsBFourTEightK"] != "n/a"
@@ -152,36 +151,35 @@ def _legend(fig) -> list[str]:
 
 
 def test_fla_is_named_by_the_kernels_its_backward_rows_ran():
-    """Where FLA's backward rows ran TileLang kernels (their ``dispatch``), the backward figures' legends,
-    the backward table's column and the kernel table's backward blocks name it "FLA (TileLang)"; its
-    forward keeps "FLA"; rows that record no TileLang keep "FLA" everywhere."""
+    """Where FLA's backward rows ran TileLang kernels (their ``dispatch``), the main table's column, which
+    holds its forward rows too, names it "FLA, backward in TileLang" and the kernel table's backward blocks
+    "FLA (TileLang)"; its forward (the figure's legend, the kernel table's forward block) keeps "FLA";
+    rows that record no TileLang keep "FLA" everywhere."""
     df = pd.concat([tidy(), bwd_tidy()], ignore_index=True)
     main = (df.batch == 4) & (df.seqlen == 8192) & (df.heads == 16) & df.impl.isin(["chunk", "fla_chunk"])
     df["kernels"] = np.where(main, json.dumps([{"name": "k", "calls": 1, "us": 10.0}]), None)
     plain = report.derive(df)
     fla_bwd = (df.impl == "fla_chunk") & (df["pass"] != "fwd")
     tile = report.derive(df.assign(dispatch=np.where(fla_bwd, "tilelang", "fla_triton")))
-    for derived, bwd_name in ((plain, "FLA"), (tile, "FLA (TileLang)")):
-        assert bwd_name in _legend(report.fig_bwd_speedup_main(derived))
-        assert bwd_name in _legend(report.fig_fwdbwd_time_vs_seqlen(derived))
-        assert bwd_name in _legend(report.fig_peak_memory(derived))
+    for derived, table_name, bwd_name in ((plain, "FLA", "FLA"), (tile, "FLA, backward in TileLang", "FLA (TileLang)")):
         assert "FLA" in _legend(report.fig_time_vs_seqlen(derived))  # the forward's
-        assert bwd_name in report.TABLES["gdn_bwd"](derived).columns
+        assert table_name in report.TABLES["gdn_main"](derived).columns
         kernels = report.TABLES["gdn_kernels"](derived).index.droplevel("kernel").unique()
         assert {("forward", "FLA"), ("backward", bwd_name), ("forward + backward", bwd_name)} <= set(kernels)
-    assert "FLA" not in _legend(report.fig_bwd_speedup_main(tile))
+    # the backward's rows alone: "FLA (TileLang)"
+    assert report._labels(tile[tile["pass"] != "fwd"])["fla_chunk"] == "FLA (TileLang)"
     # one backward row of FLA without TileLang: its backward is no longer all TileLang's
     mixed = df.assign(dispatch=np.where(fla_bwd, "tilelang", "fla_triton"))
     mixed.loc[fla_bwd.idxmax(), "dispatch"] = "fla_triton"
-    assert "FLA" in report.TABLES["gdn_bwd"](report.derive(mixed)).columns
+    assert "FLA" in report.TABLES["gdn_main"](report.derive(mixed)).columns
 
 
 def test_main_rows_are_the_rows_of_role_main():
     """The tables and figures of the main shapes take the rows the config calls main, whatever their shape."""
     df = report.derive(pd.concat([tidy(), bwd_tidy()], ignore_index=True))
     moved = df.assign(roles=np.where((df.batch == 1) & (df.seqlen == 4096) & (df["pass"] != "fwd"), "main", df.roles))
-    assert len(report.TABLES["gdn_bwd"](moved)) == len(report.TABLES["gdn_bwd"](df)) + 2
-    assert "B1 T4096 H16" in report.TABLES["gdn_bwd"](moved).index.get_level_values("shape")
+    assert len(report.TABLES["gdn_main"](moved)) == len(report.TABLES["gdn_main"](df)) + 2
+    assert "B1 T4096 H16" in report.TABLES["gdn_main"](moved).loc["backward"].index
     assert report.TABLES["gdn_main"](df.assign(roles="")).empty
 
 
@@ -302,23 +300,3 @@ def test_speedups_over_fla_carry_their_intervals_and_a_tie_reads_as_one():
     low, high = (float(x) for x in m["GdnFlashQlaSpeedupVsFlaBFourTEightKCi"].strip("[]").split(", "))
     assert low < 2.5 < high and low > 1
     assert report.macros(tidy())["GdnChunkSpeedupVsFlaBFourTEightKCi"] == "n/a"  # rows without repetitions
-
-
-def test_the_backward_figures_caption_names_the_shapes_an_implementation_was_not_measured_at():
-    df = report.derive(bwd_tidy())
-    assert report.bwd_unmeasured_note(df) == ""  # every implementation drawn at every shape
-    assert set(report.CAPTION_MACROS) <= set(report.FIGURES) and "GdnBwdUnmeasuredNote" in report.macros(df)
-    # FlashQLA's backward at the shapes its config's impl_shapes allows only
-    limited = report.derive(bwd_tidy()[lambda d: (d.impl != "flash_qla") | (d.seqlen != 8192) | (d.batch == 4)])
-    assert report.bwd_unmeasured_note(limited) == (
-        "FlashQLA has no bar at B1 T8192 H16: of these shapes the sweep times its backward at "
-        "B4 T8192 H16 and B1 T32768 H32 only, as its TileLang kernels compile anew for each shape.")
-    # and one of those without a timed row: both reasons, each for its own shape
-    limited = report.derive(bwd_tidy()[lambda d: (d.impl != "flash_qla") | ((d.batch == 4) & (d.seqlen == 8192))])
-    assert report.bwd_unmeasured_note(limited) == (
-        "FlashQLA has no bar at B1 T32768 H32 and B1 T8192 H16: of these shapes the sweep times its backward at "
-        "B4 T8192 H16 and B1 T32768 H32 only, as its TileLang kernels compile anew for each shape; its rows at "
-        "B1 T32768 H32 are not timed.")
-    # a shape the config allows, without a timed row: said so, not blamed on the config
-    untimed = report.derive(bwd_tidy()[lambda d: (d.impl != "chunk") | (d.seqlen != 32768)])
-    assert report.bwd_unmeasured_note(untimed) == "chunked (ours) has no bar at B1 T32768 H32: its rows at B1 T32768 H32 are not timed."

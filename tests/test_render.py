@@ -199,16 +199,6 @@ def test_tidy_drift_compares_the_last_five_repetitions_with_the_first_five():
     assert "median_ms" not in t and pd.isna(t["device_ms"].iloc[2])  # an error row has no time
 
 
-def test_a_figures_caption_ends_in_the_note_macro_its_report_names(tmp_path):
-    out = tmp_path / "gdn_floats.tex"
-    render.render_floats("gdn", str(out))
-    tex = out.read_text()
-    fig = tex.split(r"\csname float@fig:gdn_bwd_speedup_main\endcsname", 1)[1].split(r"\end{figure}", 1)[0]
-    assert r"1 is FLA); error bars" in fig and r"this one's 10th. \GdnBwdUnmeasuredNote{}}" in fig
-    speed = tex.split(r"\csname float@fig:gdn_speedup_main\endcsname", 1)[1].split(r"\end{figure}", 1)[0]
-    assert "Note" not in speed  # a figure its report names no note for
-
-
 def _table_report(**attrs):
     """A stand-in report module: one two-level table and the given attributes."""
     import types

@@ -244,55 +244,11 @@ def _mask_and_length_legends(fig, families, markers: dict, lines: list) -> None:
         fig.legend(handles=lengths, loc="upper left", bbox_to_anchor=(0.66, 0.0), ncol=2, title="sequence length")
 
 
-def fig_speedup_density(df: pd.DataFrame):
-    """FlexAttention speedup over the backend's own causal against the tiles it computes (as a
-    fraction of causal's tiles), per mask family, at sequence lengths N of 8191 and more: one row of
-    panels per backend (top: the default Triton one; below it, where timed, the FLASH backend); the
-    dashed line is the ideal (time proportional to tiles), the dotted one 80 % of it."""
-    d = _ok(_main_gpu(df))
-    d = d[d["impl"].isin(BACKENDS) & (d["score_mod"] == "none") & (d["seqlen"] >= 8191)]
-    backends = [b for b in BACKENDS if (d["impl"] == b).any()] or ["flex"]
-    passes = [p for p in ("fwd", "bwd", "fwdbwd") if (d["pass"] == p).any()] or ["fwd"]
-    fig, axes = style.figure(width=style.FULL_WIDTH, height=0.4 + 2.3 * len(backends), nrows=len(backends),
-                             ncols=len(passes), squeeze=False)
-    families = [m for m in MASK_LABEL if (d["mask"] == m).any()]
-    # one marker per sequence length in every panel (a panel without some lengths keeps the others')
-    markers = dict(zip(sorted(d["seqlen"].unique()), "osD^v"))
-    for row, backend in zip(axes, backends):
-        for ax, pas in zip(row, passes):
-            p = d[(d["pass"] == pas) & (d["impl"] == backend)]
-            if p.empty or p["ideal_ratio"].isna().all():
-                kit.mark_empty(ax)
-                continue
-            x = 1.0 / p["ideal_ratio"]
-            grid = np.geomspace(max(x.min() * 0.8, 1e-3), 1.05, 50)
-            ax.plot(grid, 1.0 / grid, color="0.5", lw=0.8, ls="--", label="ideal")
-            ax.plot(grid, 0.8 / grid, color="0.7", lw=0.6, ls=":", label="80 % of ideal")
-            for fam in families:
-                f = p[p["mask"] == fam]
-                for n in sorted(f["seqlen"].unique()):
-                    g = f[f["seqlen"] == n]
-                    ax.scatter(1.0 / g["ideal_ratio"], g["speedup_vs_causal"], color=FAMILY_COLORS[fam],
-                               marker=markers.get(n, "x"), s=14, label=f"{MASK_LABEL[fam]}, {style.shape(N=n)}")
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            style.plain_log(ax)
-            ax.set_xlabel("tiles computed / causal's tiles")
-            ax.set_ylabel("speedup over its causal")
-            ax.set_title(f"{BACKEND_LABEL[backend]}, {style.pass_label(pas)}")
-    _mask_and_length_legends(fig, families, {style.shape(N=n): m for n, m in markers.items()},
-                             [Line2D([], [], color="0.5", lw=0.8, ls="--", label="ideal"),
-                              Line2D([], [], color="0.7", lw=0.6, ls=":", label="80 % of ideal")])
-    fig.tight_layout()
-    return fig
-
-
 def fig_tflops(df: pd.DataFrame):
-    """Causal attention throughput against sequence length at 32768 tokens per batch (H16 D128,
-    bfloat16): FlexAttention (its default Triton backend with its default kernel options, and its
-    FLASH backend, which runs FlashAttention-4's CuTe-DSL kernels) against the dense SDPA back ends,
-    SDPA with a materialised mask and PyTorch softmax attention (naive), TFLOP/s on the unmasked
-    elements."""
+    """Causal attention throughput (TFLOP/s on the unmasked elements) against sequence length at
+    32768 tokens per batch (H16 D128, bfloat16): FlexAttention's Triton and FLASH backends against
+    SDPA's dense back ends (FA2: FlashAttention-2), SDPA with a materialised mask and PyTorch softmax
+    attention (naive)."""
     d = _seqlen_series(_ok(_main_gpu(df)))
     passes = ["fwd", "fwdbwd"]
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
@@ -317,11 +273,9 @@ def fig_tflops(df: pd.DataFrame):
 
 
 def fig_memory(df: pd.DataFrame):
-    """Peak device memory of causal attention against sequence length (32768 tokens per batch): the
-    materialised mask of SDPA (and the scores of naive attention) grow with N at a constant number of
-    tokens (N² per sequence), FlexAttention's block mask does not; crosses mark out-of-memory runs.
-    The grey band spans the dense kernels (FlashAttention-2, cuDNN and memory-efficient SDPA, and
-    FlexAttention's FLASH backend): flex needs about their memory, only the inputs, the output and
+    """Peak device memory of causal attention against sequence length (32768 tokens per batch;
+    crosses: out of memory). The grey band spans the dense kernels (FlashAttention-2, cuDNN and
+    memory-efficient SDPA, FlexAttention's FLASH backend), which hold only the inputs, the output and
     their statistics."""
     d = _seqlen_series(_main_gpu(df))
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
@@ -360,49 +314,20 @@ def fig_memory(df: pd.DataFrame):
     return fig
 
 
-def fig_score_mods(df: pd.DataFrame):
-    """Cost of the score modifications at the reference shape (B4 H16 N8192 D128, bfloat16,
-    FlexAttention's default Triton backend; both backends in the appendix's table of score
-    modifications): device time over that of the same mask without a modification, for ALiBi alone,
-    the soft-cap alone (through tanh, and the same function through a sigmoid) and the source's
-    combination; a bar per mask and pass they were timed with, as the legend names them (causal
-    masks and sliding windows, forward and forward + backward: those of the study's config)."""
-    d = _ok(_base(df))
-    d = d[(d["impl"] == "flex") & (d["score_mod"] != "none")]
-    fig, ax = style.figure(height=2.2)
-    if d.empty:
-        kit.mark_empty(ax)
-        return fig
-    d = d.assign(label=d["mask"].map(MASK_LABEL).fillna(d["mask"]) + ", " + d["pass"].map(style.pass_label))
-    order = ["alibi", "softcap", "softcap_sigmoid", "alibi_softcap"]
-    labels = sorted(d["label"].unique())
-    width = 0.8 / max(1, len(labels))
-    for i, lab in enumerate(labels):
-        g = d[d["label"] == lab].set_index("score_mod").reindex(order)
-        ax.bar(np.arange(len(order)) + i * width, g["slowdown_vs_plain"], width=width, label=lab)
-    ax.axhline(1.0, color="0.4", lw=0.6)
-    ax.set_xticks(np.arange(len(order)) + width * (len(labels) - 1) / 2,
-                  ["ALiBi", "soft-cap\n(tanh)", "soft-cap\n(sigmoid)", "ALiBi +\nsoft-cap"])
-    ax.set_ylabel("time / time without it")
-    fig.tight_layout()
-    style.legend_below(fig, [ax], ncol=2)
-    return fig
-
-
 def fig_tile_cost(df: pd.DataFrame):
-    """Why sparse masks fall short of the ideal speedup: the time per computed 128 × 128 tile of
-    FlexAttention's default Triton backend (both backends' in the appendix's tile-cost table)
-    relative to flex causal's at the same shape and pass (tile cost = 100 / % of ideal; dotted line: 80
-    % of ideal), for every non-causal mask at sequence lengths N of 8191 and more, against the tiles
-    computed per query-block row (left: forward, middle: forward + backward) and against the fill of the
-    computed tiles (right; filled markers forward, open ones forward + backward). The tile cost grows as
-    the rows get shorter; the grey curves are the least-squares fit of one fixed cost per query-block
-    row worth k tiles (k and R² in each panel). That fixed cost lumps together the Q load, the softmax
-    epilogue and O write, and the mask function on the row's one or two partial tiles: the data cannot
-    separate them, because the fill falls with the row length too. Fill alone orders the cases less well
-    (at the same fill the tile cost can differ by half). Uniform document packing sits on the fit like
-    the sliding windows; heavy-tailed document lengths sit above it (their rows are uneven, which the
-    mean row length hides)."""
+    """Why sparse masks fall short of the ideal speedup (FlexAttention's Triton backend, every
+    non-causal mask at N of 8191 and more): time per computed 128 × 128 tile over causal's (tile cost =
+    100 / % of ideal; dotted: 80 % of ideal) against the tiles computed per query-block row (left:
+    forward, middle: forward + backward) and the fill of the computed tiles (right; filled markers
+    forward, open ones forward + backward); grey curves: one fixed cost per row worth k tiles, fitted
+    (k and R² in each panel).
+
+    That fixed cost lumps together the Q load, the softmax epilogue and O write, and the mask function
+    on the row's one or two partial tiles: the data cannot separate them, because the fill falls with
+    the row length too. Fill alone orders the cases less well (at the same fill the tile cost can
+    differ by half). Uniform document packing sits on the fit like the sliding windows; heavy-tailed
+    document lengths sit above it (their rows are uneven, which the mean row length hides). Both
+    backends' cases: the table ``flex_tile_cost``."""
     d = _sparse(df)  # one marker per row length of causal (8191 and 8192 share 64 rows)
     d = d.assign(n_label=(d["seqlen"] / 1024).round().astype(int).astype(str) + "K")
     passes = ["fwd", "fwdbwd"]
@@ -455,12 +380,11 @@ def fig_tile_cost(df: pd.DataFrame):
     fig.tight_layout()
     return fig
 
+
 FIGURES = {
-    "flex_speedup_density": fig_speedup_density,
     "flex_tflops": fig_tflops,
-    "flex_memory": fig_memory,
-    "flex_score_mods": fig_score_mods,
     "flex_tile_cost": fig_tile_cost,
+    "flex_memory": fig_memory,
 }
 
 
@@ -620,6 +544,9 @@ TABLES = {
     "flex_score_mods": table_score_mods,
     "flex_tile_cost": table_tile_cost,
 }
+#: The tables the paper sets (:func:`kernels.paper.render.paper_tables`): none; each of :data:`TABLES`
+#: is its CSV file under results/tables/, which the text names.
+PAPER_TABLES = ()
 
 
 # ----------------------------------------------------------------------------

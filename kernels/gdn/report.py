@@ -9,7 +9,7 @@ median; only where naive was measured), ``speedup_vs_fla`` (fla_chunk / this),
 ``peak_mem_gib`` (peak memory allocated while the timed call runs once,
 ``peak_mem_timed_bytes``, else the harness's ``peak_mem_bytes``).
 
-The main-shape figures and tables take the rows of role ``main`` (the config's
+The main-shape table takes the rows of role ``main`` (the config's
 ``main_shapes``, forward and backward; :func:`kernels.paper.report_kit.with_role`); the
 macros are named after the config's shapes (:func:`paper_shapes`). Built on
 :mod:`kernels.paper.report_kit`.
@@ -107,25 +107,33 @@ def _ran_tilelang(rows: pd.DataFrame) -> bool:
 #: those ran TileLang kernels (:func:`_labels`): its gated ``chunk_bwd_dqkwg`` on Hopper with Triton 3.4
 #: to 3.7.0, FLA issue 640; its forward's rows keep "FLA".
 FLA_TILELANG = f"{_label('fla_chunk')} (TileLang)"
+#: FLA's display name where rows of its forward and of such a backward share a column (the main table).
+FLA_TILELANG_BACKWARD = f"{_label('fla_chunk')}, backward in TileLang"
 
 
 def _labels(d: pd.DataFrame) -> dict[str, str]:
     """The display name of each implementation of rows ``d`` in a legend or a table's columns
-    (:func:`_label`), FLA's :data:`FLA_TILELANG` where ``d`` holds backward rows of FLA (passes
-    ``bwd`` and ``fwdbwd``) and each timed one ran TileLang (:func:`_ran_tilelang`); FLA's forward
-    rows alone keep "FLA"."""
+    (:func:`_label`). FLA's where ``d`` holds backward rows of FLA (passes ``bwd`` and ``fwdbwd``) and
+    each timed one ran TileLang (:func:`_ran_tilelang`): :data:`FLA_TILELANG`, or
+    :data:`FLA_TILELANG_BACKWARD` where ``d`` holds timed forward rows of FLA too; FLA's forward rows
+    alone keep "FLA"."""
     out = {i: _label(i) for i in _impls(d)}
-    if "fla_chunk" in out and _ran_tilelang(d[(d["impl"] == "fla_chunk") & (d["pass"] != "fwd")]):
-        out["fla_chunk"] = FLA_TILELANG
+    fla = d[d["impl"] == "fla_chunk"]
+    if "fla_chunk" in out and _ran_tilelang(fla[fla["pass"] != "fwd"]):
+        forward = fla[(fla["pass"] == "fwd") & fla["device_ms"].notna()]
+        out["fla_chunk"] = FLA_TILELANG_BACKWARD if len(forward) else FLA_TILELANG
     return out
 
 
-def _time_vs_seqlen(df: pd.DataFrame, pas: str, what: str):
-    """Median device time of pass ``pas`` against sequence length (:func:`_sweep_rows`): lines on
-    log-log axes where three or more lengths were measured; grouped bars per length (linear axis)
-    where fewer were, which a line would not show as a trend."""
+def fig_time_vs_seqlen(df: pd.DataFrame):
+    """Gated DeltaNet forward: median device time against sequence length per implementation
+    (log-log); an implementation measured at fewer than three lengths is not joined by a line, and
+    FlashQLA, timed at the main shapes only (config key impl_shapes), has none of these.
+
+    The rows: :func:`_sweep_rows`. Where fewer than three lengths were measured, grouped bars per
+    length (linear axis) instead, which a line would not show as a trend."""
     fig, ax = style.figure(height=2.6)
-    d = _sweep_rows(_pass(df, pas))
+    d = _sweep_rows(_pass(df, "fwd"))
     pal = style.palette("gdn", _impls(df))
     lengths = sorted(d["seqlen"].unique())
     labels = _labels(d)
@@ -143,26 +151,12 @@ def _time_vs_seqlen(df: pd.DataFrame, pas: str, what: str):
         ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         style.plain_log(ax, "y")
     if not d.empty:
-        ax.set_title(f"{what}, " + style.shape(B=d["batch"].iloc[0], H=d["heads"].iloc[0], D=d["head_dim"].iloc[0]))
+        ax.set_title("forward, " + style.shape(B=d["batch"].iloc[0], H=d["heads"].iloc[0], D=d["head_dim"].iloc[0]))
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("median device time (ms)")
     fig.tight_layout()
     style.legend_below(fig, [ax], ncol=3)
     return fig
-
-
-def fig_time_vs_seqlen(df: pd.DataFrame):
-    """Gated DeltaNet forward: median device time against sequence length per implementation
-    (log-log); an implementation measured at fewer than three lengths is not joined by a line, and
-    FlashQLA, timed at the main shapes only (config key impl_shapes), has none of these."""
-    return _time_vs_seqlen(df, "fwd", "forward")
-
-
-def fig_fwdbwd_time_vs_seqlen(df: pd.DataFrame):
-    """Gated DeltaNet training step (forward + backward timed as one call): median device time per
-    implementation at each sequence length of the backward (bars where fewer than three lengths were
-    measured, else against the length on log-log axes)."""
-    return _time_vs_seqlen(df, "fwdbwd", "forward + backward")
 
 
 def _main_rows(df):
@@ -171,171 +165,27 @@ def _main_rows(df):
     return kit.with_role(df[df["device_ms"].notna()], "main")
 
 
-def _shape_label(d):
-    return [style.shape(B=b, T=t) + "\n" + style.shape(H=h) for b, t, h in zip(d["batch"], d["seqlen"], d["heads"])]
-
-
-def _fla_band(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with ``speedup_low`` and ``speedup_high``: FLA's 10th percentile over this row's 90th and
-    FLA's 90th over this row's 10th (the spread of ``speedup_vs_fla``; NaN without quantiles)."""
-    fla = df["impl"] == "fla_chunk"
-    return df.assign(speedup_low=kit.baseline(df, fla, SHAPE, "q10_ms") / df["q90_ms"],
-                     speedup_high=kit.baseline(df, fla, SHAPE, "q90_ms") / df["q10_ms"])
-
-
-def _bars(ax, d, col, values=False):
-    """Grouped bars of ``col`` per shape (x) and impl (colour) from rows carrying ``shape``, on a
-    linear axis from 0; each bar's value written above it (``values``) where bars of very different
-    heights share the axis. Speedups over FLA carry error bars from the quantiles (:func:`_fla_band`)."""
-    from matplotlib.container import BarContainer
-
-    impls = _impls(d)
-    shapes = list(dict.fromkeys(d["shape"]))
-    yerr = {}
-    if col == "speedup_vs_fla" and {"speedup_low", "speedup_high"} <= set(d.columns):
-        for impl in impls:
-            rows = d[d["impl"] == impl].set_index("shape")
-            rows = rows[~rows.index.duplicated()].reindex(shapes)
-            s = rows[col]
-            err = np.vstack([(s - rows["speedup_low"]).clip(lower=0), (rows["speedup_high"] - s).clip(lower=0)])
-            yerr[impl] = None if np.isnan(err).all() else np.nan_to_num(err)
-    kit.grouped_bars(ax, d, col, "shape", impls, style.palette("gdn", impls), _labels(d), yerr)
-    values_max = pd.to_numeric(d[col], errors="coerce").max()
-    if values:
-        for bars in ax.containers:
-            if isinstance(bars, BarContainer):
-                ax.bar_label(bars, fmt="%.2g", padding=2, fontsize=6)
-    if np.isfinite(values_max) and values_max > 0:
-        ax.set_ylim(0, values_max * (1.18 if values else 1.1))
-
-
-def fig_speedup_main(df: pd.DataFrame):
-    """Gated DeltaNet forward at the main shapes: speedup over FLA's chunked kernels by device
-    time, per implementation (1 is FLA; each bar's value above it)."""
-    fig, ax = style.figure(height=2.4)
-    d = _main_rows(_pass(df, "fwd")).dropna(subset=["speedup_vs_fla"])
-    if not d.empty:
-        _bars(ax, _fla_band(d).assign(shape=_shape_label(d)), "speedup_vs_fla", values=True)
-        ax.axhline(1.0, color="black", lw=0.6)
-    ax.set_ylabel("speedup over FLA")
-    ax.set_title("forward")
-    fig.tight_layout()
-    style.legend_below(fig, [ax], ncol=4)
-    return fig
-
-
-def fig_bwd_speedup_main(df: pd.DataFrame):
-    """Gated DeltaNet backward (left) and training step (right, forward + backward as one call):
-    speedup over FLA's chunked kernels by device time at the backward's main shapes, per
-    implementation (1 is FLA); error bars from FLA's 10th percentile over this one's 90th to FLA's
-    90th over this one's 10th."""
-    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.6, ncols=2, sharey=True)
-    for ax, (pas, what) in zip(axes, (("bwd", "backward"), ("fwdbwd", "forward + backward"))):
-        d = _main_rows(_pass(df, pas)).dropna(subset=["speedup_vs_fla"])
-        if not d.empty:
-            _bars(ax, _fla_band(d).assign(shape=_shape_label(d)), "speedup_vs_fla")
-            ax.axhline(1.0, color="black", lw=0.6)
-        ax.set_title(what)
-    axes[0].set_ylabel("speedup over FLA")
-    fig.tight_layout()
-    style.legend_below(fig, axes, ncol=4)
-    return fig
-
-
-def fig_peak_memory(df: pd.DataFrame):
-    """Gated DeltaNet training step: peak memory (GiB) of one forward + backward call at the
-    backward's main shapes, per implementation."""
-    fig, ax = style.figure(height=2.4)
-    d = _main_rows(_pass(df, "fwdbwd"))
-    d = d.dropna(subset=["peak_mem_gib"])
-    if not d.empty:
-        _bars(ax, d.assign(shape=_shape_label(d)), "peak_mem_gib")
-    ax.set_ylabel("peak memory (GiB)")
-    ax.set_title("forward + backward")
-    fig.tight_layout()
-    style.legend_below(fig, [ax], ncol=4)
-    return fig
-
-
-FIGURES = {"gdn_time_vs_seqlen": fig_time_vs_seqlen, "gdn_speedup_main": fig_speedup_main,
-           "gdn_fwdbwd_time_vs_seqlen": fig_fwdbwd_time_vs_seqlen, "gdn_bwd_speedup_main": fig_bwd_speedup_main,
-           "gdn_peak_memory": fig_peak_memory}
-#: The macro that ends a figure's caption (:func:`kernels.paper.render.render_floats`): the backward
-#: figures' note on the shapes an implementation has no bar at (:func:`bwd_unmeasured_note`).
-CAPTION_MACROS = {"gdn_bwd_speedup_main": "GdnBwdUnmeasuredNote", "gdn_peak_memory": "GdnBwdUnmeasuredNote"}
-#: Why the sweep times an implementation at the shapes of its config ``impl_shapes`` only, as a
-#: caption says it (:func:`bwd_unmeasured_note`).
-LIMITED_WHY = {"flash_qla": "its TileLang kernels compile anew for each shape"}
-
-
-def _shape_list(shapes) -> str:
-    """(batch, seqlen, heads) tuples as a phrase: ``B4 T8192 H16 and B1 T8192 H16``."""
-    return kit.and_list([style.shape(B=b, T=t, H=h) for b, t, h in shapes])
-
-
-def bwd_unmeasured_note(df: pd.DataFrame) -> str:
-    """The note of the backward figures (:data:`CAPTION_MACROS`) on the backward's main shapes that an
-    implementation drawn there has no timed row at, in either pass: for each, the shapes it lacks
-    and why. Why: the shapes that the config's backward ``impl_shapes`` limits it to, when they
-    leave those out (with its reason, :data:`LIMITED_WHY`); else that its rows there are not timed.
-    Empty when every implementation drawn has every shape."""
-    d = pd.concat([_main_rows(_pass(df, p)) for p in ("bwd", "fwdbwd")])
-    shapes = list(dict.fromkeys(zip(d["batch"], d["seqlen"], d["heads"])))
-    limits = kit.study_config("gdn").get("backward", {}).get("impl_shapes", {})
-    notes, labels = [], _labels(d)
-    for impl in _impls(d):
-        mine = d[d["impl"] == impl]
-        have = set(zip(mine["batch"], mine["seqlen"], mine["heads"]))
-        lacking = [s for s in shapes if s not in have]
-        if not lacking:
-            continue
-        allowed = [(c["batch"], c["seqlen"], c["heads"]) for c in limits.get(impl, []) if isinstance(c, dict)]
-        outside = [s for s in lacking if allowed and s not in allowed]
-        text = f"{labels[impl]} has no bar at {_shape_list(lacking)}"
-        if outside:
-            why = f", as {LIMITED_WHY[impl]}" if impl in LIMITED_WHY else ""
-            text += f": of these shapes the sweep times its backward at {_shape_list(s for s in shapes if s in allowed)} only{why}"
-        if len(outside) < len(lacking):
-            text += f"{';' if outside else ':'} its rows at {_shape_list(s for s in lacking if s not in outside)} are not timed"
-        notes.append(text + ".")
-    return kit.escape_latex(" ".join(notes))
+FIGURES = {"gdn_time_vs_seqlen": fig_time_vs_seqlen}
 
 
 def table_main(df: pd.DataFrame) -> pd.DataFrame:
-    """Gated DeltaNet forward: median device time (ms) per implementation at the main shapes and on
-    packed sequences of varying lengths (S: number of sequences, T: their total length); n/a: not
-    measured (FlashQLA ran the main shapes only)."""
-    d = _pass(df, "fwd")
-    d = d[d["device_ms"].notna() & (kit.has_role(d, "main") | kit.has_role(d, "varlen"))]
+    """Gated DeltaNet: median device time (ms) per implementation at the main shapes, forward (also on
+    packed sequences of varying lengths; S: number of sequences, T: their total length), backward and
+    training step (forward + backward as one call); n/a: not measured (FlashQLA ran the main shapes
+    only, its backward at those of config key impl_shapes; FlashInfer has no backward)."""
+    fwd = _pass(df, "fwd")
+    fwd = fwd[fwd["device_ms"].notna() & (kit.has_role(fwd, "main") | kit.has_role(fwd, "varlen"))]
+    d = pd.concat([fwd, *(_main_rows(_pass(df, p)) for p in ("bwd", "fwdbwd"))])
     if d.empty:
         return pd.DataFrame()
-    label = [style.shape(S=n, T=t, H=h) if v else style.shape(B=b, T=t, H=h)
+    label = [style.shape(S=n, T=t, H=h) if pd.notna(v) and bool(v) else style.shape(B=b, T=t, H=h)
              for b, t, h, n, v in zip(d["batch"], d["seqlen"], d["heads"], d["num_seqs"], d["varlen"])]
-    t = d.assign(shape=label).pivot_table(index="shape", columns="impl", values="device_ms", aggfunc="first")
-    t = t[[i for i in _impls(d) if i in t.columns]].round(3)
-    t.columns = [_label(i) for i in t.columns]
-    t.index.name, t.columns.name = "shape", None
-    return t
-
-
-def table_bwd(df: pd.DataFrame) -> pd.DataFrame:
-    """Gated DeltaNet backward and training step (forward + backward): median device time (ms) per
-    implementation at the backward's main shapes, with the peak memory of our chunked kernels'
-    training step (GiB; given on its rows only). n/a: not configured (FlashQLA's backward at one of
-    these shapes, config key impl_shapes)."""
-    d = pd.concat([_main_rows(_pass(df, p)) for p in ("bwd", "fwdbwd")])
-    if d.empty:
-        return pd.DataFrame()
-    d = d.assign(shape=[style.shape(B=b, T=t, H=h) for b, t, h in zip(d["batch"], d["seqlen"], d["heads"])],
+    d = d.assign(shape=label, rank=d["pass"].map({p: i for i, p in enumerate(style.PASS_LABELS)}),
                  passname=d["pass"].map(style.pass_label))
-    t = d.pivot_table(index=["passname", "shape"], columns="impl", values="device_ms", aggfunc="first")
-    t = t[[i for i in _impls(d) if i in t.columns]].round(3)
-    mem = d[(d["impl"] == "chunk") & (d["pass"] == "fwdbwd")].set_index("shape")["peak_mem_gib"]
-    mem = mem[~mem.index.duplicated()]
-    t["peak GiB, ours"] = [mem.get(s) if p == style.pass_label("fwdbwd") else np.nan for p, s in t.index]
-    t["peak GiB, ours"] = t["peak GiB, ours"].astype(float).round(2)
+    t = d.pivot_table(index=["rank", "passname", "shape"], columns="impl", values="device_ms", aggfunc="first")
+    t = t[[i for i in _impls(d) if i in t.columns]].round(3).droplevel("rank")
     labels = _labels(d)
-    t.columns = [labels.get(i, i) for i in t.columns]
+    t.columns = [labels[i] for i in t.columns]
     t.index.names, t.columns.name = ["pass", "shape"], None
     return t
 
@@ -454,8 +304,10 @@ def published_verdicts(df: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-TABLES = {"gdn_main": table_main, "gdn_bwd": table_bwd, "gdn_kernels": table_kernels,
-          "gdn_published": table_published}
+TABLES = {"gdn_main": table_main, "gdn_kernels": table_kernels, "gdn_published": table_published}
+#: The tables the paper sets (:func:`kernels.paper.render.paper_tables`); the kernel breakdown is its
+#: CSV file under results/tables/ alone, which the text names.
+PAPER_TABLES = ("gdn_main", "gdn_published")
 
 
 def _at(df, impl, b, t, h, col="device_ms", pas="fwd"):
@@ -574,8 +426,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     per call (latency minus device time) at the profiled shape (``Gdn<Impl><Pass>HostUs<shape>``,
     µs) beside the host's time to enqueue one call, measured alone (``Gdn<Impl><Pass>EnqueueUs<shape>``,
     µs, the row's ``timing.enqueue_us``) and the kernels a forward launches (``Gdn<Impl>KernelLaunches<shape>``,
-    from the breakdown); the backward figures' note on the shapes an implementation lacks
-    (``GdnBwdUnmeasuredNote``, :func:`bwd_unmeasured_note`); the largest
+    from the breakdown); the largest
     output and gradient RMSE/RMS of ``chunk`` against float64 (``GdnChunkOutErrMax``,
     ``GdnChunkGradErrMax``). The shapes and their names: :func:`paper_shapes` of the config's
     ``sweep``, the section the paper's rows are measured with."""
@@ -605,7 +456,6 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
                 m[f"Gdn{iname}{pname}SpeedupVsFla{tag}Ci"] = kit.interval(_vs_fla(df, impl, b, t, h, pas))
         for impl, iname in (("chunk", "Chunk"), ("fla_chunk", "Fla"), ("flash_qla", "FlashQla")):
             m[f"Gdn{iname}FwdbwdPeakGib{tag}"] = kit.fmt(_at(df, impl, b, t, h, "peak_mem_gib", "fwdbwd"), 2)
-    m["GdnBwdUnmeasuredNote"] = bwd_unmeasured_note(df)
     m.update(flash_qla_verdicts(df))
     m.update(published_verdicts(df))
     m.update(fla_backward_dispatch(df))
