@@ -63,20 +63,6 @@ def test_every_sparsity_median_of_the_flexattention_section_carries_its_interval
     assert medians and all(ci == f"\\,\\%~\\{name}Ci" for name, ci in medians), medians
 
 
-def test_the_appendix_places_its_tables_in_the_order_its_text_cites_them_studies_in_the_papers_order():
-    tex = MAIN.read_text()
-    appendix = re.sub(r"(?<!\\)%.*", "", tex.split("\\section{Additional tables}", 1)[1].split("\\section{", 1)[0])
-    text, places = appendix.split("\\placefloat", 1)
-    cited = re.findall(r"\\ref\{(tab:[^}]*)\}", text)
-    placed = re.findall(r"\\placefloat\{(tab:[^}]*)\}", "\\placefloat" + places)
-    assert placed == cited, "the appendix places its tables out of the order its text cites them"
-    body = [m.group(1) for m in re.finditer(r"\\label\{sec:([a-z]+)\}", tex.split("\\appendix", 1)[0])]
-    studies = [label.split(":", 1)[1].split("_", 1)[0] for label in placed]
-    assert studies == sorted(studies, key=body.index), "the appendix's tables leave the order of the studies"
-    # in place, not floated: a float deferred past a longtable would leave the order
-    assert "\\captionsetup{type=table}" in appendix
-
-
 def test_every_float_of_the_text_is_cited():
     tex = MAIN.read_text()
     labels = set(re.findall(r"\\label\{((?:fig|tab):[^}]*)\}", tex))

@@ -57,19 +57,6 @@ def test_legend_says_which_series_coincide():
     assert axes[0].lines[0].get_markerfacecolor() == "none"
 
 
-def test_legend_says_what_each_line_style_stands_for():
-    """Where each series is drawn in its colour in several line styles, the legend ends with an entry per
-    style, in grey, with that style."""
-    fig, axes = _figure([("a", X * 100, "C0"), ("b", X * 300, "C1")])
-    style.legend_below(fig, axes, styles={"device time": {"linestyle": "-", "marker": "o"},
-                                          "latency": {"linestyle": ":"}})
-    legend = fig.legends[0]
-    assert [t.get_text() for t in legend.get_texts()] == ["a", "b", "device time", "latency"]
-    handles = legend.legend_handles
-    assert [h.get_linestyle() for h in handles[2:]] == ["-", ":"]
-    assert {h.get_color() for h in handles[2:]} == {style.STYLE_ENTRY_COLOR}
-
-
 def test_a_log_y_axis_has_a_labelled_tick_beyond_each_end_of_its_lines():
     """Values of 6.4 to 150 on a log y axis: set to 5 and 200, its lowest and highest labelled
     ticks; from the data, not the margins (10.5 to 98: 10 and 100); a line drawn after autoscales it

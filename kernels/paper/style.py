@@ -194,17 +194,10 @@ def reveal_hidden(axes, tol_pt: float = HIDDEN_PT) -> list[tuple]:
     return hidden
 
 
-#: The colour of a legend entry that stands for a line style, not for a series (:func:`legend_below`).
-STYLE_ENTRY_COLOR = "0.35"
-
-
-def legend_below(fig, axes, ncol: int = 4, styles: dict[str, dict] | None = None) -> None:
+def legend_below(fig, axes, ncol: int = 4) -> None:
     """One legend for the labelled artists of ``axes``, centred below the panels (off the data).
     Series that others would hide are drawn visible first (:func:`reveal_hidden`), and the label of one
-    that lies on another everywhere says so (``"A (= B)"`` or ``"A (≈ B)"``, :func:`coinciding`).
-    ``styles``: where a figure draws each implementation in its one colour in several line styles, what
-    each style stands for, ``{text: Line2D keywords}`` (``{"latency": {"linestyle": ":"}}``), as entries
-    in grey (:data:`STYLE_ENTRY_COLOR`) after the series'."""
+    that lies on another everywhere says so (``"A (= B)"`` or ``"A (≈ B)"``, :func:`coinciding`)."""
     notes = coinciding(axes)  # in the order drawn, before the hidden series move on top
     reveal_hidden(axes)
     for text, note in notes.items():
@@ -216,10 +209,6 @@ def legend_below(fig, axes, ncol: int = 4, styles: dict[str, dict] | None = None
     for ax in axes:
         for handle, text in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(text, handle)
-    if entries and styles:
-        from matplotlib.lines import Line2D
-
-        entries.update({text: Line2D([], [], color=STYLE_ENTRY_COLOR, **kw) for text, kw in styles.items()})
     if entries:
         fig.legend(list(entries.values()), list(entries), loc="upper center", bbox_to_anchor=(0.5, 0.0),
                    ncol=min(ncol, len(entries)))

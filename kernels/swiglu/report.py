@@ -102,6 +102,14 @@ def _elementwise(df: pd.DataFrame, dtype="bfloat16") -> pd.DataFrame:
     return d[d["dtype"].eq(dtype) & d["gemm_in"].astype(float).eq(0) & d["launch"].eq("stream")]
 
 
+def _flat(df: pd.DataFrame) -> pd.DataFrame:
+    """The bfloat16 elementwise rows launched per call (:func:`_elementwise`) of the flat series (one
+    hidden size, more rows for more elements), or all of them where the flat series has none."""
+    data = _elementwise(df)
+    flat = data[data["series"].eq("flat")]
+    return flat if not flat.empty else data
+
+
 def _impls(df: pd.DataFrame) -> list[str]:
     return kit.ordered(sorted(df["impl"].unique()), ORDER)
 
@@ -123,80 +131,49 @@ def _plot(ax, line: pd.Series, **kw) -> None:
     ax.plot(line.index, line.values, **kw)
 
 
-#: What the line styles of the time figure stand for (:func:`fig_latency`): each implementation's device
-#: time and its latency, launched from Python, in its one colour.
-LATENCY_STYLE = {"linestyle": ":"}
-TIME_STYLES = {"device time": {"linestyle": "-", "marker": "o"}, "latency (launched from Python)": LATENCY_STYLE}
-
-
-def _size_panels(df: pd.DataFrame, metric: str, ylabel: str, title: str):
-    """One panel per pass: metric against numel, one line per impl (median over shapes); of device
-    time (``us``), each implementation's latency too, in its colour, dotted (:data:`TIME_STYLES`)."""
-    data = _elementwise(df)
-    flat = data[data["series"].eq("flat")]
-    data = flat if not flat.empty else data
-    passes = _passes(data)
-    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=len(passes), squeeze=False)
-    colors = style.palette("swiglu", _impls(data))
-    for ax, p in zip(axes[0], passes):
-        sub = data[data["pass"].eq(p)]
-        for impl in _impls(sub):
-            line = sub[sub["impl"].eq(impl)].groupby("numel")[metric].median().sort_index()
-            copy = impl == "copy"
-            _plot(ax, line, marker="o", color=colors[impl], label=_label(impl),
-                  linestyle="--" if copy else "-", linewidth=1.6 if copy else 1.0)
-            if metric == "us" and not copy:  # the latency of the same calls, launched from Python
-                lat = sub[sub["impl"].eq(impl)].groupby("numel")["latency_us"].median().sort_index().dropna()
-                _plot(ax, lat, color=colors[impl], **LATENCY_STYLE, linewidth=1.0)
-        if metric == "gbps":
-            for gpu in sub["gpu"].unique():
-                if gpu in PEAK_GBPS:
-                    ax.axhline(PEAK_GBPS[gpu], color="grey", linestyle=":", linewidth=0.8)
-                    ax.annotate(f"{rows_mod.model_label(gpu)} datasheet", (0.02, PEAK_GBPS[gpu]), fontsize=6,
-                                xycoords=("axes fraction", "data"), va="bottom")
-        if sub.empty:
-            kit.mark_empty(ax)
-        else:
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log" if metric == "us" else "linear")
-        ax.set_title(style.pass_label(p))
-        ax.set_xlabel("elements")
-        ax.set_ylabel(ylabel)
-    fig.tight_layout()
-    style.legend_below(fig, axes[0], ncol=5, styles=TIME_STYLES if metric == "us" else None)
-    return fig
-
-
 # ----------------------------------------------------------------------------
 # figures
 
 
-def fig_latency(df: pd.DataFrame):
-    """SwiGLU time against size (bfloat16, the flat series: rows of one hidden size, more rows for
-    more elements): median device time in µs per implementation and pass (solid, with markers), the
-    latency of the same calls launched from Python (dotted, in the implementation's colour) and the
-    device-to-device copy of the same bytes (dashed)."""
-    return _size_panels(df, "us", "median (µs)", "time")
-
-
 def fig_bandwidth(df: pd.DataFrame):
-    """SwiGLU bandwidth against size (bfloat16, the flat series: rows of one hidden size, more rows
-    for more elements): GB/s on the minimum bytes (forward 6, backward 10, forward + backward 16
-    bytes per element) against the same run's copy bandwidth (dashed) and the datasheet peak
-    (dotted)."""
-    return _size_panels(df, "gbps", "GB/s (minimum bytes)", "bandwidth")
+    """SwiGLU bandwidth against size (bfloat16, rows of one hidden size): GB/s on the minimum bytes
+    (forward 6, backward 10, forward + backward 16 bytes per element) against the same run's copy of
+    the same bytes (dashed) and the datasheet peak (dotted)."""
+    data = _flat(df)
+    passes = _passes(data)
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.1, ncols=len(passes), squeeze=False)
+    colors = style.palette("swiglu", _impls(data))
+    for ax, p in zip(axes[0], passes):
+        sub = data[data["pass"].eq(p)]
+        for impl in _impls(sub):
+            line = sub[sub["impl"].eq(impl)].groupby("numel")["gbps"].median().sort_index()
+            copy = impl == "copy"
+            _plot(ax, line, marker="o", color=colors[impl], label=_label(impl),
+                  linestyle="--" if copy else "-", linewidth=1.6 if copy else 1.0)
+        for gpu in sub["gpu"].unique():
+            if gpu in PEAK_GBPS:
+                ax.axhline(PEAK_GBPS[gpu], color="grey", linestyle=":", linewidth=0.8)
+                ax.annotate(f"{rows_mod.model_label(gpu)} datasheet", (0.02, PEAK_GBPS[gpu]), fontsize=6,
+                            xycoords=("axes fraction", "data"), va="bottom")
+        if sub.empty:
+            kit.mark_empty(ax)
+        else:
+            ax.set_xscale("log", base=2)
+        ax.set_title(style.pass_label(p))
+        ax.set_xlabel("elements")
+        ax.set_ylabel("GB/s (minimum bytes)")
+    fig.tight_layout()
+    style.legend_below(fig, axes[0], ncol=5)
+    return fig
 
 
 def fig_speedup(df: pd.DataFrame):
-    """Speedup over eager PyTorch per implementation and pass (bfloat16, the flat series: rows of one
-    hidden size, more rows for more elements; device time); 1 is eager, the dotted line at 10/6 is
-    eager's bytes over a fused forward's (10 and 6 bytes per element)."""
-    data = _elementwise(df)
-    flat = data[data["series"].eq("flat")]
-    data = flat if not flat.empty else data
+    """Speedup over eager PyTorch by device time (bfloat16, rows of one hidden size); the dotted line
+    at 10/6 is eager's bytes over a fused forward's (10 and 6 per element)."""
+    data = _flat(df)
     data = data[data["impl"].ne("eager") & data["speedup_eager"].notna()]
     passes = _passes(data)
-    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=len(passes), squeeze=False)
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.1, ncols=len(passes), squeeze=False)
     colors = style.palette("swiglu", _impls(data))
     for ax, p in zip(axes[0], passes):
         sub = data[data["pass"].eq(p)]
@@ -220,13 +197,12 @@ def fig_speedup(df: pd.DataFrame):
 
 
 def fig_decode(df: pd.DataFrame):
-    """Decode sizes (1 to 64 tokens × 14336, bfloat16 forward): device time (left) and the latency
-    of a call launched from Python (right), launched per call (circles, solid) and replayed from a
-    CUDA graph (open squares, dashed); an implementation measured at fewer than three sizes
-    is drawn as diamonds, not joined; L2 flushed before each repetition."""
+    """Decode sizes (1 to 64 tokens × 14336, bfloat16 forward): device time (left) and latency
+    (right) launched from Python (circles, solid) and replayed from a CUDA graph (open squares,
+    dashed); diamonds: measured at fewer than three sizes."""
     d = kit.with_role(_ok(df), "decode")
     d = d[d["dtype"].eq("bfloat16") & d["pass"].eq("fwd")]
-    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.1, ncols=2, squeeze=False)
     colors = style.palette("swiglu", _impls(d))
     for ax, (metric, title) in zip(axes[0], (("us", "device time"), ("latency_us", "latency"))):
         for impl in _impls(d):
@@ -248,8 +224,19 @@ def fig_decode(df: pd.DataFrame):
         ax.set_xlabel("tokens")
         ax.set_ylabel("median (µs)")
     fig.tight_layout()
-    style.legend_below(fig, axes[0], ncol=4)
+    style.legend_below(fig, axes[0], ncol=5)
     return fig
+
+
+FIGURES = {
+    "swiglu_bandwidth": fig_bandwidth,
+    "swiglu_speedup": fig_speedup,
+    "swiglu_decode": fig_decode,
+}
+
+
+# ----------------------------------------------------------------------------
+# tables
 
 
 #: The GEMM tier's rows: ``eager`` there is cuBLAS followed by eager PyTorch's activation.
@@ -260,53 +247,6 @@ def _gemm_shape(t, k, n) -> str:
     """``tokens × K to 2 × n``: the GEMM's N is gate and up side by side, twice the FFN's
     intermediate size ``n``."""
     return f"{int(t)} × {int(k)} to 2 × {int(n)}"
-
-
-def fig_gemm(df: pd.DataFrame):
-    """Gate/up projection with SwiGLU (bfloat16, 8192 tokens): device time of cuBLAS followed by our
-    Triton activation, and by eager PyTorch's, over that of SwiGLU fused into the epilogue of our
-    Triton matmul (above 1: the fused call is faster), per model shape; bars span the ratio of the
-    10th to the 90th percentiles (low over high and high over low)."""
-    d = _ok(df)
-    d = d[d["gemm_in"].astype(float) > 0]
-    fig, ax = style.figure(height=2.2)
-    if d.empty or not d["impl"].eq("gemm_fused").any():
-        kit.mark_empty(ax)
-        return fig
-    d = d.assign(shape=[f"{GEMM_MODELS.get((int(k), int(n)), '')}\n{_gemm_shape(t, k, n)}".strip()
-                        for t, k, n in zip(d["tokens"], d["gemm_in"], d["hidden"])])
-    shapes = list(dict.fromkeys(d.sort_values("gemm_in")["shape"]))
-    fused = d[d["impl"].eq("gemm_fused")].groupby("shape")[["device_ms", "q10_ms", "q90_ms"]].median()
-    others = [i for i in _impls(d) if i != "gemm_fused"]
-    colors = style.palette("swiglu", others)
-    for j, impl in enumerate(others):
-        o = d[d["impl"].eq(impl)].groupby("shape")[["device_ms", "q10_ms", "q90_ms"]].median()
-        o, f = o.reindex(shapes), fused.reindex(shapes)
-        ratio = o["device_ms"] / f["device_ms"]
-        low, high = o["q10_ms"] / f["q90_ms"], o["q90_ms"] / f["q10_ms"]
-        xs = np.arange(len(shapes)) + (j - (len(others) - 1) / 2) * 0.2
-        ax.errorbar(xs, ratio, yerr=[ratio - low, high - ratio], fmt="o", color=colors[impl], capsize=2,
-                    label=GEMM_LABELS.get(impl, _label(impl)))
-    ax.axhline(1.0, color="grey", linewidth=0.8)
-    ax.set_xticks(np.arange(len(shapes)), shapes, fontsize=6)
-    ax.set_xlim(-0.5, len(shapes) - 0.5)
-    ax.set_ylabel("time / fused epilogue's time")
-    fig.tight_layout()
-    style.legend_below(fig, [ax], ncol=2)
-    return fig
-
-
-FIGURES = {
-    "swiglu_latency": fig_latency,
-    "swiglu_bandwidth": fig_bandwidth,
-    "swiglu_speedup": fig_speedup,
-    "swiglu_decode": fig_decode,
-    "swiglu_gemm": fig_gemm,
-}
-
-
-# ----------------------------------------------------------------------------
-# tables
 
 
 def table_model_shapes(df: pd.DataFrame) -> pd.DataFrame:
@@ -362,6 +302,8 @@ def table_kernels(df: pd.DataFrame) -> pd.DataFrame:
 
 
 TABLES = {"swiglu_model_shapes": table_model_shapes, "swiglu_gemm": table_gemm, "swiglu_kernels": table_kernels}
+#: The tables the paper sets: none (each is results/tables/<name>.csv, which the paper names).
+PAPER_TABLES = ()
 
 
 # ----------------------------------------------------------------------------
