@@ -192,7 +192,7 @@ def _synthetic() -> pd.DataFrame:
             else:
                 ms = 1e-6 * t if impl in report.ATTENTION else 0.005
             rows.append({**case, "impl": impl, "gpu": "h200", "status": "ok", "device_ms": ms, "q10_ms": 0.98 * ms,
-                         "q90_ms": 1.02 * ms, "latency_ms": ms + 0.01, "peak_mem_bytes": 1000 * t,
+                         "q90_ms": 1.02 * ms, "latency_ms": ms + 0.01, "peak_mem_bytes": 1000 * t, "bytes": 2**11 * t,
                          "cache_bytes": study.cache_bytes(case), "rel_err": 0.001, "roles": case["phase"]})
     return report.derive(pd.DataFrame(rows))
 
@@ -217,6 +217,12 @@ def test_the_report_fits_the_slopes_finds_the_crossover_and_gives_the_verdicts()
     assert m["LongctxSublinearFwdSlopes"] == m["LongctxSublinearFwdStep"] == "n/a"
     assert m["LongctxCacheMibRecurrentTFiveHundredTwelveK"] == "2.0"   # 32 x 128 x 128 float32
     assert m["LongctxCacheMibSdpaCudnnTFiveHundredTwelveK"] == "512.0"   # 2 x 2 x 512K x 128 bf16
+    # the prefill forward's peak (1000 B a token: 0.49 GiB at 512K) beside its inputs and outputs (2 KiB a token)
+    assert (m["LongctxPeakGibChunkTFiveHundredTwelveK"], m["LongctxIoGibChunkTFiveHundredTwelveK"]) == ("0.5", "1.0")
+    assert m["LongctxPeakGibSdpaFlashTFiveHundredTwelveK"] == "n/a"   # FA2 stops at 64K (max_seqlen)
+    assert "LongctxPeakGibRecurrentTFiveHundredTwelveK" not in m   # decode only
+    # one decode step launched from Python: device time 5 µs + the 10 µs the rows add; from a graph the same
+    assert m["LongctxDecodeLatencyUsRecurrentTFiveHundredTwelveK"] == "15.0"
     slopes = report.table_slopes(df)
     assert ("prefill time", "GDN chunked (ours)") in slopes.index
     table = report.table_main(df)
@@ -248,15 +254,26 @@ def test_the_crossover_lies_between_the_lengths_where_the_speedups_intervals_dec
     assert report.crossover_interval(_synthetic(), "chunk") == "n/a"  # no repetitions: no intervals
 
 
-def test_the_memory_figure_names_the_series_that_coincide():
-    df = _synthetic()  # every prefill needs the same memory, attention's decode the same cache
+def test_the_prefill_figure_sets_the_peak_memory_beside_the_times():
+    df = _synthetic()  # every prefill needs the same memory: attention's series lie on each other
     df.loc[df["impl"].isin(report.GDN), "peak_mem_gib"] *= 4
-    fig = report.fig_memory(df)
-    texts = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "cuDNN attention" in texts and "FA2 attention (= cuDNN attention)" in texts
-    assert "GDN chunked (ours)" in texts and "GDN FLA (= GDN chunked (ours))" in texts
-    cudnn = next(ln for ln in fig.axes[1].lines if ln.get_label() == "cuDNN attention")
-    assert cudnn.get_markerfacecolor() == "none"  # under FA2's cache: drawn over it, hollow
+    fig = report.fig_prefill(df)
+    memory = fig.axes[2]
+    assert memory.get_title() == "forward, peak memory" and memory.get_ylabel() == "GiB"
+    drawn = {re.sub(r" \([=≈] .*\)$", "", ln.get_label()) for ln in memory.lines}  # without "(= B)" notes
+    assert {"cuDNN attention", "FA2 attention", "GDN chunked (ours)", "GDN FlashQLA"} <= drawn
+    assert "GDN recurrent (ours)" not in drawn  # decode only
+    cudnn = next(ln for ln in memory.lines if ln.get_label() == "cuDNN attention")
+    assert cudnn.get_markerfacecolor() == "none"  # under FA2's equal peak: drawn over it, hollow
+
+
+def test_the_length_axis_writes_labels_two_octaves_apart_and_the_longest_always():
+    k = 1024
+    assert report._tick_labels([k, 2 * k, 4 * k, 8 * k, 16 * k, 64 * k, 128 * k, 512 * k]) == \
+        ["1K", "", "4K", "", "16K", "64K", "", "512K"]
+    assert report._tick_labels([k, 2 * k, 4 * k, 8 * k, 16 * k, 64 * k, 128 * k]) == \
+        ["1K", "", "4K", "", "16K", "", "128K"]  # 64K left blank: one octave below the longest
+    assert report._tick_labels([64, 128]) == ["64", "128"] and report._tick_labels([64]) == ["64"]
 
 
 def test_a_quadratic_gdn_fails_the_linear_verdict():

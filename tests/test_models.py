@@ -51,6 +51,16 @@ def test_device_time_ratios_pair_the_cases_timed_ok_on_both_and_leave_short_call
     assert impls.loc["b", "short"] and impls.loc["b", "bound"] == models.COMPUTE  # only short calls: all of them
 
 
+def test_the_implementations_near_each_peak_ratio_are_spanned_and_counted_with_their_studies():
+    impls = pd.DataFrame({"study": ["swiglu", "swiglu", "gdn", "flex", "tensorcore"], "impl": ["a", "b", "c", "d", "e"],
+                          "median": [1.43, 1.38, 1.22, 1.01, 0.99]})
+    impls["bound"] = [models.bound(v, 4800 / 3350, 1.0) for v in impls["median"]]
+    assert models.bound_span(impls, models.BANDWIDTH) == "1.38--1.43 (2 implementations: SwiGLU)"
+    assert models.bound_span(impls, models.COMPUTE) == "0.99--1.01 (2 implementations: FlexAttention and tensor cores)"
+    assert models.bound_span(impls.iloc[:1], models.BANDWIDTH) == "1.43 (1 implementation: SwiGLU)"
+    assert models.bound_span(impls.iloc[:2], models.COMPUTE) == "n/a"
+
+
 def test_evidence_gives_each_value_with_its_interval_or_says_it_is_missing():
     macros = {"A": "2.05", "ACi": "[2.04, 2.06]", "S": "1.00", "SLow": "0.97", "SHigh": "1.03", "R": "31--89"}
     text = models.evidence_text(macros, (("A", "× at 8192³"), ("S", " flex"), ("R", " %"), ("B", "× other")))
@@ -92,10 +102,17 @@ def test_each_claim_reads_per_model_and_a_study_one_model_lacks_says_not_measure
     tex = out["tex"].read_text()
     assert r"\newcommand{\ModelsSwigluClaimLatencyVerdict}{H100: not measured}" in tex
     assert r"\label{tab:models_claims}" in tex and r"\newcommand{\ModelsBandwidthRatio}{1.43}" in tex
+    assert re.search(r"\\newcommand\{\\ModelsBoundCompute\}\{[\d.-]+ \(\d+ implementations?: tensor cores\)\}", tex)
     differ = re.search(r"\\newcommand\{\\ModelsDiffer\}\{(.*)\}", tex).group(1)
     fp8 = table.loc["TensorcoreFpEightVerdict"]
     assert (fp8["h200 verdict"] != fp8["h100-80gb-hbm3 verdict"]) == ("FP8 tensor cores" in differ)
     assert "Padding" not in differ  # the same verdict on both
+    # the claims that differ beyond values on their line, by name: those neither ModelsSame nor ModelsOnLine counts
+    named = re.search(r"\\newcommand\{\\ModelsDifferClaims\}\{(.*)\}", tex).group(1)
+    n_same, compared = map(int, re.search(r"\\newcommand\{\\ModelsSame\}\{(\d+) of (\d+)\}", tex).groups())
+    on_line = int(re.search(r"\\newcommand\{\\ModelsOnLine\}\{(\d+)\}", tex).group(1))
+    assert (named.count("; ") + 1 if named != "n/a" else 0) == compared - n_same - on_line
+    assert ("FP8 tensor cores" in named) == ("FP8 tensor cores" in differ) and " on the H" not in named
     same = sum(table.loc[n, "h200 verdict"] == table.loc[n, "h100-80gb-hbm3 verdict"] for n in verdicts)
     assert rf"\newcommand{{\ModelsSame}}{{{same} of {len(verdicts)}}}" in tex  # SwiGLU not measured on both
     ratios = pd.read_csv(out["ratios"])
@@ -117,6 +134,7 @@ def test_one_model_alone_says_so_and_a_stale_study_is_marked(tmp_path):
     tex = out["tex"].read_text()
     assert r"\newcommand{\ModelsSentenceTensorcore}{Tensor cores: measured on the H200 alone.}" in tex
     assert r"\newcommand{\ModelsTensorcorePaddingVerdict}{}" in tex
+    assert r"\newcommand{\ModelsBoundBandwidth}{n/a}" in tex
     table = pd.read_csv(out["claims"])
     assert table["h200 verdict"].str.endswith(" (stale)").all()
     assert pd.read_csv(out["ratios"]).empty

@@ -38,14 +38,16 @@ ATTENTION = tuple(i for i, e in IMPLS.items() if "attention" in e.tags)
 GDN = tuple(i for i, e in IMPLS.items() if "gdn" in e.tags)
 KEYS = ["gpu", "phase", "pass", "dtype", "seqlen", "launch"]
 #: The tidy table's columns that the report reads (:func:`kernels.paper.report_kit.tidy_frame`).
-COLUMNS = [*KEYS, "impl", "status", "batch", "heads", "kv_heads", "value_heads", "head_dim", "device_ms", "q10_ms",
-           "q90_ms", "latency_ms", "peak_mem_bytes", "peak_mem_timed_bytes", "cache_bytes", "rel_err", "check_seqlen",
-           ROLES, kit.DEVICE_REPS, "family", "peak_mem_gib", "cache_mib", "speedup_vs_attention"]
+COLUMNS = [*KEYS, "impl", "status", "batch", "heads", "kv_heads", "value_heads", "head_dim", "bytes", "device_ms",
+           "q10_ms", "q90_ms", "latency_ms", "peak_mem_bytes", "peak_mem_timed_bytes", "cache_bytes", "rel_err",
+           "check_seqlen", ROLES, kit.DEVICE_REPS, "family", "peak_mem_gib", "cache_mib", "speedup_vs_attention"]
 #: The context length above which the source expects linear attention to win (its "above 100K").
 OVERTAKE_SEQLEN = 100_000
 #: The series whose slopes are fitted: (name in macros and tables, phase, pass, column).
 SERIES = (("Fwd", "prefill", "fwd", "device_ms"), ("Fwdbwd", "prefill", "fwdbwd", "device_ms"),
           ("Decode", "decode", "fwd", "device_ms"), ("Mem", "prefill", "fwd", "peak_mem_gib"))
+#: Octaves between two written labels of the length axis at the least (:func:`_tick_labels`).
+LABEL_OCTAVES = 2
 SERIES_LABELS = {"Fwd": "prefill time", "Fwdbwd": "prefill + backward time", "Decode": "decode time",
                  "Mem": "prefill peak memory"}
 
@@ -94,6 +96,22 @@ def _label(impl: str) -> str:
     return style.label(STUDY, impl)
 
 
+def _tick_labels(ticks: list) -> list[str]:
+    """Labels of the length ticks ``ticks`` (ascending): a length is written where it lies at least
+    :data:`LABEL_OCTAVES` octaves above the last one written, and the longest always (the one written
+    before it left blank where that is closer), so that no two labels run into each other in a
+    narrow panel."""
+    shown = []
+    for i, t in enumerate(ticks):
+        if not shown or t >= 2**LABEL_OCTAVES * ticks[shown[-1]]:
+            shown.append(i)
+    if shown and shown[-1] != len(ticks) - 1:
+        if len(shown) > 1:
+            shown.pop()  # closer to the longest than LABEL_OCTAVES
+        shown.append(len(ticks) - 1)
+    return [style.tokens(t) if i in shown else "" for i, t in enumerate(ticks)]
+
+
 def _log_axes(ax, d: pd.DataFrame) -> None:
     from matplotlib import ticker
 
@@ -102,7 +120,7 @@ def _log_axes(ax, d: pd.DataFrame) -> None:
     style.plain_log(ax, "y")
     ticks = sorted(d["seqlen"].dropna().unique())
     if ticks:
-        ax.set_xticks(ticks, [style.tokens(t) for t in ticks], fontsize=6)
+        ax.set_xticks(ticks, _tick_labels(ticks), fontsize=6)
     ax.xaxis.set_minor_formatter(ticker.NullFormatter())
 
 
@@ -152,13 +170,14 @@ def _finish(fig, axes):
 
 
 def fig_prefill(df: pd.DataFrame):
-    """Prefill at long context: median device time against the prompt's length (log-log), causal
-    softmax attention (solid) against Gated DeltaNet (dashed), forward (left) and forward + backward
-    (right; FlashInfer's GDN has no backward). The grey dotted line: the length from which our chunked
-    GDN is faster than the fastest attention (written beside it); its interval from each row's
-    10th--90th percentile band is shaded grey around the line, and hidden by the line where the
-    interval is that narrow."""
-    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.8, ncols=2)
+    """Prefill at long context against the prompt's length (log-log), causal softmax attention (solid)
+    against Gated DeltaNet (dashed): median device time of the forward (left) and of forward + backward
+    (middle; FlashInfer's GDN has no backward), and the forward's peak memory (right: inputs, outputs
+    and every temporary of one call). The grey dotted line: the length from which our chunked GDN is
+    faster than the fastest attention (written beside it); its interval from each row's 10th--90th
+    percentile band is shaded grey around the line, and hidden by the line where the interval is that
+    narrow."""
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.6, ncols=3)
     for ax, (pas, what) in zip(axes, (("fwd", "forward"), ("fwdbwd", "forward + backward"))):
         d = _rows(df, "prefill", pas)
         d = d[d["device_ms"].notna()]
@@ -174,44 +193,16 @@ def fig_prefill(df: pd.DataFrame):
             high = cross.high if np.isfinite(cross.high) else d["seqlen"].max()
             ax.axvspan(low, high, color="0.85", alpha=0.5, lw=0)
             ax.text(cross.seqlen, 0.03, f" GDN faster from {style.tokens(cross.seqlen)}",
-                    transform=ax.get_xaxis_transform(), ha="left", va="bottom", fontsize=7, color="0.3")
+                    transform=ax.get_xaxis_transform(), ha="left", va="bottom", fontsize=6, color="0.3")
         ax.set_title(what)
+    _panel(axes[2], _rows(df, "prefill"), "peak_mem_gib")
     axes[0].set_ylabel("median device time (ms)")
+    axes[2].set_title("forward, peak memory")
+    axes[2].set_ylabel("GiB")
     return _finish(fig, axes)
 
 
-def fig_decode(df: pd.DataFrame):
-    """Decode at long context: one new token after a context of T tokens. Left: median device
-    time (attention over the KV cache, solid, against one step of the GDN recurrence from its
-    state, dashed). Right: latency of the same call launched from Python (solid, whatever the
-    implementation) and replayed from a CUDA graph (dotted), the host's launch included; colours as
-    in the legend."""
-    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.8, ncols=2)
-    _panel(axes[0], _rows(df, "decode"), "device_ms", 1e3)
-    _panel(axes[1], _rows(df, "decode"), "latency_ms", 1e3, linestyle="-", label=False)
-    _panel(axes[1], _rows(df, "decode", launch="graph"), "latency_ms", 1e3, linestyle=":", label=False)
-    axes[0].set_title("device time")
-    axes[1].set_title("latency: launched (solid), CUDA graph (dotted)")
-    axes[0].set_ylabel("median device time (µs)")
-    axes[1].set_ylabel("median latency (µs)")
-    return _finish(fig, axes)
-
-
-def fig_memory(df: pd.DataFrame):
-    """Memory against the sequence length (log-log). Left: peak memory of a prefill forward
-    (inputs, outputs and every temporary of the call). Right: what decode keeps per layer, the
-    KV cache of attention (solid) against the fixed state of Gated DeltaNet (dashed)."""
-    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.8, ncols=2)
-    _panel(axes[0], _rows(df, "prefill"), "peak_mem_gib")
-    _panel(axes[1], _rows(df, "decode"), "cache_mib")
-    axes[0].set_title("prefill forward, peak")
-    axes[0].set_ylabel("GiB")
-    axes[1].set_title("decode: KV cache or state")
-    axes[1].set_ylabel("MiB")
-    return _finish(fig, axes)
-
-
-FIGURES = {"longctx_prefill": fig_prefill, "longctx_decode": fig_decode, "longctx_memory": fig_memory}
+FIGURES = {"longctx_prefill": fig_prefill}
 
 
 def slopes(df: pd.DataFrame) -> dict[tuple[str, str], object]:
@@ -269,6 +260,8 @@ def table_main(df: pd.DataFrame) -> pd.DataFrame:
 
 
 TABLES = {"longctx_table": table_main, "longctx_slopes": table_slopes}
+#: The tables set in the paper: none (the text quotes their numbers; both are CSV files, results/tables/).
+PAPER_TABLES = ()
 
 
 #: The implementations whose slopes of each series the verdicts read, those that should show
@@ -429,8 +422,12 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     ``...High``, in K tokens, ``...Between``, the measured lengths it is interpolated between,
     :func:`_bracket`, and ``...Ci``, those between which it lies given the speedups' 95 % intervals,
     :func:`crossover_interval`); at each table length (``T<size>``, :func:`kernels.paper.report_kit.size_name`)
-    the prefill times (``LongctxMs<Impl><Pass>T...``, ms), the decode step (``LongctxDecodeUs<Impl>T...``,
-    and ``LongctxDecodeGraphLatencyUs<Impl>T...``, µs), decode's memory (``LongctxCacheMib<Impl>T...``)
+    the prefill times (``LongctxMs<Impl><Pass>T...``, ms), the prefill forward's peak memory
+    (``LongctxPeakGib<Impl>T...``, GiB: the ``peak_mem_gib`` of :func:`derive`) and the bytes of its
+    inputs and outputs (``LongctxIoGib<Impl>T...``, GiB: the row's ``bytes``, the least the call reads
+    and writes), the decode step (``LongctxDecodeUs<Impl>T...``, device time; its latency launched
+    from Python, ``LongctxDecodeLatencyUs<Impl>T...``, and replayed from a CUDA graph,
+    ``LongctxDecodeGraphLatencyUs<Impl>T...``, µs), decode's memory (``LongctxCacheMib<Impl>T...``)
     and the GDN speedups over the fastest attention (``LongctxSpeedup<Impl><Pass>T...``, and ``...Ci`` their
     95 % intervals, :func:`kernels.paper.report_kit.interval`) with the attentions timed there, of
     which it is the fastest (``LongctxAttentions<Pass>T...``, their labels); the layer's
@@ -472,8 +469,13 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
                                                                       "speedup_vs_attention"), 1)
                     m[f"LongctxSpeedup{c}{pname}{tag}Ci"] = kit.interval(_vs_attention(d, impl, pas, t), 1)
             m[f"LongctxDecodeUs{c}{tag}"] = kit.fmt(_at(d, impl, "decode", "fwd", t) * 1e3, 1)
+            m[f"LongctxDecodeLatencyUs{c}{tag}"] = kit.fmt(_at(d, impl, "decode", "fwd", t, "latency_ms") * 1e3, 1)
             m[f"LongctxDecodeGraphLatencyUs{c}{tag}"] = kit.fmt(
                 _at(d, impl, "decode", "fwd", t, "latency_ms", "graph") * 1e3, 1)
+            if "prefill" in IMPLS[impl].tags:
+                m[f"LongctxPeakGib{c}{tag}"] = kit.fmt(_at(d, impl, "prefill", "fwd", t, "peak_mem_gib"), 1)
+                m[f"LongctxIoGib{c}{tag}"] = kit.fmt(
+                    pd.to_numeric(_at(d, impl, "prefill", "fwd", t, "bytes"), errors="coerce") / 2**30, 1)
             m[f"LongctxCacheMib{c}{tag}"] = kit.fmt(_at(d, impl, "decode", "fwd", t, "cache_mib"), 1)
         for pas, pname in (("fwd", "Fwd"), ("fwdbwd", "Fwdbwd")):
             rows = _rows(d, "prefill", pas)

@@ -221,6 +221,17 @@ def study_sentence(study: str, impls: pd.DataFrame, paper: str, other: str, band
     return f"{name}: {said}."
 
 
+def bound_span(impls: pd.DataFrame, what: str) -> str:
+    """The lowest and highest median ratio (:func:`impl_ratios`) of the implementations of ``impls``
+    that ``what`` bounds (:func:`bound`), how many and of which studies: ``1.38--1.43 (6 implementations:
+    SwiGLU)``; :data:`kernels.paper.style.MISSING` where none is."""
+    d = impls[impls["bound"] == what]
+    if d.empty:
+        return style.MISSING
+    studies = kit.and_list([style.study_name(s) for s in dict.fromkeys(d["study"])])
+    return f"{kit.span(d['median'].tolist())} ({len(d)} implementation{'s' * (len(d) > 1)}: {studies})"
+
+
 def same_count(table: pd.DataFrame, paper: str, other: str) -> str:
     """How many of the claims measured on both ``paper`` and ``other`` (:func:`claims_table`) have the
     same verdict on both: ``15 of 18``."""
@@ -249,6 +260,16 @@ def differ_text(table: pd.DataFrame, paper: str, other: str) -> str:
             texts.append(f"{r['claim']}: {a} on the {rows.model_label(paper)} ({r[f'{paper} values']}), {b} on the "
                          f"{rows.model_label(other)} ({r[f'{other} values']})")
     return "; ".join(texts) or style.MISSING
+
+
+def differ_claims(table: pd.DataFrame, paper: str, other: str) -> str:
+    """The claims measured on both ``paper`` and ``other`` (:func:`claims_table`) whose verdicts differ by
+    more than values on the claim's line (neither :func:`same_count` nor :func:`on_line_count` counts them),
+    by name, joined by "; " (:data:`kernels.paper.style.MISSING` without one)."""
+    names = [r["claim"] for _, r in table.iterrows()
+             if (a := r[f"{paper} verdict"]) != (b := r[f"{other} verdict"]) and NOT_MEASURED not in (a, b)
+             and not reproduce.differs_on_the_line(a, b)]
+    return "; ".join(names) or style.MISSING
 
 
 def figure(cases: pd.DataFrame, studies, paper: str, other: str, bandwidth: float, compute: float):
@@ -318,8 +339,9 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
     ``ModelsOther`` (the first other model's name, or empty), ``ModelsPaperTBps`` and
     ``ModelsOtherTBps`` (their datasheet bandwidths), ``ModelsPaperGb`` and ``ModelsOtherGb`` (their
     memory), ``ModelsSame`` (:func:`same_count`), ``ModelsOnLine`` (:func:`on_line_count`), ``ModelsLongMs`` (:data:`LONG_MS`), ``ModelsPeaksKnown`` ("true" where the code knows
-    both models' peaks), ``ModelsBandwidthRatio`` and ``ModelsComputeRatio``, ``ModelsDiffer``
-    (:func:`differ_text`), ``Models<verdict macro>``
+    both models' peaks), ``ModelsBandwidthRatio`` and ``ModelsComputeRatio``, ``ModelsBoundBandwidth`` and
+    ``ModelsBoundCompute`` (:func:`bound_span` of the implementations near each), ``ModelsDiffer``
+    (:func:`differ_text`), ``ModelsDifferClaims`` (:func:`differ_claims`), ``Models<verdict macro>``
     (:func:`other_verdicts`), ``ModelsSentence<Study>`` (:func:`study_sentence`) and
     ``ModelsClaimsTable`` (a table float, ``tab:models_claims``); with ``reproductions``
     (``data/reproductions``) and ``out_spread``, the GPU factor of every second and third run there
@@ -347,6 +369,7 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
               "ModelsPaperGb": kit.fmt(rows.MEMORY_GB.get(paper), 0),
               "ModelsOtherGb": kit.fmt(rows.MEMORY_GB.get(models[1]), 0) if len(models) > 1 else "",
               "ModelsDiffer": kit.escape_latex(differ_text(table, paper, models[1])) if len(models) > 1 else "",
+              "ModelsDifferClaims": kit.escape_latex(differ_claims(table, paper, models[1])) if len(models) > 1 else "",
               "ModelsSame": same_count(table, paper, models[1]) if len(models) > 1 else "",
               "ModelsOnLine": on_line_count(table, paper, models[1]) if len(models) > 1 else "",
               "ModelsLongMs": kit.fmt(LONG_MS, 1),
@@ -361,13 +384,16 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
             values["ModelsPeaksKnown"] = "true" if math.isfinite(bandwidth) and math.isfinite(compute) else "false"
             values["ModelsBandwidthRatio"] = kit.fmt(bandwidth)
             values["ModelsComputeRatio"] = kit.fmt(compute)
+            values["ModelsBoundBandwidth"] = bound_span(impls, BANDWIDTH)
+            values["ModelsBoundCompute"] = bound_span(impls, COMPUTE)
             for study in studies:
                 values[f"ModelsSentence{kit.camel(study)}"] = study_sentence(study, impls, paper, other, bandwidth,
                                                                               compute)
             style.save(figure(cases, studies, paper, other, bandwidth, compute), out_figure)
     if len(models) == 1:
         values.update({"ModelsPeaksKnown": "false", "ModelsBandwidthRatio": style.MISSING,
-                       "ModelsComputeRatio": style.MISSING,
+                       "ModelsComputeRatio": style.MISSING, "ModelsBoundBandwidth": style.MISSING,
+                       "ModelsBoundCompute": style.MISSING,
                        **{f"ModelsSentence{kit.camel(s)}": f"{style.study_label(s)}: measured on the "
                           f"{rows.model_label(paper)} alone." for s in studies}})
         fig, ax = style.figure()
