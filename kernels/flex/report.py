@@ -568,6 +568,14 @@ CLAIMS = {"FlexMemoryVerdict": "FlexAttention: dense mask memory from O(N²) to 
           "FlexFlashSparsityVerdict": "FlexAttention (FLASH backend) speed follows sparsity (at least 80 % of "
                                       "the ideal speedup)"}
 
+#: Each claim of :data:`CLAIMS` in a few words, by verdict macro: the label of its values in the
+#: across-GPU table (:mod:`kernels.paper.uncertainty`).
+CLAIM_NAMES = {"FlexMemoryVerdict": "mask memory slope",
+               "FlexPrefillVerdict": "Triton prefill",
+               "FlexSparsityVerdict": "Triton sparsity",
+               "FlexFlashPrefillVerdict": "FLASH prefill",
+               "FlexFlashSparsityVerdict": "FLASH sparsity"}
+
 #: The implementations each verdict of :data:`CLAIMS` cannot be decided without, by verdict macro: on
 #: a GPU where one of them has rows and none timed ok, the claim is "not testable"
 #: (:func:`kernels.paper.quick.untestable`).

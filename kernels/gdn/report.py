@@ -356,6 +356,13 @@ CLAIMS = {"GdnFlashQlaFwdVerdict": "FlashQLA 2–3× FLA's forward on Hopper",
           "GdnPublishedFwdVerdict": "FlashQLA 2–3× FLA's forward at its own configurations",
           "GdnPublishedBwdVerdict": "FlashQLA 2× FLA's backward at its own configurations"}
 
+#: Each claim of :data:`CLAIMS` in a few words, by verdict macro: the label of its values in the
+#: across-GPU table (:mod:`kernels.paper.uncertainty`).
+CLAIM_NAMES = {"GdnFlashQlaFwdVerdict": "FlashQLA forward",
+               "GdnFlashQlaBwdVerdict": "FlashQLA backward",
+               "GdnPublishedFwdVerdict": "FlashQLA forward, its configurations",
+               "GdnPublishedBwdVerdict": "FlashQLA backward, its configurations"}
+
 
 def paper_shapes(sweep: dict) -> dict[str, dict[tuple, str]]:
     """The (batch, seqlen, heads) the text quotes numbers at, each with its name in the macros
@@ -385,7 +392,7 @@ def _headlines() -> dict[str, str]:
         raise ValueError(f"config gdn.sweep.backward.main_shapes: the abstract quotes the backward at the first "
                          f"main shape, B{b} T{t} H{h}, which it does not list")
     return {f"GdnChunkSpeedupVsFla{tag}": f"Gated DeltaNet chunked forward over FLA, B{b} T{t} H{h}, ×",
-            f"GdnChunkBwdSpeedupVsFla{tag}": "the same, backward, ×",
+            f"GdnChunkBwdSpeedupVsFla{tag}": f"Gated DeltaNet chunked backward over FLA, B{b} T{t} H{h}, ×",
             f"GdnFlashQlaSpeedupVsFla{tag}": "FlashQLA's forward over FLA, ×"}
 
 

@@ -352,6 +352,12 @@ CLAIMS = {"LongctxLinearVerdict": "linear attention turns O(n²) into O(n)",
           "LongctxMemoryVerdict": "FlashAttention/FlexAttention: attention memory from O(N²) to O(N)",
           "LongctxOvertakeVerdict": "linear attention faster than softmax attention above 100K tokens"}
 
+#: Each claim of :data:`CLAIMS` in a few words, by verdict macro: the label of its values in the
+#: across-GPU table (:mod:`kernels.paper.uncertainty`).
+CLAIM_NAMES = {"LongctxLinearVerdict": "prefill slope",
+               "LongctxMemoryVerdict": "attention memory slope",
+               "LongctxOvertakeVerdict": "linear against softmax"}
+
 #: The implementations each verdict of :data:`CLAIMS` cannot be decided without, by verdict macro: on
 #: a GPU where one of them has rows and none timed ok, the claim is "not testable"
 #: (:func:`kernels.paper.quick.untestable`).

@@ -314,7 +314,7 @@ PAPER_TABLES = ()
 #: reproduction appendix sets them beside the second run's).
 HEADLINES = {"SwigluTritonFwdPctCopyRange": "our fused SwiGLU forward kernel, % of the copy bandwidth (64 Mi elements and more)",
              "SwigluTritonSpeedupLargeRange": "the same over eager, ×",
-             "SwigluTritonLatencySpeedupLargeRange": "the same by latency, ×"}
+             "SwigluTritonLatencySpeedupLargeRange": "our fused kernel over eager by latency, ×"}
 
 
 #: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
@@ -322,6 +322,13 @@ CLAIMS = {"SwigluClaimLatencyVerdict": "SwiGLU fusion cuts activation latency 2.
           "SwigluClaimBandwidthVerdict": "SwiGLU kernel reaches 85–92 % of peak HBM bandwidth",
           "SwigluClaimFusionVerdict": "Fusing memory-bound pointwise operations: 2–4× faster",
           "SwigluClaimGraphVerdict": "CUDA graphs remove the launch overhead of small-batch decode"}
+
+#: Each claim of :data:`CLAIMS` in a few words, by verdict macro: the label of its values in the
+#: across-GPU table (:mod:`kernels.paper.uncertainty`).
+CLAIM_NAMES = {"SwigluClaimLatencyVerdict": "fusion, latency",
+               "SwigluClaimBandwidthVerdict": "HBM bandwidth",
+               "SwigluClaimFusionVerdict": "fusion",
+               "SwigluClaimGraphVerdict": "CUDA graphs"}
 
 #: The implementations each verdict of :data:`CLAIMS` cannot be decided without, by verdict macro: on
 #: a GPU where one of them has rows and none timed ok, the claim is "not testable"

@@ -206,6 +206,11 @@ CLAIMS = {"TensorcorePaddingVerdict": "Padding matrix dimensions to multiples of
                                       "throughput",
           "TensorcoreFpEightVerdict": "FP8 tensor cores: 2–4× BF16's FLOP throughput per clock"}
 
+#: Each claim of :data:`CLAIMS` in a few words, by verdict macro: the label of its values in the
+#: across-GPU table (:mod:`kernels.paper.uncertainty`).
+CLAIM_NAMES = {"TensorcorePaddingVerdict": "padding",
+               "TensorcoreFpEightVerdict": "FP8 over BF16"}
+
 #: The implementations each verdict of :data:`CLAIMS` cannot be decided without, by verdict macro: on
 #: a GPU where one of them has rows and none timed ok, the claim is "not testable"
 #: (:func:`kernels.paper.quick.untestable`).

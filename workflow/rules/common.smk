@@ -656,6 +656,9 @@ MODELS = {
     # every measuring run of data/, its role and outcome (kernels/paper/runs.py)
     "runs": f"{RESULTS}/runs.csv",
     "runs_tex": f"{PAPER_DIR}/generated/runs.tex",
+    # each quoted value across the GPUs of a model beside its within-run interval (kernels/paper/uncertainty.py)
+    "uncertainty": f"{RESULTS}/uncertainty.csv",
+    "uncertainty_tex": f"{PAPER_DIR}/generated/uncertainty.tex",
 }
 # every second and third run of a study in the data, each against its model's committed rows: the
 # same-model spread (rule models, kernels.paper.reproduce.spread_table)

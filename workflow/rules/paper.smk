@@ -39,6 +39,7 @@ if not SUBSET_LEFT_OUT:
             MODELS["tex"],
             MODELS["figure"],
             MODELS["runs_tex"],
+            MODELS["uncertainty_tex"],
             # the appendix on a second run: its figure and table when there is one
             [
                 REPRO["snippet"],

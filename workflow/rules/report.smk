@@ -209,8 +209,9 @@ rule provenance:
         "../scripts/provenance.py"
 
 
-# Each claim on every committed GPU model, and each implementation's device time on another model
-# over this one's (kernels/paper/models.py).
+# Each claim on every committed GPU model, each implementation's device time on another model
+# over this one's (kernels/paper/models.py), and each quoted value across the GPUs of a model
+# (kernels/paper/uncertainty.py).
 rule models:
     input:
         [f for s in STUDIES for f in raw_files(s)],
@@ -226,6 +227,8 @@ rule models:
         spread=MODELS["spread"],
         runs=MODELS["runs"],
         runs_tex=MODELS["runs_tex"],
+        uncertainty=MODELS["uncertainty"],
+        uncertainty_tex=MODELS["uncertainty_tex"],
     log:
         f"{LOGS}/models.log",
     conda:
@@ -247,6 +250,7 @@ rule models:
             "kernels/paper/reproduce_report.py",
             "kernels/paper/gpu_factor.py",
             "kernels/paper/reproduce.py",
+            "kernels/paper/uncertainty.py",
             "kernels/paper/claims.py",
             "kernels/paper/provenance.py",
             "kernels/paper/rows.py",
