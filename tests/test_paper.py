@@ -360,3 +360,26 @@ def test_every_figure_of_a_measured_study_draws_data_in_each_panel(built):
                      if ax.get_visible() and not ax.has_data()]
             plt.close(fig)
             assert not empty, f"{name} of {study} (which has rows) draws nothing on: {empty}"
+
+
+def _pdf_pages(pdf: Path) -> list[str]:
+    """The text of each page of ``pdf`` (pdftotext, reading order)."""
+    return subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True,
+                          check=True).stdout.split("\f")
+
+
+@pytest.mark.slow
+@needs_tex
+def test_the_body_fills_at_most_14_pages_and_the_abstract_150_to_200_words(built):
+    """The body (every page before the appendix begins; the references follow the appendix) fits 14
+    pages, and the abstract, as printed, has 150 to 200 words."""
+    pages = _pdf_pages(built / "paper" / "main.pdf")
+    first = re.search(r"\\appendix\s*\\section\{([^}]*)\}", MAIN.read_text()).group(1)
+    heading = re.compile(r"^A\s+" + re.escape(first).replace(r"\ ", r"\s+") + r"\s*$", re.M)
+    starts = [i + 1 for i, page in enumerate(pages) if heading.search(page)]
+    assert starts, f"the appendix's heading 'A {first}' is on no page"
+    assert starts[0] <= 14, f"the appendix begins on page {starts[0]}: the body fills more than 14 pages"
+    text = "\n".join(pages)
+    abstract = text[text.index("Abstract") + len("Abstract"):re.search(r"^1\s+Introduction", text, re.M).start()]
+    words = len(abstract.split())
+    assert 150 <= words <= 200, f"the abstract has {words} words"
