@@ -58,13 +58,14 @@ def test_the_implementations_near_each_peak_ratio_are_spanned_and_counted_with_t
     assert models.bound_span(impls, models.BANDWIDTH) == "1.38--1.43 (2 implementations: SwiGLU)"
     assert models.bound_span(impls, models.COMPUTE) == "0.99--1.01 (2 implementations: FlexAttention and tensor cores)"
     assert models.bound_span(impls.iloc[:1], models.BANDWIDTH) == "1.43 (1 implementation: SwiGLU)"
+    assert models.bound_span(impls, models.BETWEEN) == "1.22 (1 implementation: Gated DeltaNet)"
     assert models.bound_span(impls.iloc[:2], models.COMPUTE) == "n/a"
 
 
 def test_evidence_gives_each_value_with_its_interval_or_says_it_is_missing():
     macros = {"A": "2.05", "ACi": "[2.04, 2.06]", "S": "1.00", "SLow": "0.97", "SHigh": "1.03", "R": "31--89"}
     text = models.evidence_text(macros, (("A", "× at 8192³"), ("S", " flex"), ("R", " %"), ("B", "× other")))
-    assert text == "2.05× at 8192³ [2.04, 2.06]; 1.00 flex [0.97, 1.03]; 31--89 %; n/a× other"
+    assert text == "2.05× at 8192³ [2.04, 2.06]; 1.00 flex [0.97, 1.03]; 31--89 %; n/a (× other)"
 
 
 def test_every_claim_has_its_evidence_in_its_reports_macros():
@@ -134,7 +135,7 @@ def test_one_model_alone_says_so_and_a_stale_study_is_marked(tmp_path):
     tex = out["tex"].read_text()
     assert r"\newcommand{\ModelsSentenceTensorcore}{Tensor cores: measured on the H200 alone.}" in tex
     assert r"\newcommand{\ModelsTensorcorePaddingVerdict}{}" in tex
-    assert r"\newcommand{\ModelsBoundBandwidth}{n/a}" in tex
+    assert r"\newcommand{\ModelsBoundBandwidth}{n/a}" in tex and r"\newcommand{\ModelsBoundBetween}{n/a}" in tex
     table = pd.read_csv(out["claims"])
     assert table["h200 verdict"].str.endswith(" (stale)").all()
     assert pd.read_csv(out["ratios"]).empty

@@ -553,7 +553,7 @@ PAPER_TABLES = ()
 # macros
 
 
-#: The numbers of the abstract that :func:`macros` gives, by macro, in the abstract's words (the
+#: The study's headline numbers that :func:`macros` gives, by macro, in words (the
 #: reproduction appendix sets them beside the second run's).
 HEADLINES = {"FlexFwdCausalTflops": "FlexAttention causal forward, TFLOP/s",
              "FlexFwdCausalVsFlash": "the same over FlashAttention-2, ×",

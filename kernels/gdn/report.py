@@ -396,7 +396,7 @@ def _headlines() -> dict[str, str]:
             f"GdnFlashQlaSpeedupVsFla{tag}": "FlashQLA's forward over FLA, ×"}
 
 
-#: The numbers of the abstract that :func:`macros` gives, by macro, in the abstract's words (the
+#: The study's headline numbers that :func:`macros` gives, by macro, in words (the
 #: reproduction appendix sets them beside the second run's).
 HEADLINES = _headlines()
 

@@ -341,7 +341,7 @@ def _headline_length() -> int:
     return _config()["table_seqlens"][-1]
 
 
-#: The numbers of the abstract that :func:`macros` gives, by macro, in the abstract's words (the
+#: The study's headline numbers that :func:`macros` gives, by macro, in words (the
 #: reproduction appendix sets them beside the second run's).
 HEADLINES = {f"LongctxSpeedupChunkFwdT{kit.size_name(_headline_length())}":
              "Gated DeltaNet prefill (ours) over the fastest attention at the longest table length, ×",

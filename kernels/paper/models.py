@@ -76,13 +76,13 @@ def model_macros(run: list[dict], model: str, sections: dict[str, dict]) -> dict
 def evidence_text(macros: dict[str, str], evidence) -> str:
     """The values a verdict compares, as text: each ``(macro, words)`` of ``evidence`` (a report's
     ``EVIDENCE`` entry) as the macro's value, ``words`` and its interval
-    (:func:`kernels.paper.uncertainty.interval_text`), joined by "; "; :data:`kernels.paper.style.MISSING` for
-    a value the rows do not give."""
+    (:func:`kernels.paper.uncertainty.interval_text`), joined by "; "; :data:`kernels.paper.style.MISSING` and
+    ``words`` in parentheses for a value the rows do not give."""
     parts = []
     for name, words in evidence:
         value = macros.get(name, style.MISSING)
         if value == style.MISSING:
-            parts.append(f"{style.MISSING}{words}")
+            parts.append(f"{style.MISSING} ({words.strip()})")
             continue
         parts.append(" ".join(p for p in (f"{value}{words}", uncertainty.interval_text(macros, name)) if p))
     return "; ".join(parts)
@@ -344,8 +344,9 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
     ``ModelsOther`` (the first other model's name, or empty), ``ModelsPaperTBps`` and
     ``ModelsOtherTBps`` (their datasheet bandwidths), ``ModelsPaperGb`` and ``ModelsOtherGb`` (their
     memory), ``ModelsSame`` (:func:`same_count`), ``ModelsOnLine`` (:func:`on_line_count`), ``ModelsLongMs`` (:data:`LONG_MS`), ``ModelsPeaksKnown`` ("true" where the code knows
-    both models' peaks), ``ModelsBandwidthRatio`` and ``ModelsComputeRatio``, ``ModelsBoundBandwidth`` and
-    ``ModelsBoundCompute`` (:func:`bound_span` of the implementations near each), ``ModelsDiffer``
+    both models' peaks), ``ModelsBandwidthRatio`` and ``ModelsComputeRatio``, ``ModelsBoundBandwidth``,
+    ``ModelsBoundCompute`` and ``ModelsBoundBetween`` (:func:`bound_span` of the implementations near each
+    and of those between the two), ``ModelsDiffer``
     (:func:`differ_text`), ``ModelsDifferClaims`` (:func:`differ_claims`), ``Models<verdict macro>``
     (:func:`other_verdicts`), ``ModelsSentence<Study>`` (:func:`study_sentence`) and
     ``ModelsClaimsTable`` (a table float, ``tab:models_claims``); with ``reproductions``
@@ -392,6 +393,7 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
             values["ModelsComputeRatio"] = kit.fmt(compute)
             values["ModelsBoundBandwidth"] = bound_span(impls, BANDWIDTH)
             values["ModelsBoundCompute"] = bound_span(impls, COMPUTE)
+            values["ModelsBoundBetween"] = bound_span(impls, BETWEEN)
             for study in studies:
                 values[f"ModelsSentence{kit.camel(study)}"] = study_sentence(study, impls, paper, other, bandwidth,
                                                                               compute)
@@ -399,7 +401,7 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
     if len(models) == 1:
         values.update({"ModelsPeaksKnown": "false", "ModelsBandwidthRatio": style.MISSING,
                        "ModelsComputeRatio": style.MISSING, "ModelsBoundBandwidth": style.MISSING,
-                       "ModelsBoundCompute": style.MISSING,
+                       "ModelsBoundCompute": style.MISSING, "ModelsBoundBetween": style.MISSING,
                        **{f"ModelsSentence{kit.camel(s)}": f"{style.study_label(s)}: measured on the "
                           f"{rows.model_label(paper)} alone." for s in studies}})
         fig, ax = style.figure()

@@ -391,10 +391,10 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
         r"implementation's cases in parallel processes before they are timed; implementations that it",
         r"prepared in one run of a study and not in the other: \ReproCompileAhead. Either run warms each",
         r"case up before timing it, so only the cases' one-off costs differ there. Re-derived from each run, \ReproClaimsSame{} of the \ReproClaimsCompared{}",
-        r"verdicts of Table~\ref{tab:claims} that both runs decide are the same and \ReproClaimsOnLine{} differ only by a",
-        r"value on their claim's line (\ReproClaimsOnLineList; Table~\ref{tab:reproduction_claims}); different:",
-        r"\ReproClaimsDifferent. Table~\ref{tab:reproduction_headlines} sets the abstract's",
-        r"numbers of the two runs side by side.",
+        r"verdicts of Table~\ref{tab:claims} that both runs decide are the same; on their claim's line (a value",
+        r"whose interval holds the threshold): \ReproClaimsOnLine{} (\ReproClaimsOnLineList;",
+        r"Table~\ref{tab:reproduction_claims}); different: \ReproClaimsDifferent.",
+        r"Table~\ref{tab:reproduction_headlines} sets each study's headline numbers of the two runs side by side.",
         r"The check judges a second run as the claims are made, within one run on one GPU: what a reproduction",
         r"must give again is the main results~\citep{acmbadges2020}, and GPUs of one model differ by about 8\,\%",
         r"on average and up to 22\,\% through their clocks, power and temperature~\citep{sinha2022gpus}, so a",
@@ -437,7 +437,7 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
                         r"p{0.48\linewidth}" + 2 * r">{\raggedright\arraybackslash}p{0.16\linewidth}" + "l"),
                r"\end{table}",
                r"\begin{table}[tbp]", r"\centering", r"\small",
-               r"\caption{The numbers of the abstract from each run.}", r"\label{tab:reproduction_headlines}",
+               r"\caption{Each study's headline numbers (its report's \texttt{HEADLINES}) from each run.}", r"\label{tab:reproduction_headlines}",
                with_columns(render.table_to_latex(headlines.set_index("number")), r"p{0.45\linewidth}ll"),
                r"\end{table}"]
     if has_outside:

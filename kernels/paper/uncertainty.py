@@ -5,7 +5,7 @@ A value's interval (``<name>Ci``, or ``[<name>Low, <name>High]`` of a fitted slo
 than that (:mod:`kernels.paper.gpu_factor`). Where a study was measured on two or more GPUs of a
 model (its committed rows in ``data/raw/<model>/`` and each second and third run of it in
 ``data/reproductions/``), each value the claims' verdicts compare (the reports' ``EVIDENCE``) and
-each number of the abstract (``HEADLINES``) is read on every one of them (:func:`quoted_values`,
+each headline number (``HEADLINES``) is read on every one of them (:func:`quoted_values`,
 :func:`uncertainty_table`) and set beside the committed run's interval:
 
 - the *across-GPU range*: from the lowest to the highest reading over the GPUs (of a range over
@@ -102,7 +102,7 @@ def parse_interval(text: str | None) -> tuple[float, float] | None:
 
 def quoted_values(studies) -> list[dict]:
     """Every value the paper quotes for ``studies``, each once, in the table's order: per study, the
-    numbers of the abstract (``report.HEADLINES``, in its order), then each other value the claims'
+    headline numbers (``report.HEADLINES``, in its order), then each other value the claims'
     verdicts compare (``report.EVIDENCE``, in ``report.CLAIMS``' order). A value a verdict compares is
     labelled by its claim's name (``report.CLAIM_NAMES``; the claim's words without one) and its words
     there, any other by the abstract's words. Each a dict ``study``, ``value`` (the macro) and
@@ -200,7 +200,7 @@ def summary_macros(table: pd.DataFrame, model: str) -> dict[str, str]:
     ``AcrossDominant`` (what is wider for most of them: "the range across GPUs", "the within-run
     interval", or "neither" on a tie or none),
     ``AcrossLargestPct`` (the largest spread across GPUs, % of the value) and ``AcrossLargestValue``
-    (that value's study and words, ``SwiGLU: fusion: × ours``), :data:`kernels.paper.style.MISSING`
+    (that value's study and words, a trailing ``, ×`` left out: ``SwiGLU: fusion: × ours``), :data:`kernels.paper.style.MISSING`
     where no value has two GPUs; and
     ``Across<value macro>``, each value's across-GPU range (``1.61--1.66 (3 GPUs)``, ``one GPU``)."""
     mine = table[table["model"] == model]
@@ -212,7 +212,8 @@ def summary_macros(table: pd.DataFrame, model: str) -> dict[str, str]:
                 "the within-run interval" if 2 * wider < len(compared) else "neither")
     return {"AcrossWider": str(wider), "AcrossCompared": str(len(compared)), "AcrossDominant": dominant,
             "AcrossLargestPct": kit.fmt(largest["spread_pct"], 1) if largest is not None else style.MISSING,
-            "AcrossLargestValue": (kit.escape_latex(f"{style.study_label(largest['study'])}: {largest['words']}")
+            "AcrossLargestValue": (kit.escape_latex(f"{style.study_label(largest['study'])}: "
+                                                    f"{largest['words'].removesuffix(', ×')}")
                                    if largest is not None else style.MISSING),
             **{f"Across{r.value}": kit.escape_latex(r.across) for r in mine.itertuples()}}
 
@@ -233,7 +234,7 @@ def uncertainty_float(table: pd.DataFrame, model: str, models: list[str]) -> str
               for other in models if other != model
               for n in [int(((table["model"] == other) & (table["gpus"] >= 2)).sum())]]
     said = "; ".join(others)
-    caption = (r"\caption{Each number of the abstract and each value the claims' verdicts compare (Table~\ref{tab:claims})"
+    caption = (r"\caption{Each headline number and each value the claims' verdicts compare (Table~\ref{tab:claims})"
                rf" on the {kit.escape_latex(rows.model_label(model))}: on its study's committed GPU with its"
                r" within-run interval (as in the text), and its range over every GPU of the model that measured it"
                r" (the committed rows and each run in \texttt{data/reproductions/}). \emph{Dominates}: \emph{"

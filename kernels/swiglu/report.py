@@ -310,7 +310,7 @@ PAPER_TABLES = ()
 # macros
 
 
-#: The numbers of the abstract that :func:`macros` gives, by macro, in the abstract's words (the
+#: The study's headline numbers that :func:`macros` gives, by macro, in words (the
 #: reproduction appendix sets them beside the second run's).
 HEADLINES = {"SwigluTritonFwdPctCopyRange": "our fused SwiGLU forward kernel, % of the copy bandwidth (64 Mi elements and more)",
              "SwigluTritonSpeedupLargeRange": "the same over eager, ×",
