@@ -6,6 +6,7 @@ re-derived through the reports), ``reproduce`` (a second run against the first, 
 GPU is against another of its model), ``models`` (every committed GPU model side by side),
 ``quick`` (the quick run's claims on any GPU beside every committed model's), ``provenance`` (each
 study's run and whether today's code measured it), ``runs`` (every measuring run in the data, its role
-and outcome), ``latex`` (the PDF's build and its log check).
+and outcome), ``uncertainty`` (each quoted value's range over the GPUs of a model beside its within-run
+interval), ``latex`` (the PDF's build and its log check).
 A change here leaves every study's rows current.
 """
