@@ -295,14 +295,14 @@ def figure(cases: pd.DataFrame, studies, paper: str, other: str, bandwidth: floa
         ax.axvline(LONG_MS, color="grey", linestyle="-.", linewidth=0.6)
         ax.set_title(style.study_label(study))
         ax.set_xscale("log")
-        ax.xaxis.set_major_locator(LogLocator(base=10, numticks=4))
+        ax.xaxis.set_major_locator(LogLocator(base=10, numticks=3))
         if d.empty:
             kit.mark_empty(ax)
         else:
             ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=5, ncol=1, handletextpad=0.2)
     axes[0].set_ylabel(f"{rows.model_label(other)} / {rows.model_label(paper)} time")
     axes[len(axes) // 2].set_xlabel(f"{rows.model_label(paper)} device time (ms)")
-    fig.subplots_adjust(bottom=0.5, wspace=0.08)
+    fig.subplots_adjust(bottom=0.5, wspace=0.3)
     return fig
 
 
