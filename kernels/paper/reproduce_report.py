@@ -438,7 +438,8 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
                r"\end{table}",
                r"\begin{table}[tbp]", r"\centering", r"\small",
                r"\caption{Each study's headline numbers (its report's \texttt{HEADLINES}) from each run.}", r"\label{tab:reproduction_headlines}",
-               with_columns(render.table_to_latex(headlines.set_index("number")), r"p{0.45\linewidth}ll"),
+               with_columns(render.table_to_latex(headlines.set_index("number")),
+                            r"p{0.40\linewidth}" + 2 * r">{\raggedright\arraybackslash}p{0.24\linewidth}"),
                r"\end{table}"]
     if has_outside:
         floats += [r"\begin{table}[tbp]", r"\centering", r"\small",
