@@ -203,17 +203,6 @@ def test_two_runs_are_of_the_same_code_only_when_each_is_of_one_code():
     assert provenance.code_digest({**parts, "timing": "9"}) != same
 
 
-def test_the_command_lists_every_study_of_the_committed_data():
-    proc = subprocess.run([sys.executable, "-m", "kernels.paper.provenance"], cwd=ROOT, capture_output=True,
-                          text=True)
-    assert proc.returncode == 0, proc.stderr
-    config = provenance.load_config()
-    found = provenance.states(ROOT / "data" / "raw" / "h200", config)
-    assert proc.stdout.splitlines()[0] == provenance.summary("data/raw/h200", found)
-    for s in found:
-        assert f"\n{s.study}: {s.state}" in proc.stdout
-
-
 def test_every_committed_study_is_one_run():
     """Rows of one study come from one run: one commit, one GPU, one fingerprint (and one day)."""
     for folder in sorted((ROOT / "data" / "raw").iterdir()):
@@ -280,3 +269,45 @@ def test_the_command_names_a_studys_bad_row(tmp_path):
     for s in committed:
         if s.study != "gdn":
             assert f"\n{s.study}: {s.state}" in proc.stdout
+
+
+def test_second_run_folders_are_those_configured_that_hold_the_study(tmp_path):
+    """config reproduce.committed names one folder or a list per model; a folder without rows of the
+    study is not its second run, and a model the config does not name has none."""
+    for name, study in (("a", "gdn"), ("b", "flex")):
+        (tmp_path / name / study).mkdir(parents=True)
+        (tmp_path / name / study / "chunk.jsonl").write_text("{}\n")
+    config = {"reproduce": {"committed": {"h200": ["a", "b"], "h100": "b"}}}
+    assert provenance.second_run_folders("h200", "gdn", config, tmp_path) == [tmp_path / "a"]
+    assert provenance.second_run_folders("h200", "flex", config, tmp_path) == [tmp_path / "b"]
+    assert provenance.second_run_folders("h100", "flex", config, tmp_path) == [tmp_path / "b"]
+    assert provenance.second_run_folders("h100", "gdn", config, tmp_path) == []
+    assert provenance.second_run_folders("a100", "gdn", config, tmp_path) == []
+
+
+def test_the_command_lists_every_model_with_each_studys_second_run():
+    """Without --gpu it prints every committed model's studies, each with the second run the config
+    names for it, its state and whether it ran on another GPU than the committed rows."""
+    proc = subprocess.run([sys.executable, "-m", "kernels.paper.provenance"], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+    config = provenance.load_config()
+    models = sorted(p.name for p in (ROOT / "data" / "raw").iterdir() if p.is_dir())
+    blocks = proc.stdout.split("Studies of data/raw/")[1:]
+    assert [b.split("/")[0] for b in blocks] == models
+    for model, block in zip(models, blocks):
+        found = provenance.states(ROOT / "data" / "raw" / model, config)
+        assert "Studies of data/raw/" + block.splitlines()[0] == provenance.summary(f"data/raw/{model}", found)
+        for s in found:
+            assert f"\n{s.study}: {s.state}" in block
+        for study in config["studies"]:
+            part = block.split(f"\n{study}: ")[1].split("\n\n")[0]
+            seconds = provenance.second_run_folders(model, study, config)
+            lines = [line for line in part.splitlines() if line.startswith("  second run: ")]
+            if not seconds:
+                assert lines == [f"  second run: none (config reproduce.committed.{model})"]
+                continue
+            assert len(lines) == len(seconds)
+            for folder, line in zip(seconds, lines):
+                assert line.startswith(f"  second run: {folder.relative_to(ROOT)}/: ")
+                assert line.endswith(("(another GPU)", "(its committed rows' GPU, not a second one)"))

@@ -11,7 +11,8 @@ state against the code of the working tree (:func:`study_state`):
   of its rows stops);
 - ``not measured``: no rows.
 
-``python -m kernels.paper.provenance`` prints the table for the committed data (``--gpu``, ``--raw``);
+``python -m kernels.paper.provenance`` prints the table for the committed data of every GPU model (or
+``--gpu``'s; ``--raw``), with each study's committed second runs;
 the workflow prints its one-line summary (:func:`summary`) when it starts, and the paper's
 provenance table and each stale study's sentence come from :func:`render_provenance`.
 """
@@ -370,29 +371,62 @@ def render_provenance(studies: list[str], folder: str | Path, sections: dict[str
     return found
 
 
+def second_run_folders(model: str, study: str, config: dict, root: str | Path = ROOT) -> list[Path]:
+    """The folders of config ``reproduce.committed`` for ``model`` (one folder or a list, each
+    ``data/reproductions/<name>``, relative to ``root``) that hold rows of ``study``."""
+    named = (config.get("reproduce") or {}).get("committed", {}).get(model) or []
+    folders = [Path(root, f) for f in ([named] if isinstance(named, str) else named)]
+    return [f for f in folders if any(Path(f, study).glob("*.jsonl"))]
+
+
+def _run_line(s: StudyState) -> str:
+    minutes = "n/a" if s.minutes is None else f"{s.minutes:.1f} min"
+    return f"commit {s.commit}, GPU {s.gpu}, {s.date}, {minutes}, {s.rows} rows"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m kernels.paper.provenance``: print each study's state (exit 0) for a data folder."""
+    """``python -m kernels.paper.provenance``: print each study's state (exit 0) for every GPU model's
+    data folder (or ``--gpu``'s), with the second runs config ``reproduce.committed`` names for it,
+    each with its own state (current where it is of today's code, as its committed rows are) and
+    whether it ran on another GPU."""
     parser = argparse.ArgumentParser(prog="python -m kernels.paper.provenance", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--gpu", default="h200", help="the data folder's GPU (data/raw/<gpu>; default h200)")
+    parser.add_argument("--gpu", default=None,
+                        help="one data folder's GPU (data/raw/<gpu>; default: every folder of --raw)")
     parser.add_argument("--raw", default=str(ROOT / "data" / "raw"), help="the folder of the GPU folders")
     parser.add_argument("--section", default="sweep", choices=("sweep", "quick", "smoke"),
                         help="the config section the rows were measured with (default sweep)")
     args = parser.parse_args(argv)
-    folder = Path(args.raw, args.gpu)
-    if not folder.is_dir():
-        parser.error(f"no folder {folder}")
-    found = states(folder, load_config(), args.section)
-    shown = os.path.relpath(folder)  # as the workflow names it, from the repository's root
-    print(summary(folder if shown.startswith("..") else shown, found))
-    for s in found:
-        minutes = "n/a" if s.minutes is None else f"{s.minutes:.1f} min"
-        print(f"\n{s.study}: {s.state}" + (f" ({s.why})" if s.why else ""))
-        if s.state != NOT_MEASURED:
-            print(f"  run: commit {s.commit}, GPU {s.gpu}, {s.date}, {minutes}, {s.rows} rows")
-        if s.differs:
-            print("  differs: " + ", ".join(s.differs))
+    if args.gpu is not None:
+        folders = [Path(args.raw, args.gpu)]
+        if not folders[0].is_dir():
+            parser.error(f"no folder {folders[0]}")
+    else:
+        folders = sorted(p for p in Path(args.raw).iterdir() if p.is_dir())
+        if not folders:
+            parser.error(f"no GPU folder in {args.raw}")
+    config = load_config()
+    for i, folder in enumerate(folders):
+        found = states(folder, config, args.section)
+        shown = os.path.relpath(folder)  # as the workflow names it, from the repository's root
+        print(("\n" if i else "") + summary(folder if shown.startswith("..") else shown, found))
+        for s in found:
+            print(f"\n{s.study}: {s.state}" + (f" ({s.why})" if s.why else ""))
+            if s.state != NOT_MEASURED:
+                print(f"  run: {_run_line(s)}")
+            if s.differs:
+                print("  differs: " + ", ".join(s.differs))
+            if args.section != "sweep" or s.state == NOT_MEASURED:
+                continue
+            seconds = second_run_folders(folder.name, s.study, config)
+            if not seconds:
+                print(f"  second run: none (config reproduce.committed.{folder.name})")
+            for second in seconds:
+                t = study_state(s.study, second, config[s.study][args.section], config["timing"])
+                where = ("its committed rows' GPU, not a second one" if set(t.gpus) & set(s.gpus)
+                         else "another GPU")
+                print(f"  second run: {os.path.relpath(second)}/: {t.state}"
+                      + (f" ({t.why})" if t.why else "") + f", {_run_line(t)} ({where})")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
