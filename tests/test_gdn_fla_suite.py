@@ -108,6 +108,18 @@ def _run_plugin(tmp_path, files):
                            "no:cacheprovider"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
 
 
+def test_importing_the_plugin_leaves_flas_dispatch_on():
+    """The project's tests import the plugin (this file does, in every pytest-xdist lane): importing it
+    must not turn FLA's backend dispatch off for the other tests of the process (FLA's gated backward
+    on Hopper with Triton 3.6 raises without it); the plugin turns it off when pytest starts it."""
+    env = {k: v for k, v in os.environ.items() if k != "FLA_DISABLE_BACKEND_DISPATCH"}
+    proc = subprocess.run([sys.executable, "-c", "import os, kernels.gdn.fla_suite; "
+                           "print(os.environ.get('FLA_DISABLE_BACKEND_DISPATCH'))"],
+                          cwd=ROOT, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "None"
+
+
 def test_plugin_replaces_the_op_before_fla_and_its_tests_are_imported(tmp_path):
     run = _run_plugin(tmp_path, _FAKE_FLA)
     assert run.returncode == 0, run.stdout + run.stderr

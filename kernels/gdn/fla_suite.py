@@ -26,8 +26,11 @@ dispatch is off (``FLA_DISABLE_BACKEND_DISPATCH=1``), so that FLA runs its group
 every test, so that no test's float32 products depend on the tests before it.
 
 Without a CUDA GPU, Triton runs in the interpreter (``TRITON_INTERPRET=1``) and FLA's tests
-allocate on the CPU (``fla.utils.device``): slow, a check of small cases. Both environment
-settings are made when pytest imports this plugin, before anything imports Triton or FLA.
+allocate on the CPU (``fla.utils.device``): slow, a check of small cases. ``TRITON_INTERPRET`` is set
+when pytest imports this plugin, before anything imports Triton; ``FLA_DISABLE_BACKEND_DISPATCH`` when
+the plugin starts (:func:`pytest_load_initial_conftests`), before it imports FLA, and not by importing
+this module: the project's own tests import it, and FLA's dispatch stays on in their processes (with it
+off, FLA's gated backward on Hopper with Triton 3.6 raises instead of running TileLang's).
 """
 
 from __future__ import annotations
@@ -46,7 +49,6 @@ OP_NAMES = ("chunk_gated_delta_rule", "chunk_gdn")
 #: FLA's keywords that the project's op takes with the same meaning.
 _SHARED = ("scale", "initial_state", "output_final_state", "cu_seqlens", "use_qk_l2norm_in_kernel")
 
-os.environ["FLA_DISABLE_BACKEND_DISPATCH"] = "1"
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -88,8 +90,15 @@ def fla_chunk_gated_delta_rule(q, k, v, g, beta, **kwargs):
 
 def pytest_load_initial_conftests(early_config, parser, args):
     """Replace FLA's op before any conftest or test module imports it; without CUDA, point FLA's
-    tests at the CPU (FLA picks CUDA whenever it is not on an accelerator it knows)."""
+    tests at the CPU (FLA picks CUDA whenever it is not on an accelerator it knows). FLA's backend
+    dispatch is turned off first (FLA reads ``FLA_DISABLE_BACKEND_DISPATCH`` when it is imported)."""
     import importlib
+    import sys
+
+    if "fla" in sys.modules and os.environ.get("FLA_DISABLE_BACKEND_DISPATCH") != "1":
+        raise pytest.UsageError("kernels.gdn.fla_suite: FLA was imported before the plugin, with its backend "
+                                "dispatch on; run python -m kernels.gdn.fla_suite <FLA>/tests/ops/test_gdn.py")
+    os.environ["FLA_DISABLE_BACKEND_DISPATCH"] = "1"
 
     originals = set()
     for name in FLA_MODULES:
