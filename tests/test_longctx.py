@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 import torch
@@ -265,6 +266,21 @@ def test_the_prefill_figure_sets_the_peak_memory_beside_the_times():
     assert "GDN recurrent (ours)" not in drawn  # decode only
     cudnn = next(ln for ln in memory.lines if ln.get_label() == "cuDNN attention")
     assert cudnn.get_markerfacecolor() == "none"  # under FA2's equal peak: drawn over it, hollow
+
+
+def test_flas_name_in_the_prefill_figure_and_table_says_its_backward_ran_tilelang():
+    """Rows timed with Triton 3.6 on Hopper, where FLA's gated backward runs TileLang's kernels
+    (kernels.gdn.report.FLA_TRITON_REFUSED): FLA's one legend entry and its table row say so; with
+    Triton 3.7.1 they say "GDN FLA"."""
+    df = _synthetic()
+    assert {"fwd", "fwdbwd"} <= set(df.loc[df["impl"] == "fla_chunk", "pass"])
+    for triton, name in (("3.6.0", "GDN FLA, backward in TileLang"), ("3.7.1", "GDN FLA")):
+        d = df.assign(env_triton=triton, env_capability=9.0)
+        fig = report.fig_prefill(d)
+        legend = [re.sub(r" \([=≈] .*\)$", "", t.get_text()) for legend in fig.legends for t in legend.get_texts()]
+        plt.close(fig)
+        assert name in legend and not ({"GDN FLA", "GDN FLA, backward in TileLang"} - {name}) & set(legend)
+        assert name in report.table_main(d).index
 
 
 def test_the_length_axis_writes_labels_two_octaves_apart_and_the_longest_always():

@@ -190,3 +190,47 @@ def test_every_second_run_gets_its_gpu_factor_against_its_models_committed_rows(
     assert models.spread_range(spread) == f"{spread['factor'].min():.2f}--{spread['factor'].max():.2f}"
     assert r"\label{tab:gpu_spread}" in models.spread_float(spread)
     assert r"\label{tab:gpu_spread}" in models.spread_float(spread.iloc[0:0])  # none: says so
+
+
+def test_panels_split_the_studies_in_order_into_two_of_about_as_many_implementations():
+    impls = pd.DataFrame({"study": ["a"] * 2 + ["b"] * 10 + ["c"] * 8 + ["d"] * 6 + ["e"] * 9})
+    assert models._panels(impls, ["a", "b", "c", "d", "e"]) == [["a", "b", "c"], ["d", "e"]]
+    assert models._panels(impls, ["e", "x"]) == [["e"]]  # a study without implementations has no place
+    assert models._panels(impls.iloc[:0], ["a"]) == [[]]
+
+
+def test_the_figure_gives_each_implementation_one_row_coloured_by_what_bounds_it():
+    """One y tick per implementation, named as ``names`` says; one legend of the bounds present and the two
+    peak ratios; no colour per implementation."""
+    impls = pd.DataFrame({"study": ["swiglu", "swiglu", "gdn"], "impl": ["triton", "eager", "fla_chunk"],
+                          "cases": [3, 3, 2], "short": [False, True, False], "median": [1.42, 1.0, 1.08],
+                          "low": [1.41, 0.99, 1.05], "high": [1.43, 1.01, 1.1], "min": [1.4, 0.98, 1.0],
+                          "max": [1.44, 1.02, 1.2]})
+    impls["bound"] = [models.bound(v, 4800 / 3350, 1.0) for v in impls["median"]]
+    fig = models.figure(impls, ["swiglu", "gdn"], "h200", "h100-80gb-hbm3", 4800 / 3350, 1.0,
+                        {("gdn", "fla_chunk"): "FLA, backward in TileLang"})
+    ticks = [t.get_text() for ax in fig.axes for t in ax.get_yticklabels()]
+    assert ticks == ["Triton (ours)", "eager", "FLA, backward in TileLang"]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == [models.BANDWIDTH, models.COMPUTE, "bandwidth ratio 1.43", "compute ratio 1.00"]
+    colors = {line.get_color() for ax in fig.axes for line in ax.lines if line.get_linestyle() == "-"}
+    assert colors == {models.BOUND_COLORS[models.BANDWIDTH], models.BOUND_COLORS[models.COMPUTE]}
+
+
+def test_flas_name_says_where_its_backward_ran_tilelang():
+    """FLA's gated backward refuses Triton 3.4.0 to 3.7.0 on Hopper: rows timed there without a recorded
+    dispatch ran TileLang; a recorded dispatch decides where there is one; elsewhere FLA keeps its name."""
+    def fla(study, pas, triton="3.6.0", capability="9.0", dispatch=None, ms=1.0):
+        return {"study": study, "impl": "fla_chunk", "pass": pas, "device_ms": ms, "dispatch": dispatch,
+                "env": {"triton": triton, "capability": capability}}
+
+    run = [fla("longctx", "fwd"), fla("longctx", "fwdbwd"), fla("gdn", "bwd", dispatch="fla_triton"),
+           {"study": "gdn", "impl": "chunk", "pass": "fwd", "device_ms": 1.0}]
+    names = models.impl_names(run)
+    assert names[("longctx", "fla_chunk")] == "GDN FLA, backward in TileLang"
+    assert names[("gdn", "fla_chunk")] == "FLA"  # its dispatch says Triton
+    assert names[("gdn", "chunk")] == "chunked (ours)"
+    for other in ({"triton": "3.7.1"}, {"capability": "8.0"}, {"triton": None}):
+        rows_ = [fla("longctx", "fwdbwd", **{"triton": "3.6.0", "capability": "9.0", **other})]
+        assert models.impl_names(rows_)[("longctx", "fla_chunk")] == "GDN FLA"
+    assert models.impl_names([fla("gdn", "bwd", dispatch="tilelang")])[("gdn", "fla_chunk")] == "FLA (TileLang)"

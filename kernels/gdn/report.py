@@ -22,6 +22,7 @@ import json
 import numpy as np
 import pandas as pd
 from matplotlib import ticker
+from packaging.version import Version
 
 from kernels.paper import report_kit as kit
 from kernels.paper import style
@@ -95,17 +96,48 @@ def _label(impl: str) -> str:
     return style.label("gdn", impl)
 
 
-def _ran_tilelang(rows: pd.DataFrame) -> bool:
-    """Whether ``rows`` has timed rows and every one records TileLang among the modules its call
-    loaded (its ``dispatch``, module names joined by "+")."""
+#: The Triton releases (from, up to but not including) with which FLA's gated backward on Hopper
+#: (``chunk_bwd_dqkwg``, capability 9.x) raises unless TileLang's kernels run it (FLA 0.6.0,
+#: ``fla/ops/common/chunk_o.py``; FLA issue 640): a timed row of that backward ran TileLang.
+FLA_TRITON_REFUSED = ("3.4.0", "3.7.1")
+
+
+def _refused(triton, capability) -> bool:
+    """Whether FLA's gated backward refuses Triton ``triton`` on a GPU of compute ``capability``
+    (``"9.0"``, or 9.0 as a CSV file reads it back): :data:`FLA_TRITON_REFUSED` on Hopper; False where
+    either is unknown."""
+    if not isinstance(triton, str) or not str(capability).startswith("9."):
+        return False
+    low, high = (Version(v) for v in FLA_TRITON_REFUSED)
+    return low <= Version(triton.split("+")[0]) < high
+
+
+def ran_tilelang(rows: pd.DataFrame) -> bool:
+    """Whether ``rows`` (a tidy table's rows of FLA's backward) has timed rows and every one ran TileLang:
+    records it among the modules its call loaded (its ``dispatch``, module names joined by "+"), or,
+    for rows that record none (the long-context study's), was timed where FLA's Triton backward refuses
+    to run (:data:`FLA_TRITON_REFUSED`, from the row's ``env_triton`` and ``env_capability``)."""
     d = rows[rows["device_ms"].notna()]
-    loaded = d["dispatch"].map(lambda cell: isinstance(cell, str) and "tilelang" in cell.split("+"))
-    return bool(len(d)) and bool(loaded.all())
+    if not len(d):
+        return False
+    if "dispatch" in d and d["dispatch"].notna().any():
+        return bool(d["dispatch"].map(lambda cell: isinstance(cell, str) and "tilelang" in cell.split("+")).all())
+    return all(_refused(t, c) for t, c in zip(d.get("env_triton", [None] * len(d)),
+                                               d.get("env_capability", [None] * len(d))))
 
 
-#: FLA's display name on its backward rows (passes ``bwd`` and ``fwdbwd``, the only ones it names) where
-#: those ran TileLang kernels (:func:`_labels`): its gated ``chunk_bwd_dqkwg`` on Hopper with Triton 3.4
-#: to 3.7.0, FLA issue 640; its forward's rows keep "FLA".
+def fla_label(base: str, rows: pd.DataFrame) -> str:
+    """FLA's display name ``base`` (``"FLA"``, ``"GDN FLA"``) for rows of FLA (``rows``, a tidy table's,
+    any passes): ``base`` unless its backward rows (passes ``bwd``, ``fwdbwd``) ran TileLang
+    (:func:`ran_tilelang`); then ``"<base> (TileLang)"``, or ``"<base>, backward in TileLang"`` where
+    ``rows`` holds timed forward rows too (its forward runs FLA's Triton kernels)."""
+    if not ran_tilelang(rows[rows["pass"] != "fwd"]):
+        return base
+    forward = rows[(rows["pass"] == "fwd") & rows["device_ms"].notna()]
+    return f"{base}, backward in TileLang" if len(forward) else f"{base} (TileLang)"
+
+
+#: FLA's display name on its backward rows where those ran TileLang kernels (:func:`fla_label`).
 FLA_TILELANG = f"{_label('fla_chunk')} (TileLang)"
 #: FLA's display name where rows of its forward and of such a backward share a column (the main table).
 FLA_TILELANG_BACKWARD = f"{_label('fla_chunk')}, backward in TileLang"
@@ -113,15 +145,10 @@ FLA_TILELANG_BACKWARD = f"{_label('fla_chunk')}, backward in TileLang"
 
 def _labels(d: pd.DataFrame) -> dict[str, str]:
     """The display name of each implementation of rows ``d`` in a legend or a table's columns
-    (:func:`_label`). FLA's where ``d`` holds backward rows of FLA (passes ``bwd`` and ``fwdbwd``) and
-    each timed one ran TileLang (:func:`_ran_tilelang`): :data:`FLA_TILELANG`, or
-    :data:`FLA_TILELANG_BACKWARD` where ``d`` holds timed forward rows of FLA too; FLA's forward rows
-    alone keep "FLA"."""
+    (:func:`_label`; FLA's: :func:`fla_label`)."""
     out = {i: _label(i) for i in _impls(d)}
-    fla = d[d["impl"] == "fla_chunk"]
-    if "fla_chunk" in out and _ran_tilelang(fla[fla["pass"] != "fwd"]):
-        forward = fla[(fla["pass"] == "fwd") & fla["device_ms"].notna()]
-        out["fla_chunk"] = FLA_TILELANG_BACKWARD if len(forward) else FLA_TILELANG
+    if "fla_chunk" in out:
+        out["fla_chunk"] = fla_label(out["fla_chunk"], d[d["impl"] == "fla_chunk"])
     return out
 
 
@@ -346,7 +373,7 @@ def fla_backward_dispatch(df: pd.DataFrame) -> dict[str, str]:
     its gated ``chunk_bwd_dqkwg`` in TileLang on Hopper with Triton 3.4 to 3.7.0, FLA issue 640),
     else "false": the paper's switch ``\\ifGdnFlaBwdTileLang``."""
     rows = _tidy(df)
-    return {"GdnFlaBwdTileLang": "true" if _ran_tilelang(rows[(rows["impl"] == "fla_chunk") & (rows["pass"] != "fwd")])
+    return {"GdnFlaBwdTileLang": "true" if ran_tilelang(rows[(rows["impl"] == "fla_chunk") & (rows["pass"] != "fwd")])
             else "false"}
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from kernels.gdn.report import fla_label
 from kernels.paper import report_kit as kit
 from kernels.paper import style
 from kernels.longctx.impls import IMPLS
@@ -124,13 +125,24 @@ def _log_axes(ax, d: pd.DataFrame) -> None:
     ax.xaxis.set_minor_formatter(ticker.NullFormatter())
 
 
-def _lines(ax, d: pd.DataFrame, col: str, scale: float = 1.0, linestyle: str | None = None, label: bool = True):
+def _names(d: pd.DataFrame) -> dict[str, str]:
+    """The display name of each implementation of rows ``d`` (:func:`_label`); FLA's says where its
+    backward rows among them ran TileLang (:func:`kernels.gdn.report.fla_label`)."""
+    out = {i: _label(i) for i in _impls(d)}
+    if "fla_chunk" in out:
+        out["fla_chunk"] = fla_label(out["fla_chunk"], d[d["impl"] == "fla_chunk"])
+    return out
+
+
+def _lines(ax, d: pd.DataFrame, col: str, scale: float = 1.0, linestyle: str | None = None, label: bool = True,
+           names: dict[str, str] | None = None):
     pal = style.palette(STUDY, _impls(d))
+    names = names or _names(d)
     for impl in _impls(d):
         s = d[(d["impl"] == impl) & d[col].notna()].sort_values("seqlen")
         if s.empty:
             continue
-        ax.plot(s["seqlen"], s[col] * scale, marker="o", color=pal[impl], label=_label(impl) if label else None,
+        ax.plot(s["seqlen"], s[col] * scale, marker="o", color=pal[impl], label=names[impl] if label else None,
                 linestyle=linestyle or ("-" if impl in ATTENTION else "--"))
 
 
@@ -178,13 +190,15 @@ def fig_prefill(df: pd.DataFrame):
     percentile band is shaded grey around the line, and hidden by the line where the interval is that
     narrow."""
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.6, ncols=3)
+    prefill = _tidy(df)[lambda d: (d["phase"] == "prefill") & (d["launch"] == "stream")]
+    names = _names(prefill)  # one legend for the panels: FLA's name says what its backward ran
     for ax, (pas, what) in zip(axes, (("fwd", "forward"), ("fwdbwd", "forward + backward"))):
         d = _rows(df, "prefill", pas)
         d = d[d["device_ms"].notna()]
         if d.empty:
             ax.set_title(what)
             continue
-        _lines(ax, d, "device_ms")
+        _lines(ax, d, "device_ms", names=names)
         _log_axes(ax, d)
         cross = crossover_of(df, "chunk", pas)
         if cross.where == "inside":
@@ -195,7 +209,7 @@ def fig_prefill(df: pd.DataFrame):
             ax.text(cross.seqlen, 0.03, f" GDN faster from {style.tokens(cross.seqlen)}",
                     transform=ax.get_xaxis_transform(), ha="left", va="bottom", fontsize=6, color="0.3")
         ax.set_title(what)
-    _panel(axes[2], _rows(df, "prefill"), "peak_mem_gib")
+    _panel(axes[2], _rows(df, "prefill"), "peak_mem_gib", names=names)
     axes[0].set_ylabel("median device time (ms)")
     axes[2].set_title("forward, peak memory")
     axes[2].set_ylabel("GiB")
@@ -246,13 +260,13 @@ def table_main(df: pd.DataFrame) -> pd.DataFrame:
     d = d[d["device_ms"].notna()]
     if d.empty:
         return pd.DataFrame()
-    out = {}
+    out, names = {}, _names(d)
     for t in _config()["table_seqlens"]:
         for name, get in (("prefill ms", lambda i: _at(d, i, "prefill", "fwd", t)),
                           ("fwd+bwd ms", lambda i: _at(d, i, "prefill", "fwdbwd", t)),
                           ("decode µs", lambda i: _at(d, i, "decode", "fwd", t) * 1e3),
                           ("cache MiB", lambda i: _at(d, i, "decode", "fwd", t, "cache_mib"))):
-            out[(f"T = {style.tokens(t)}", name)] = {_label(i): get(i) for i in _impls(d)}
+            out[(f"T = {style.tokens(t)}", name)] = {names[i]: get(i) for i in _impls(d)}
     t = pd.DataFrame(out).astype(float).dropna(how="all")
     t.columns = pd.MultiIndex.from_tuples(t.columns)
     t.index.name = "implementation"

@@ -21,9 +21,10 @@ import math
 from pathlib import Path
 
 import pandas as pd
-from matplotlib.ticker import LogLocator
+from matplotlib.lines import Line2D
 
 from kernels.core.files import write_atomic
+from kernels.gdn.report import fla_label
 from kernels.paper import (
     gpu_factor,
     provenance,
@@ -205,10 +206,12 @@ def impl_ratios(cases: pd.DataFrame, bandwidth: float, compute: float) -> pd.Dat
 
 
 def study_sentence(study: str, impls: pd.DataFrame, paper: str, other: str, bandwidth: float,
-                   compute: float) -> str:
+                   compute: float, names: dict[tuple[str, str], str] | None = None) -> str:
     """One sentence per study for the paper: how long its implementations take on ``other`` against
     ``paper`` (:func:`impl_ratios`: median ratio with its interval) grouped by what bounds them
-    (:func:`bound`), beside the two peak ratios; a study measured on one of them only says so."""
+    (:func:`bound`), beside the two peak ratios; a study measured on one of them only says so. ``names``:
+    as :func:`figure`'s."""
+    names = names or {}
     d = impls[impls["study"] == study]
     name = style.study_label(study)
     if d.empty:
@@ -216,7 +219,7 @@ def study_sentence(study: str, impls: pd.DataFrame, paper: str, other: str, band
     groups = {}
     for _, r in d.sort_values("median", ascending=False, kind="stable").iterrows():
         n = f"{r['cases']}, all under {kit.fmt(LONG_MS, 1)} ms" if r["short"] else f"{r['cases']}"
-        text = f"{style.label(study, r['impl'])} {r['median']:.2f} [{r['low']:.2f}, {r['high']:.2f}] ({n})"
+        text = f"{names.get((study, r['impl'])) or style.label(study, r['impl'])} {r['median']:.2f} [{r['low']:.2f}, {r['high']:.2f}] ({n})"
         groups.setdefault(r["bound"], []).append(text)
     near = {BANDWIDTH: f"near the bandwidth ratio {bandwidth:.2f} (bound by memory bandwidth)",
             BETWEEN: "between the two",
@@ -277,32 +280,83 @@ def differ_claims(table: pd.DataFrame, paper: str, other: str) -> str:
     return "; ".join(names) or style.MISSING
 
 
-def figure(cases: pd.DataFrame, studies, paper: str, other: str, bandwidth: float, compute: float):
-    """One panel per study: each case's device time on ``other`` over ``paper`` against its time on
-    ``paper`` (log), coloured by implementation (a legend under each panel), with the two peak ratios
-    as lines (bandwidth dashed, compute dotted) and :data:`LONG_MS` (dash-dotted)."""
-    fig, axes = style.figure(width=style.FULL_WIDTH, height=3.6, ncols=len(studies), sharey=True, squeeze=False)
-    axes = axes[0]
-    for ax, study in zip(axes, studies):
-        d = cases[cases["study"] == study]
-        colors = style.palette(study, sorted(d["impl"].unique()))
-        for impl, g in d.groupby("impl", sort=True):
-            ax.plot(g["ms_paper"], g["ratio"], linestyle="none", marker="o", markersize=2.5, alpha=0.8,
-                    color=colors[impl], label=style.label(study, impl))
+#: The colour of each :func:`bound` in :func:`figure` (the palette's first three: one per bound, none per
+#: implementation).
+BOUND_COLORS = {BANDWIDTH: "#1f77b4", BETWEEN: "#2ca02c", COMPUTE: "#ff7f0e"}
+
+
+def _panels(impls: pd.DataFrame, studies, n: int = 2) -> list[list[str]]:
+    """``studies`` (those of ``impls`` in this order) split into at most ``n`` runs of consecutive studies of
+    about as many implementations each, one per panel of :func:`figure`."""
+    sizes = [(s, int((impls["study"] == s).sum())) for s in studies if (impls["study"] == s).any()]
+    total, panels, count = sum(k for _, k in sizes), [[]], 0
+    for study, k in sizes:
+        if panels[-1] and len(panels) < n and count + k / 2 > total * len(panels) / n:
+            panels.append([])
+        panels[-1].append(study)
+        count += k
+    return panels if sizes else [[]]
+
+
+def impl_names(run: list[dict]) -> dict[tuple[str, str], str]:
+    """The display name of each (study, implementation) of ``run`` (its rows): :func:`kernels.paper.style.label`,
+    FLA's (``fla_chunk``, in any study) saying where its backward ran TileLang (:func:`kernels.gdn.report.fla_label`
+    of its rows' pass, device time, ``dispatch`` and the ``env``'s Triton and compute capability)."""
+    out = {(r["study"], r["impl"]): style.label(r["study"], r["impl"]) for r in run}
+    for study, impl in out:
+        if impl == "fla_chunk":
+            fla = pd.DataFrame([{"pass": r.get("pass"), "device_ms": r.get("device_ms"), "dispatch": r.get("dispatch"),
+                                 "env_triton": (r.get("env") or {}).get("triton"),
+                                 "env_capability": (r.get("env") or {}).get("capability")}
+                                for r in run if (r["study"], r["impl"]) == (study, impl)])
+            out[study, impl] = fla_label(out[study, impl], fla)
+    return out
+
+
+def figure(impls: pd.DataFrame, studies, paper: str, other: str, bandwidth: float, compute: float,
+           names: dict[tuple[str, str], str] | None = None):
+    """Each implementation's device time on ``other`` over ``paper`` (:func:`impl_ratios`): its median
+    over its cases (a dot; open where every case is under :data:`LONG_MS`), the median's 95 % interval
+    (a thick bar) and the lowest to the highest case (a thin line), coloured by what bounds it
+    (:func:`bound`, :data:`BOUND_COLORS`), grouped by study in up to two panels (:func:`_panels`), with the
+    two peak ratios as lines (bandwidth dashed, compute dotted) and one legend below; ``names``: each
+    implementation's display name (:func:`impl_names`; default :func:`kernels.paper.style.label`)."""
+    names = names or {}
+    panels = _panels(impls, studies)
+    height = 0.9 + 0.115 * max(sum(int((impls["study"] == s).sum()) + 1 for s in panel) for panel in panels)
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=height, ncols=len(panels), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        y, ticks, labels = 0, [], []
+        for study in panel:
+            ax.text(0.02, y, style.study_label(study), transform=ax.get_yaxis_transform(), ha="left",
+                    va="center", fontsize=7, fontweight="bold")
+            y += 1
+            for _, r in impls[impls["study"] == study].iterrows():
+                color = BOUND_COLORS[r["bound"]]
+                ax.plot([r["min"], r["max"]], [y, y], color=color, linewidth=0.6, alpha=0.6)
+                ax.plot([r["low"], r["high"]], [y, y], color=color, linewidth=2.2, solid_capstyle="butt")
+                ax.plot([r["median"]], [y], marker="o", markersize=3.5, color=color,
+                        markerfacecolor="white" if r["short"] else color)
+                ticks.append(y)
+                labels.append(names.get((study, r["impl"])) or style.label(study, r["impl"]))
+                y += 1
         for value, dash in ((bandwidth, "--"), (compute, ":")):
             if math.isfinite(value):
-                ax.axhline(value, color="grey", linestyle=dash, linewidth=0.8)
-        ax.axvline(LONG_MS, color="grey", linestyle="-.", linewidth=0.6)
-        ax.set_title(style.study_label(study))
-        ax.set_xscale("log")
-        ax.xaxis.set_major_locator(LogLocator(base=10, numticks=3))
-        if d.empty:
+                ax.axvline(value, color="grey", linestyle=dash, linewidth=0.8)
+        ax.set_yticks(ticks, labels, fontsize=6)
+        ax.set_ylim(y - 0.4, -1)
+        ax.tick_params(axis="y", length=0, pad=2)
+        ax.grid(axis="y", visible=False)
+        ax.set_xlabel(f"{rows.model_label(other)} / {rows.model_label(paper)} device time")
+        if not panel:
             kit.mark_empty(ax)
-        else:
-            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=5, ncol=1, handletextpad=0.2)
-    axes[0].set_ylabel(f"{rows.model_label(other)} / {rows.model_label(paper)} time")
-    axes[len(axes) // 2].set_xlabel(f"{rows.model_label(paper)} device time (ms)")
-    fig.subplots_adjust(bottom=0.5, wspace=0.3)
+    handles = [Line2D([], [], color=c, marker="o", linewidth=2.2, markersize=3.5, label=what)
+               for what, c in BOUND_COLORS.items() if (impls["bound"] == what).any()]
+    handles += [Line2D([], [], color="grey", linestyle=dash, linewidth=0.8, label=f"{name} ratio {kit.fmt(value)}")
+                for name, value, dash in (("bandwidth", bandwidth, "--"), ("compute", compute, ":"))
+                if math.isfinite(value)]
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=6, bbox_to_anchor=(0.5, 0.0))
+    fig.subplots_adjust(wspace=0.8)
     return fig
 
 
@@ -339,7 +393,7 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
                   min_within: float = 0.95, uncertainty_out: tuple[str, str] | None = None) -> list[str]:
     """Write the models' comparison: ``out_claims`` (CSV, :func:`claims_table`), ``out_ratios`` (CSV,
     :func:`impl_ratios` per other model, column ``model``), ``out_figure`` (PDF, :func:`figure` of the
-    first other model; an empty panel without one) and ``out_tex``, the paper's macros: ``ModelsNames``
+    first other model's :func:`impl_ratios`; an empty panel without one) and ``out_tex``, the paper's macros: ``ModelsNames``
     (the models, the paper's first), ``ModelsSeveral`` ("true" with another model than the paper's),
     ``ModelsOther`` (the first other model's name, or empty), ``ModelsPaperTBps`` and
     ``ModelsOtherTBps`` (their datasheet bandwidths), ``ModelsPaperGb`` and ``ModelsOtherGb`` (their
@@ -388,6 +442,7 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
         impls = impl_ratios(cases, bandwidth, compute)
         ratios.append(impls.assign(model=other))
         if other == models[1]:
+            names = impl_names(runs[paper])
             values["ModelsPeaksKnown"] = "true" if math.isfinite(bandwidth) and math.isfinite(compute) else "false"
             values["ModelsBandwidthRatio"] = kit.fmt(bandwidth)
             values["ModelsComputeRatio"] = kit.fmt(compute)
@@ -396,8 +451,8 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
             values["ModelsBoundBetween"] = bound_span(impls, BETWEEN)
             for study in studies:
                 values[f"ModelsSentence{kit.camel(study)}"] = study_sentence(study, impls, paper, other, bandwidth,
-                                                                              compute)
-            style.save(figure(cases, studies, paper, other, bandwidth, compute), out_figure)
+                                                                              compute, names)
+            style.save(figure(impls, studies, paper, other, bandwidth, compute, names), out_figure)
     if len(models) == 1:
         values.update({"ModelsPeaksKnown": "false", "ModelsBandwidthRatio": style.MISSING,
                        "ModelsComputeRatio": style.MISSING, "ModelsBoundBandwidth": style.MISSING,
