@@ -153,3 +153,24 @@ def test_every_study_folder_in_the_data_is_a_run_of_the_table():
     checked = [f for v in CONFIG["reproduce"]["committed"].values() for f in (v if isinstance(v, list) else [v])]
     assert sum(r["role"] == runs.CHECKED for r in found) == sum(
         1 for f in checked for s in STUDIES if any((ROOT / f / s).glob("*.jsonl")))
+
+
+def test_the_committed_run_is_first_where_it_was_measured_before_every_other_run():
+    def run(role, date, model="h200", study="tensorcore"):
+        return {"model": model, "study": study, "role": role, "rows": [{"env": {"date": date}}]}
+
+    found = [run(runs.COMMITTED, "2026-12-03T11:00:00+00:00"), run(runs.CHECKED, "2026-12-03T15:00:00+00:00"),
+             run(runs.FURTHER, "2026-12-04T09:00:00+00:00"),
+             run(runs.COMMITTED, "2026-12-05T10:00:00+00:00", study="gdn"),
+             run(runs.CHECKED, "2026-12-04T10:00:00+00:00", study="gdn"),
+             run(runs.COMMITTED, "2026-12-05T10:00:00+00:00", study="flex")]  # alone: not counted
+    assert runs.committed_first(found) == {("h200", "tensorcore"): True, ("h200", "gdn"): False}
+
+
+def test_every_committed_run_of_the_data_was_measured_before_its_second_runs():
+    """The committed rows are each study's first cold run of its code: no later run replaced them."""
+    committed = {m: models.model_run(RAW, m, CONFIG["studies"]) for m in models.committed_models(RAW, "h200")}
+    found = runs.roles(committed, reproduce.second_runs(ROOT / "data" / "reproductions", CONFIG["studies"]), RAW,
+                       CONFIG["reproduce"]["committed"], CONFIG["studies"])
+    first = runs.committed_first(found)
+    assert first and all(first.values()), [k for k, v in first.items() if not v]

@@ -165,21 +165,26 @@ def _claims(r) -> str:
     return f"{int(r.claims_same)} of {int(r.claims)}{line}"
 
 
+#: Each role's name in the paper's table (:func:`runs_latex`; its caption says what they mean).
+SHORT_ROLES = {COMMITTED: "committed", CHECKED: "2nd, checked", FURTHER: "further", FAILED: "failed"}
+
+
 def runs_latex(table: pd.DataFrame, tolerance: float) -> pd.DataFrame:
-    """:func:`runs_table` for the paper: GPU model (its first word), study, role, folder (its name), commit,
-    GPU (8 hex digits), date, rows timed of all, outcome, rows within ``tolerance`` (per cent, of those
-    timed in both), GPU factor with its interval, verdicts the same; empty cells where they do not apply."""
+    """:func:`runs_table` for the paper: GPU model (its first word), study, role (:data:`SHORT_ROLES`), folder
+    (its name), commit, GPU (8 hex digits), date, rows timed of all, outcome (but the committed run's, which
+    gives the paper's numbers), rows within ``tolerance`` (per cent, of those timed in both), GPU factor with
+    its interval, verdicts the same; empty cells where they do not apply."""
     rs = list(table.itertuples())
     return pd.DataFrame({
         "GPU": [rows.model_label(r.model).split()[0] for r in rs],
         "study": [style.study_label(r.study) for r in rs],
-        "role": [r.role for r in rs],
+        "role": [SHORT_ROLES[r.role] for r in rs],
         "folder": [Path(r.folder).name for r in rs],
         "commit": [r.commit for r in rs],
         "GPU UUID": [r.gpu.replace("GPU-", "") for r in rs],
         "date": [r.date for r in rs],
         "rows timed": [f"{r.rows_timed} of {r.rows}" for r in rs],
-        "outcome": [r.outcome for r in rs],
+        "outcome": ["" if r.role == COMMITTED else r.outcome for r in rs],
         f"within ±{100 * tolerance:g} %": [f"{r.within_pct} ({int(r.rows_within)} of {int(r.rows_compared)})"
                                            if pd.notna(r.rows_compared) else "" for r in rs],
         "GPU factor": [_factor(r) for r in rs],
@@ -191,11 +196,11 @@ def runs_float(table: pd.DataFrame, tolerance: float) -> str:
     frame = runs_latex(table, tolerance)
     body = render.table_to_latex(frame)  # the one-cell "not measured" tabular without a run
     if len(frame):  # the role wraps
-        body = with_columns(body, r"ll>{\raggedright\arraybackslash}p{0.1\linewidth}" + "l" * 9)
+        body = with_columns(body, "l" * 12)
     caption = (r"\caption{Every measuring run in \texttt{data/}: per GPU model and study, the committed run"
                r" (folder \texttt{data/raw/<model>/}, every number of the paper), the second run that the"
-               r" reproduction check compares (config \texttt{reproduce.committed}), further runs outside the check"
-               r" and failed runs (no row timed), each in \texttt{data/reproductions/<folder>/}; a run is one commit,"
+               r" reproduction check compares (\emph{2nd, checked}; config \texttt{reproduce.committed}), further runs"
+               r" outside the check and failed runs (no row timed), each in \texttt{data/reproductions/<folder>/}; a run is one commit,"
                r" GPU and fingerprint. Beside each run but the committed one, the check's outcome against the"
                r" committed rows: the rows within the tolerance of those timed in both (per cent), the GPU factor"
                r" (second over committed device time, median over the rows of 10\,\textmu{}s or more, 95\,\%"
@@ -259,15 +264,41 @@ def tensorcore_macros(found: list[dict], table: pd.DataFrame, paper: str, sectio
     return out
 
 
+def _started(run: list[dict]) -> str:
+    """When ``run``'s first row was measured (``env.date``, ISO 8601 in UTC); "" without one."""
+    return min((str(r["env"]["date"]) for r in run if (r.get("env") or {}).get("date")), default="")
+
+
+def committed_first(found: list[dict]) -> dict[tuple[str, str], bool]:
+    """Per model and study of ``found`` (:func:`roles`) with a committed run and another: whether the committed
+    run was measured before every other run of its model and study (its first row before theirs)."""
+    out = {}
+    for key in dict.fromkeys((r["model"], r["study"]) for r in found):
+        runs = [r for r in found if (r["model"], r["study"]) == key]
+        mine = [_started(r["rows"]) for r in runs if r["role"] == COMMITTED]
+        others = [_started(r["rows"]) for r in runs if r["role"] != COMMITTED]
+        if mine and others and mine[0]:
+            out[key] = all(mine[0] < t for t in others if t)
+    return out
+
+
 def runs_macros(found: list[dict], table: pd.DataFrame, paper: str, sections: dict[str, dict],
                 tolerance: float) -> dict[str, str]:
     """The paper's macros of the runs (``table``: :func:`runs_table` of ``found``): ``RunsCount`` (every run),
     ``RunsByModel`` (per model, ``11 on the H200 and 5 on the H100 80GB HBM3``), ``RunsCommitted``,
-    ``RunsChecked``, ``RunsFurther`` and ``RunsFailed`` (per role), :func:`tensorcore_macros` and
+    ``RunsChecked``, ``RunsFurther`` and ``RunsFailed`` (per role), ``RunsCommittedFirst`` (of the models'
+    studies with more than one run, in how many the committed run was measured first: ``10 of 10``,
+    :func:`committed_first`), ``RunsTensorcoreFirst`` ("the earliest" or "not the earliest": the paper model's
+    committed tensor-core run among its others; "n/a" without others), :func:`tensorcore_macros` and
     ``RunsTable`` (:func:`runs_float`)."""
     counts = table.groupby("model", sort=False).size()
     by_role = table["role"].value_counts()
+    first = committed_first(found)
+    tensorcore = first.get((paper, "tensorcore"))
     return {"RunsCount": str(len(table)),
+            "RunsCommittedFirst": f"{sum(first.values())} of {len(first)}",
+            "RunsTensorcoreFirst": (style.MISSING if tensorcore is None
+                                    else "the earliest" if tensorcore else "not the earliest"),
             "RunsByModel": kit.and_list([f"{n} on the {rows.model_label(m)}" for m, n in counts.items()]),
             **{f"Runs{name}": str(int(by_role.get(role, 0)))
                for name, role in (("Committed", COMMITTED), ("Checked", CHECKED), ("Further", FURTHER),
