@@ -324,12 +324,13 @@ def figure(impls: pd.DataFrame, studies, paper: str, other: str, bandwidth: floa
     names = names or {}
     panels = _panels(impls, studies)
     height = 0.9 + 0.115 * max(sum(int((impls["study"] == s).sum()) + 1 for s in panel) for panel in panels)
-    fig, axes = style.figure(width=style.FULL_WIDTH, height=height, ncols=len(panels), squeeze=False)
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=height, ncols=len(panels), squeeze=False, sharex=True)
     for ax, panel in zip(axes[0], panels):
         y, ticks, labels = 0, [], []
         for study in panel:
             ax.text(0.02, y, style.study_label(study), transform=ax.get_yaxis_transform(), ha="left",
-                    va="center", fontsize=7, fontweight="bold")
+                    va="center", fontsize=7, fontweight="bold", zorder=5,
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})
             y += 1
             for _, r in impls[impls["study"] == study].iterrows():
                 color = BOUND_COLORS[r["bound"]]
