@@ -289,13 +289,20 @@ def runs_macros(found: list[dict], table: pd.DataFrame, paper: str, sections: di
     ``RunsChecked``, ``RunsFurther`` and ``RunsFailed`` (per role), ``RunsCommittedFirst`` (of the models'
     studies with more than one run, in how many the committed run was measured first: ``10 of 10``,
     :func:`committed_first`), ``RunsTensorcoreFirst`` ("the earliest" or "not the earliest": the paper model's
-    committed tensor-core run among its others; "n/a" without others), :func:`tensorcore_macros` and
+    committed tensor-core run among its others; "n/a" without others), ``RunsClaimsSameByModel`` (per model, the
+    paper's first, its checked second runs' verdicts the same as its committed rows': ``16 of 18 verdicts on the
+    H200 and 15 of 18 on the H100 80GB HBM3``), :func:`tensorcore_macros` and
     ``RunsTable`` (:func:`runs_float`)."""
     counts = table.groupby("model", sort=False).size()
     by_role = table["role"].value_counts()
     first = committed_first(found)
     tensorcore = first.get((paper, "tensorcore"))
+    checked = table[table["role"] == CHECKED].dropna(subset=["claims"])
+    same = [(m, int(d["claims_same"].sum()), int(d["claims"].sum())) for m, d in checked.groupby("model", sort=False)]
+    same.sort(key=lambda x: x[0] != paper)  # the paper's model first
     return {"RunsCount": str(len(table)),
+            "RunsClaimsSameByModel": (kit.and_list([f"{k} of {n}{' verdicts' * (i == 0)} on the {rows.model_label(m)}"
+                                                    for i, (m, k, n) in enumerate(same)]) or style.MISSING),
             "RunsCommittedFirst": f"{sum(first.values())} of {len(first)}",
             "RunsTensorcoreFirst": (style.MISSING if tensorcore is None
                                     else "the earliest" if tensorcore else "not the earliest"),

@@ -197,7 +197,8 @@ def reveal_hidden(axes, tol_pt: float = HIDDEN_PT) -> list[tuple]:
 def legend_below(fig, axes, ncol: int = 4) -> None:
     """One legend for the labelled artists of ``axes``, centred below the panels (off the data).
     Series that others would hide are drawn visible first (:func:`reveal_hidden`), and the label of one
-    that lies on another everywhere says so (``"A (= B)"`` or ``"A (≈ B)"``, :func:`coinciding`)."""
+    that lies on another everywhere says so (``"A (= B)"`` or ``"A (≈ B)"``, :func:`coinciding`); every
+    marker in the legend has the style's size."""
     notes = coinciding(axes)  # in the order drawn, before the hidden series move on top
     reveal_hidden(axes)
     for text, note in notes.items():
@@ -210,8 +211,11 @@ def legend_below(fig, axes, ncol: int = 4) -> None:
         for handle, text in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(text, handle)
     if entries:
-        fig.legend(list(entries.values()), list(entries), loc="upper center", bbox_to_anchor=(0.5, 0.0),
-                   ncol=min(ncol, len(entries)))
+        legend = fig.legend(list(entries.values()), list(entries), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                            ncol=min(ncol, len(entries)))
+        for handle in legend.legend_handles:  # one marker size: a revealed series' larger marker is the panels'
+            if hasattr(handle, "set_markersize"):
+                handle.set_markersize(plt.rcParams["lines.markersize"])
 
 
 def tokens(n) -> str:
