@@ -270,7 +270,7 @@ def test_the_prefill_figure_sets_the_peak_memory_beside_the_times():
 
 def test_flas_name_in_the_prefill_figure_and_table_says_its_backward_ran_tilelang():
     """Rows timed with Triton 3.6 on Hopper, where FLA's gated backward runs TileLang's kernels
-    (kernels.gdn.report.FLA_TRITON_REFUSED): FLA's one legend entry and its table row say so; with
+    (kernels.gdn.fla_names.FLA_TRITON_REFUSED): FLA's one legend entry and its table row say so; with
     Triton 3.7.1 they say "GDN FLA"."""
     df = _synthetic()
     assert {"fwd", "fwdbwd"} <= set(df.loc[df["impl"] == "fla_chunk", "pass"])

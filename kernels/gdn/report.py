@@ -22,10 +22,10 @@ import json
 import numpy as np
 import pandas as pd
 from matplotlib import ticker
-from packaging.version import Version
 
 from kernels.paper import report_kit as kit
 from kernels.paper import style
+from kernels.gdn.fla_names import fla_label, ran_tilelang
 from kernels.gdn.impls import IMPLS
 from kernels.paper.rows import ROLES
 
@@ -94,47 +94,6 @@ def _sweep_rows(df):
 
 def _label(impl: str) -> str:
     return style.label("gdn", impl)
-
-
-#: The Triton releases (from, up to but not including) with which FLA's gated backward on Hopper
-#: (``chunk_bwd_dqkwg``, capability 9.x) raises unless TileLang's kernels run it (FLA 0.6.0,
-#: ``fla/ops/common/chunk_o.py``; FLA issue 640): a timed row of that backward ran TileLang.
-FLA_TRITON_REFUSED = ("3.4.0", "3.7.1")
-
-
-def _refused(triton, capability) -> bool:
-    """Whether FLA's gated backward refuses Triton ``triton`` on a GPU of compute ``capability``
-    (``"9.0"``, or 9.0 as a CSV file reads it back): :data:`FLA_TRITON_REFUSED` on Hopper; False where
-    either is unknown."""
-    if not isinstance(triton, str) or not str(capability).startswith("9."):
-        return False
-    low, high = (Version(v) for v in FLA_TRITON_REFUSED)
-    return low <= Version(triton.split("+")[0]) < high
-
-
-def ran_tilelang(rows: pd.DataFrame) -> bool:
-    """Whether ``rows`` (a tidy table's rows of FLA's backward) has timed rows and every one ran TileLang:
-    records it among the modules its call loaded (its ``dispatch``, module names joined by "+"), or,
-    for rows that record none (the long-context study's), was timed where FLA's Triton backward refuses
-    to run (:data:`FLA_TRITON_REFUSED`, from the row's ``env_triton`` and ``env_capability``)."""
-    d = rows[rows["device_ms"].notna()]
-    if not len(d):
-        return False
-    if "dispatch" in d and d["dispatch"].notna().any():
-        return bool(d["dispatch"].map(lambda cell: isinstance(cell, str) and "tilelang" in cell.split("+")).all())
-    return all(_refused(t, c) for t, c in zip(d.get("env_triton", [None] * len(d)),
-                                               d.get("env_capability", [None] * len(d))))
-
-
-def fla_label(base: str, rows: pd.DataFrame) -> str:
-    """FLA's display name ``base`` (``"FLA"``, ``"GDN FLA"``) for rows of FLA (``rows``, a tidy table's,
-    any passes): ``base`` unless its backward rows (passes ``bwd``, ``fwdbwd``) ran TileLang
-    (:func:`ran_tilelang`); then ``"<base> (TileLang)"``, or ``"<base>, backward in TileLang"`` where
-    ``rows`` holds timed forward rows too (its forward runs FLA's Triton kernels)."""
-    if not ran_tilelang(rows[rows["pass"] != "fwd"]):
-        return base
-    forward = rows[(rows["pass"] == "fwd") & rows["device_ms"].notna()]
-    return f"{base}, backward in TileLang" if len(forward) else f"{base} (TileLang)"
 
 
 #: FLA's display name on its backward rows where those ran TileLang kernels (:func:`fla_label`).

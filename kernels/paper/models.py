@@ -24,7 +24,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from kernels.core.files import write_atomic
-from kernels.gdn.report import fla_label
+from kernels.gdn.fla_names import fla_label
 from kernels.paper import (
     gpu_factor,
     provenance,
@@ -300,7 +300,7 @@ def _panels(impls: pd.DataFrame, studies, n: int = 2) -> list[list[str]]:
 
 def impl_names(run: list[dict]) -> dict[tuple[str, str], str]:
     """The display name of each (study, implementation) of ``run`` (its rows): :func:`kernels.paper.style.label`,
-    FLA's (``fla_chunk``, in any study) saying where its backward ran TileLang (:func:`kernels.gdn.report.fla_label`
+    FLA's (``fla_chunk``, in any study) saying where its backward ran TileLang (:func:`kernels.gdn.fla_names.fla_label`
     of its rows' pass, device time, ``dispatch`` and the ``env``'s Triton and compute capability)."""
     out = {(r["study"], r["impl"]): style.label(r["study"], r["impl"]) for r in run}
     for study, impl in out:
