@@ -52,3 +52,12 @@ def fla_label(base: str, rows: pd.DataFrame) -> str:
         return base
     forward = rows[(rows["pass"] == "fwd") & rows["device_ms"].notna()]
     return f"{base}, backward in TileLang" if len(forward) else f"{base} (TileLang)"
+
+
+def impl_labels(d: pd.DataFrame, impls, label) -> dict[str, str]:
+    """The display name of each of ``impls`` (``label(impl)``), FLA's (``fla_chunk``) by :func:`fla_label` of
+    its rows in ``d`` (a tidy table's)."""
+    out = {i: label(i) for i in impls}
+    if "fla_chunk" in out:
+        out["fla_chunk"] = fla_label(out["fla_chunk"], d[d["impl"] == "fla_chunk"])
+    return out

@@ -25,7 +25,7 @@ from matplotlib import ticker
 
 from kernels.paper import report_kit as kit
 from kernels.paper import style
-from kernels.gdn.fla_names import fla_label, ran_tilelang
+from kernels.gdn.fla_names import impl_labels, ran_tilelang
 from kernels.gdn.impls import IMPLS
 from kernels.paper.rows import ROLES
 
@@ -96,19 +96,10 @@ def _label(impl: str) -> str:
     return style.label("gdn", impl)
 
 
-#: FLA's display name on its backward rows where those ran TileLang kernels (:func:`fla_label`).
-FLA_TILELANG = f"{_label('fla_chunk')} (TileLang)"
-#: FLA's display name where rows of its forward and of such a backward share a column (the main table).
-FLA_TILELANG_BACKWARD = f"{_label('fla_chunk')}, backward in TileLang"
-
-
 def _labels(d: pd.DataFrame) -> dict[str, str]:
     """The display name of each implementation of rows ``d`` in a legend or a table's columns
-    (:func:`_label`; FLA's: :func:`fla_label`)."""
-    out = {i: _label(i) for i in _impls(d)}
-    if "fla_chunk" in out:
-        out["fla_chunk"] = fla_label(out["fla_chunk"], d[d["impl"] == "fla_chunk"])
-    return out
+    (:func:`_label`; FLA's: :func:`kernels.gdn.fla_names.fla_label`)."""
+    return impl_labels(d, _impls(d), _label)
 
 
 def fig_time_vs_seqlen(df: pd.DataFrame):

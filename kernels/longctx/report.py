@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kernels.gdn.fla_names import fla_label
+from kernels.gdn.fla_names import impl_labels
 from kernels.paper import report_kit as kit
 from kernels.paper import style
 from kernels.longctx.impls import IMPLS
@@ -128,10 +128,7 @@ def _log_axes(ax, d: pd.DataFrame) -> None:
 def _names(d: pd.DataFrame) -> dict[str, str]:
     """The display name of each implementation of rows ``d`` (:func:`_label`); FLA's says where its
     backward rows among them ran TileLang (:func:`kernels.gdn.fla_names.fla_label`)."""
-    out = {i: _label(i) for i in _impls(d)}
-    if "fla_chunk" in out:
-        out["fla_chunk"] = fla_label(out["fla_chunk"], d[d["impl"] == "fla_chunk"])
-    return out
+    return impl_labels(d, _impls(d), _label)
 
 
 def _lines(ax, d: pd.DataFrame, col: str, scale: float = 1.0, linestyle: str | None = None, label: bool = True,

@@ -371,11 +371,17 @@ def render_provenance(studies: list[str], folder: str | Path, sections: dict[str
     return found
 
 
+def committed_second_runs(committed: dict, model: str) -> list[str]:
+    """The folders that config ``reproduce.committed`` (``committed``: {model: one folder or a list}) names
+    for ``model``, as a list (none where it names none)."""
+    named = committed.get(model) or []
+    return [named] if isinstance(named, str) else list(named)
+
+
 def second_run_folders(model: str, study: str, config: dict, root: str | Path = ROOT) -> list[Path]:
-    """The folders of config ``reproduce.committed`` for ``model`` (one folder or a list, each
+    """The folders of config ``reproduce.committed`` for ``model`` (:func:`committed_second_runs`, each
     ``data/reproductions/<name>``, relative to ``root``) that hold rows of ``study``."""
-    named = (config.get("reproduce") or {}).get("committed", {}).get(model) or []
-    folders = [Path(root, f) for f in ([named] if isinstance(named, str) else named)]
+    folders = [Path(root, f) for f in committed_second_runs((config.get("reproduce") or {}).get("committed", {}), model)]
     return [f for f in folders if any(Path(f, study).glob("*.jsonl"))]
 
 

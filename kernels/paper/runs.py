@@ -76,8 +76,7 @@ def roles(committed: dict[str, list[dict]], second: list[tuple[Path, str, list[d
     (its rows) and ``all`` (its folder's rows of the study: the check compares them, or none if they are
     of several runs); by model (``committed``'s order), study (``studies``' order), role and date."""
     def named(model):
-        folders = checked.get(model) or []
-        return {Path(f).resolve() for f in ([folders] if isinstance(folders, str) else folders)}
+        return {Path(f).resolve() for f in provenance.committed_second_runs(checked, model)}
 
     found = [(model, Path(raw, model), study, [r for r in run if r["study"] == study])
              for model, run in committed.items() for study in studies]

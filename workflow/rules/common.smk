@@ -752,11 +752,7 @@ elif _committed_second and not SMOKE and not SUBSET_LEFT_OUT and RAW == "data/ra
     CANDIDATE_DIRS = {
         s: folder
         for s, folder in second_run_dirs(
-            (
-                [_committed_second]
-                if isinstance(_committed_second, str)
-                else _committed_second
-            ),
+            provenance.committed_second_runs(config["reproduce"]["committed"], GPU),
             f"reproduce.committed.{GPU}",
             required=False,
         ).items()
