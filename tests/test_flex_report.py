@@ -1,6 +1,7 @@
 """The FlexAttention report on a small synthetic tidy table: derive, every figure, table and macro."""
 
 import json
+import re
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -278,4 +279,22 @@ def test_the_memory_figure_draws_the_dense_kernels_as_one_band(derived):
     bands = [c for ax in fig.axes for c in ax.collections if c.get_label().startswith("dense")]
     plt.close(fig)
     assert len(bands) == 2 and "FA2" in bands[0].get_label()  # one band per panel, its kernels named
-    assert {"Flex", "naive"} <= lines and not lines & {"FA2", "cuDNN", "Flex FLASH"}
+    names = {re.sub(r" \(slope [^)]*\)$", "", label) for label in lines}
+    assert {"Flex", "naive"} <= names and not names & {"FA2", "cuDNN", "Flex FLASH"}
+
+
+def test_the_memory_figure_shows_per_sequence_memory_and_the_slopes_the_claim_is_judged_by():
+    """Per sequence, a materialised N x N matrix grows with slope 2 and a block mask with slope 1: the
+    figure's lines rise so, and its legend gives the slopes of the claims table (memory_slopes)."""
+    lengths = (2048, 4096, 8192, 16384, 32768)
+    df = report.derive(pd.DataFrame([_row(impl, "fwd", 32768 // n, n, "causal", 1.0, 1.0,
+                                          peak_mem_bytes=(32768 // n) * n ** growth * 1000.0)
+                                     for impl, growth in (("naive", 2), ("flex", 1)) for n in lengths]))
+    m = report.memory_slopes(df)
+    fig = report.FIGURES["flex_memory"](df)
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    plt.close(fig)
+    assert set(lines) == {f"naive (slope {m['FlexNaiveMemSlope']})", f"Flex (slope {m['FlexFlexMemSlope']})"}
+    for label, growth in ((f"naive (slope {m['FlexNaiveMemSlope']})", 2), (f"Flex (slope {m['FlexFlexMemSlope']})", 1)):
+        x, y = (np.asarray(v, dtype=float) for v in lines[label].get_data())
+        assert np.polyfit(np.log2(x), np.log2(y), 1)[0] == pytest.approx(growth)

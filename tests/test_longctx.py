@@ -246,6 +246,7 @@ def test_the_crossover_lies_between_the_lengths_where_the_speedups_intervals_dec
     m = report.macros(df)
     # ours and cuDNN equal at 8K: its interval holds 1, so the crossover lies between 4K (slower) and 16K (faster)
     assert m["LongctxCrossoverChunkFwd"] == "8K" and m["LongctxCrossoverChunkFwdCi"] == "[4K, 16K]"
+    assert m["LongctxCrossoverChunkFwdSpan"] == "between 4K and 16K"  # the abstract's words: no false precision
     # ours 1.5 times slower: 0.67 times the fastest attention at 8K, 1.33 at 16K (the crossover at 12K)
     slower = df.copy()
     ours = slower["impl"].eq("chunk")
@@ -253,6 +254,18 @@ def test_the_crossover_lies_between_the_lengths_where_the_speedups_intervals_dec
     m = report.macros(report.derive(_with_repetitions(slower)))
     assert m["LongctxCrossoverChunkFwd"] == "12K" and m["LongctxCrossoverChunkFwdCi"] == "[8K, 16K]"
     assert report.crossover_interval(_synthetic(), "chunk") == "n/a"  # no repetitions: no intervals
+    assert report.crossover_span(_synthetic(), "chunk") == "n/a"
+    # ours faster at every length: none wholly slower; slower at every length: no crossover measured
+    lengths = sorted(df.loc[df["phase"].eq("prefill"), "seqlen"].unique())
+    first, last = report.style.tokens(lengths[0]), report.style.tokens(lengths[-1])
+    faster, slowest = (df.copy() for _ in range(2))
+    for frame, factor in ((faster, 1 / 100), (slowest, 100)):
+        frame.loc[frame["impl"].eq("chunk"), ["device_ms", "q10_ms", "q90_ms"]] *= factor
+    faster, slowest = (report.derive(_with_repetitions(frame)) for frame in (faster, slowest))
+    assert report.crossover_interval(faster, "chunk") == f"[below {first}, {first}]"
+    assert report.crossover_span(faster, "chunk") == f"at most {first}"
+    assert report.crossover_interval(slowest, "chunk") == f"[{last}, above {last}]"
+    assert report.crossover_span(slowest, "chunk") == f"beyond {last}"
 
 
 def test_the_prefill_figure_sets_the_peak_memory_beside_the_times():
@@ -266,6 +279,9 @@ def test_the_prefill_figure_sets_the_peak_memory_beside_the_times():
     assert "GDN recurrent (ours)" not in drawn  # decode only
     cudnn = next(ln for ln in memory.lines if ln.get_label() == "cuDNN attention")
     assert cudnn.get_markerfacecolor() == "none"  # under FA2's equal peak: drawn over it, hollow
+    forward = [ln for ln in fig.axes[0].lines if not ln.get_label().startswith("_")]
+    plt.close(fig)
+    assert len({ln.get_marker() for ln in forward}) == len(forward) > 4  # each implementation its own marker
 
 
 def test_flas_name_in_the_prefill_figure_and_table_says_its_backward_ran_tilelang():

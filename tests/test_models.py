@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kernels.paper import claims, models, provenance, rows
+from kernels.paper import bounds, claims, models, provenance, rows
 
 ROOT = Path(__file__).resolve().parent.parent
 RAW = ROOT / "data" / "raw"
@@ -18,18 +18,18 @@ SECTIONS = {s: CONFIG[s]["sweep"] for s in CONFIG["studies"]}
 
 
 def test_the_peak_ratios_of_the_h100_against_the_h200_are_its_datasheets():
-    bandwidth, compute = models.peak_ratios("h200", "h100-80gb-hbm3")
+    bandwidth, compute = bounds.peak_ratios("h200", "h100-80gb-hbm3")
     assert bandwidth == pytest.approx(4800 / 3350) and compute == 1.0
-    assert all(v != v for v in models.peak_ratios("h200", "a100-sxm4-80gb"))  # unknown: NaN, no guess
+    assert all(v != v for v in bounds.peak_ratios("h200", "a100-sxm4-80gb"))  # unknown: NaN, no guess
 
 
-@pytest.mark.parametrize("value,what", [(1.43, models.BANDWIDTH), (1.36, models.BANDWIDTH), (1.22, models.BETWEEN),
-                                        (1.09, models.COMPUTE), (0.95, models.COMPUTE)])
+@pytest.mark.parametrize("value,what", [(1.43, bounds.BANDWIDTH), (1.36, bounds.BANDWIDTH), (1.22, bounds.BETWEEN),
+                                        (1.09, bounds.COMPUTE), (0.95, bounds.COMPUTE)])
 def test_a_ratio_reads_as_what_bounds_the_kernel(value, what):
-    assert models.bound(value, 4800 / 3350, 1.0) == what
-    assert models.bound(value, float("nan"), 1.0) == models.BETWEEN  # no datasheet: no reading
+    assert bounds.bound(value, 4800 / 3350, 1.0) == what
+    assert bounds.bound(value, float("nan"), 1.0) == bounds.BETWEEN  # no datasheet: no reading
     # on a log scale: the H100 paper's ratio (the inverse) reads as the H200 paper's does
-    assert models.bound(1 / value, 3350 / 4800, 1.0) == what
+    assert bounds.bound(1 / value, 3350 / 4800, 1.0) == what
 
 
 def _row(study="tensorcore", impl="a", n=1, ms=1.0, status="ok"):
@@ -41,25 +41,25 @@ def test_device_time_ratios_pair_the_cases_timed_ok_on_both_and_leave_short_call
     paper = [_row(n=1, ms=1.0), _row(n=2, ms=2.0), _row(n=3, ms=0.01), _row(n=4, ms=1.0), _row(n=5, status="oom"),
              _row(impl="b", n=1, ms=0.005)]
     other = [_row(n=1, ms=1.4), _row(n=2, ms=2.9), _row(n=3, ms=0.01), _row(n=5, ms=3.0), _row(impl="b", n=1, ms=0.005)]
-    cases = models.case_ratios(paper, other)
+    cases = bounds.case_ratios(paper, other)
     assert sorted(cases["case"]) == ["fwd float32 numel=1", "fwd float32 numel=1", "fwd float32 numel=2",
                                      "fwd float32 numel=3"]  # 4 not in other, 5 not ok in paper
-    impls = models.impl_ratios(cases, 4800 / 3350, 1.0).set_index("impl")
+    impls = bounds.impl_ratios(cases, 4800 / 3350, 1.0).set_index("impl")
     assert impls.loc["a", "cases"] == 2 and not impls.loc["a", "short"]  # the 10 µs call left out
-    assert impls.loc["a", "median"] == pytest.approx(1.425) and impls.loc["a", "bound"] == models.BANDWIDTH
+    assert impls.loc["a", "median"] == pytest.approx(1.425) and impls.loc["a", "bound"] == bounds.BANDWIDTH
     assert impls.loc["a", "low"] <= impls.loc["a", "median"] <= impls.loc["a", "high"]
-    assert impls.loc["b", "short"] and impls.loc["b", "bound"] == models.COMPUTE  # only short calls: all of them
+    assert impls.loc["b", "short"] and impls.loc["b", "bound"] == bounds.COMPUTE  # only short calls: all of them
 
 
 def test_the_implementations_near_each_peak_ratio_are_spanned_and_counted_with_their_studies():
     impls = pd.DataFrame({"study": ["swiglu", "swiglu", "gdn", "flex", "tensorcore"], "impl": ["a", "b", "c", "d", "e"],
                           "median": [1.43, 1.38, 1.22, 1.01, 0.99]})
-    impls["bound"] = [models.bound(v, 4800 / 3350, 1.0) for v in impls["median"]]
-    assert models.bound_span(impls, models.BANDWIDTH) == "1.38--1.43 (2 implementations: SwiGLU)"
-    assert models.bound_span(impls, models.COMPUTE) == "0.99--1.01 (2 implementations: FlexAttention and tensor cores)"
-    assert models.bound_span(impls.iloc[:1], models.BANDWIDTH) == "1.43 (1 implementation: SwiGLU)"
-    assert models.bound_span(impls, models.BETWEEN) == "1.22 (1 implementation: Gated DeltaNet)"
-    assert models.bound_span(impls.iloc[:2], models.COMPUTE) == "n/a"
+    impls["bound"] = [bounds.bound(v, 4800 / 3350, 1.0) for v in impls["median"]]
+    assert bounds.bound_span(impls, bounds.BANDWIDTH) == "1.38--1.43 (2 implementations: SwiGLU)"
+    assert bounds.bound_span(impls, bounds.COMPUTE) == "0.99--1.01 (2 implementations: FlexAttention and tensor cores)"
+    assert bounds.bound_span(impls.iloc[:1], bounds.BANDWIDTH) == "1.43 (1 implementation: SwiGLU)"
+    assert bounds.bound_span(impls, bounds.BETWEEN) == "1.22 (1 implementation: Gated DeltaNet)"
+    assert bounds.bound_span(impls.iloc[:2], bounds.COMPUTE) == "n/a"
 
 
 def test_evidence_gives_each_value_with_its_interval_or_says_it_is_missing():
@@ -194,9 +194,9 @@ def test_every_second_run_gets_its_gpu_factor_against_its_models_committed_rows(
 
 def test_panels_split_the_studies_in_order_into_two_of_about_as_many_implementations():
     impls = pd.DataFrame({"study": ["a"] * 2 + ["b"] * 10 + ["c"] * 8 + ["d"] * 6 + ["e"] * 9})
-    assert models._panels(impls, ["a", "b", "c", "d", "e"]) == [["a", "b", "c"], ["d", "e"]]
-    assert models._panels(impls, ["e", "x"]) == [["e"]]  # a study without implementations has no place
-    assert models._panels(impls.iloc[:0], ["a"]) == [[]]
+    assert bounds._panels(impls, ["a", "b", "c", "d", "e"]) == [["a", "b", "c"], ["d", "e"]]
+    assert bounds._panels(impls, ["e", "x"]) == [["e"]]  # a study without implementations has no place
+    assert bounds._panels(impls.iloc[:0], ["a"]) == [[]]
 
 
 def test_the_figure_gives_each_implementation_one_row_coloured_by_what_bounds_it():
@@ -206,15 +206,15 @@ def test_the_figure_gives_each_implementation_one_row_coloured_by_what_bounds_it
                           "cases": [3, 3, 2], "short": [False, True, False], "median": [1.42, 1.0, 1.08],
                           "low": [1.41, 0.99, 1.05], "high": [1.43, 1.01, 1.1], "min": [1.4, 0.98, 1.0],
                           "max": [1.44, 1.02, 1.2]})
-    impls["bound"] = [models.bound(v, 4800 / 3350, 1.0) for v in impls["median"]]
-    fig = models.figure(impls, ["swiglu", "gdn"], "h200", "h100-80gb-hbm3", 4800 / 3350, 1.0,
+    impls["bound"] = [bounds.bound(v, 4800 / 3350, 1.0) for v in impls["median"]]
+    fig = bounds.figure(impls, ["swiglu", "gdn"], "h200", "h100-80gb-hbm3", 4800 / 3350, 1.0,
                         {("gdn", "fla_chunk"): "FLA, backward in TileLang"})
     ticks = [t.get_text() for ax in fig.axes for t in ax.get_yticklabels()]
     assert ticks == ["Triton (ours)", "eager", "FLA, backward in TileLang"]
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert legend == [models.BANDWIDTH, models.COMPUTE, "bandwidth ratio 1.43", "compute ratio 1.00"]
+    assert legend == [bounds.BANDWIDTH, bounds.COMPUTE, "bandwidth ratio 1.43", "compute ratio 1.00"]
     colors = {line.get_color() for ax in fig.axes for line in ax.lines if line.get_linestyle() == "-"}
-    assert colors == {models.BOUND_COLORS[models.BANDWIDTH], models.BOUND_COLORS[models.COMPUTE]}
+    assert colors == {bounds.BOUND_COLORS[bounds.BANDWIDTH], bounds.BOUND_COLORS[bounds.COMPUTE]}
 
 
 def test_flas_name_says_where_its_backward_ran_tilelang():
@@ -226,11 +226,23 @@ def test_flas_name_says_where_its_backward_ran_tilelang():
 
     run = [fla("longctx", "fwd"), fla("longctx", "fwdbwd"), fla("gdn", "bwd", dispatch="fla_triton"),
            {"study": "gdn", "impl": "chunk", "pass": "fwd", "device_ms": 1.0}]
-    names = models.impl_names(run)
+    names = bounds.impl_names(run)
     assert names[("longctx", "fla_chunk")] == "GDN FLA, backward in TileLang"
     assert names[("gdn", "fla_chunk")] == "FLA"  # its dispatch says Triton
     assert names[("gdn", "chunk")] == "chunked (ours)"
     for other in ({"triton": "3.7.1"}, {"capability": "8.0"}, {"triton": None}):
         rows_ = [fla("longctx", "fwdbwd", **{"triton": "3.6.0", "capability": "9.0", **other})]
-        assert models.impl_names(rows_)[("longctx", "fla_chunk")] == "GDN FLA"
-    assert models.impl_names([fla("gdn", "bwd", dispatch="tilelang")])[("gdn", "fla_chunk")] == "FLA (TileLang)"
+        assert bounds.impl_names(rows_)[("longctx", "fla_chunk")] == "GDN FLA"
+    assert bounds.impl_names([fla("gdn", "bwd", dispatch="tilelang")])[("gdn", "fla_chunk")] == "FLA (TileLang)"
+
+
+def test_the_other_models_environment_is_stated_by_what_differs_from_the_papers():
+    """Method says where the other model's rows ran: its GPUs, driver and CUDA, and its software's
+    versions where they differ from the paper model's (the same otherwise)."""
+    paper = {"EnvTorch": "2.11.0", "EnvTriton": "3.6.0", "EnvAnchors": "fla-core 0.6.0", "EnvDriver": "580.159.04",
+             "EnvCuda": "13.0", "EnvGpuCount": "three"}
+    assert models.environment_text(paper, {**paper, "EnvGpuCount": "two"}) == (
+        "two GPUs (driver 580.159.04, CUDA 13.0) with the same PyTorch, Triton and anchor versions")
+    assert models.environment_text(paper, {**paper, "EnvGpuCount": "one", "EnvTriton": "3.7.0"}) == (
+        "one GPU (driver 580.159.04, CUDA 13.0) with Triton 3.7.0 and the same PyTorch and anchor versions")
+    assert models.environment_text(paper, {"EnvGpuCount": "one"}).startswith("one GPU (driver n/a, CUDA n/a) with PyTorch n/a")

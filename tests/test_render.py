@@ -1,5 +1,7 @@
 """Rendering helpers: LaTeX tables and macros, the LaTeX log check, coverage."""
 
+import re
+
 import pandas as pd
 import pytest
 
@@ -240,3 +242,13 @@ def test_the_verdicts_are_tallied_by_kind_with_their_counts_and_notes_left_out()
         "ClaimsHoldOrExceeded": "3"}
     with pytest.raises(ValueError, match="GVerdict: verdict 'maybe' is of no known kind"):
         render.verdict_macros({"GVerdict": "maybe"})
+
+
+@pytest.mark.parametrize("study", ["tensorcore", "swiglu", "flex", "gdn", "longctx"])
+def test_no_caption_carries_the_code_documentations_markup(study):
+    """A figure's or table's caption is its function's docstring (render.caption): a cross-reference
+    written for the code (:func:`x`, ``x``) would be printed as it stands in the paper."""
+    report = render.report_module(study)
+    for name, func in [*report.FIGURES.items(), *report.TABLES.items()]:
+        text = render.caption(func)
+        assert not re.search(r":(func|data|mod|class|meth|attr):|``", text), f"{study} {name}: {text}"

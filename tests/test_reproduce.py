@@ -197,9 +197,6 @@ def test_host_bound_rows_are_flagged_and_split_by_size():
     assert m["ReproOutsideFromOneMsList"] == "scale (torch.mul) at 20.000 ms: 1.50 (host-bound)"  # 30 ms in the second run
     assert (m["ReproRowsNotTimed"], m["ReproPercentWithin"]) == ("0", "50.0")
     assert m["ReproOutcomeByStudy"] == r"toy: not reproduced (50.0 \% of rows within, 66.6 \% after the GPU factor 1.02, needs 95 \%)"
-    assert m["ReproOutcomeTerms"] == m["ReproOutcomeByStudy"] + (
-        r" -- claims: none to re-derive, GPU factor 1.02 [1.00, 1.50] (3 rows), 2 within ±5 \% after it, rows under 10 µs: "
-        r"0 of 1 within, rows: 2 of 4 within ±5 \%")
     env = {"git_commit": "85bec7eca74", "gpu_uuid": "GPU-640a6f14-1889"}
     m = reproduce_report.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, ["x"],
                          run=[{"study": "toy", "env": env}, {"study": "toy", "env": env}])
@@ -291,9 +288,6 @@ def test_a_gpu_slower_in_every_row_reproduces_the_claims_and_says_by_how_much():
     f = gpu_factor.study_factor(table, 0.05)
     assert (f["rows_long"], f["within_after"], f["rows_short"], f["within_short"]) == (20, 20, 3, 2)
     assert f["factor"] == pytest.approx(1.14) and f["low"] <= f["factor"] <= f["high"]
-    terms = reproduce.study_terms(table, same, 0.05)["toy"]
-    assert terms == ("claims: 1 of 1 the same, GPU factor 1.14 [1.14, 1.14] (20 rows), 20 within ±5 % after it, "
-                     "rows under 10 µs: 2 of 3 within, rows: 2 of 23 within ±5 %")
     line = reproduce.summary_line(table, same, 0.05, 0.95)
     assert line.startswith("reproduced: claims: 1 of 1 verdicts the same; GPU factor: toy 1.14 [1.14, 1.14]")
     cand[:2] = [row(numel=1, times=(2.0,)), row(numel=2, times=(2.0,))]  # one kernel slower: not the GPU
@@ -520,7 +514,6 @@ def test_a_second_run_of_two_runs_is_not_compared(tmp_path):
     numbers = out["out_numbers"].read_text()
     assert r"\newcommand{\ReproOutcome}{not reproduced}" in numbers
     assert rf"\newcommand{{\ReproOutcomeByStudy}}{{tensor cores: reproduced; Gated DeltaNet: not compared ({why})}}" in numbers
-    assert r"\newcommand{\ReproOutcomeTerms}{tensor cores: reproduced -- claims: 2 of 2 the same, GPU factor" in numbers
     assert rf"\newcommand{{\ReproGdnFlashQlaFwdVerdict}}{{{reproduce.NOT_COMPARED}}}" in numbers
 
 

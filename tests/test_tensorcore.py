@@ -212,6 +212,12 @@ def test_macros_of_a_synthetic_table():
     assert m["TensorcorePaddedSpeedupEightKMinusOne"] == "5.40"
     assert m["TensorcorePaddedSpeedupFourKPlusSixtyFour"] == "1.02"
     assert m["TensorcorePaddedSpeedupRange"] == "1.02--5.70"
+    # the 16-byte multiples apart by what the claim names: a multiple of 8 only, or of 64 as well
+    assert (m["TensorcorePaddedSpeedupRowAlignedRange"], m["TensorcorePaddedRowAlignedSizes"]) == (
+        "1.02--1.10", "8200, 8256, 4104 and 4160")
+    assert (m["TensorcorePaddedSpeedupEightRange"], m["TensorcorePaddedEightSizes"]) == ("1.10", "8200 and 4104")
+    assert (m["TensorcorePaddedSpeedupSixtyFourRange"], m["TensorcorePaddedSixtyFourSizes"]) == (
+        "1.02", "8256 and 4160")
     assert m["TensorcoreFpEightSpeedupEightK"] == "1.86" and m["TensorcoreFpEightSpeedupRange"] == "1.70--1.86"
     assert m["TensorcoreFpEightTflopsFourK"] == "1258"
     assert m["TensorcoreWarmupMs"] == "1000"

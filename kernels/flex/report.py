@@ -273,11 +273,15 @@ def fig_tflops(df: pd.DataFrame):
 
 
 def fig_memory(df: pd.DataFrame):
-    """Peak device memory of causal attention against sequence length (32768 tokens per batch;
-    crosses: out of memory). The grey band spans the dense kernels (FlashAttention-2, cuDNN and
-    memory-efficient SDPA, FlexAttention's FLASH backend), which hold only the inputs, the output and
-    their statistics."""
+    """Peak device memory per sequence (one call's peak over its batch) against sequence length,
+    log-log (32768 tokens per batch; crosses: out of memory), so that a materialised N × N mask or
+    score matrix shows as slope 2 and what holds only the inputs, the output and their statistics as
+    slope 1. The grey band spans the dense kernels (FlashAttention-2, cuDNN and memory-efficient SDPA,
+    FlexAttention's FLASH backend); the legend gives each other implementation's fitted slope in the
+    forward, the values the memory claim is judged by (the claims table)."""
+    slopes = memory_fits(_main_gpu(df))
     d = _seqlen_series(_main_gpu(df))
+    d = d.assign(gib=_num(d, "peak_mem_bytes") / _num(d, "batch") / 2**30)
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
     impls = sorted(d["impl"].unique())
     colors = style.palette("flex", impls)
@@ -287,19 +291,21 @@ def fig_memory(df: pd.DataFrame):
         if p.empty:
             kit.mark_empty(ax)
             continue
-        top = _num(p, "peak_mem_bytes").max() / 2**30
-        band = p[p["impl"].isin(banded) & (p["status"] == "ok")].assign(gib=lambda x: _num(x, "peak_mem_bytes") / 2**30)
+        top = p["gib"].max()
+        band = p[p["impl"].isin(banded) & (p["status"] == "ok")]
         band = band.groupby("seqlen")["gib"].agg(["min", "max"]).dropna()
         if not band.empty:
             ax.fill_between(band.index, band["min"], band["max"], color="0.75", lw=3, zorder=1,
                             label="dense: " + kit.and_list([style.label("flex", i) for i in banded]))
         for i, impl in enumerate(impls):
             g = p[p["impl"] == impl].sort_values("seqlen")
-            ok = g[(g["status"] == "ok") & _num(g, "peak_mem_bytes").notna()]
+            ok = g[(g["status"] == "ok") & g["gib"].notna()]
             if not ok.empty and impl not in banded:
-                ax.plot(ok["seqlen"], _num(ok, "peak_mem_bytes") / 2**30, color=colors[impl],
-                        marker=MEMORY_MARKERS[i % len(MEMORY_MARKERS)],
-                        label=style.label("flex", impl), linestyle="-" if len(ok) >= 3 else "none", lw=0.9)
+                label = style.label("flex", impl)
+                if impl in slopes and slopes[impl].n:
+                    label += f" (slope {kit.fmt(slopes[impl].p, 2)})"
+                ax.plot(ok["seqlen"], ok["gib"], color=colors[impl], marker=MEMORY_MARKERS[i % len(MEMORY_MARKERS)],
+                        label=label, linestyle="-" if len(ok) >= 3 else "none", lw=0.9)
             oom = g[g["status"] == "oom"]
             if not oom.empty and np.isfinite(top):
                 ax.scatter(oom["seqlen"], [top * 1.3] * len(oom), marker="x", color=colors[impl])
@@ -307,7 +313,7 @@ def fig_memory(df: pd.DataFrame):
         ax.set_yscale("log")
         style.plain_log(ax, "y")
         ax.set_xlabel("sequence length")
-        ax.set_ylabel("peak memory (GiB)")
+        ax.set_ylabel("peak memory per sequence (GiB)")
         ax.set_title(style.pass_label(pas))
     fig.tight_layout()
     style.legend_below(fig, axes[0], ncol=4)
@@ -778,22 +784,35 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+#: The implementations whose memory slope the memory claim judges, by their macros' name part:
+#: the two that materialise the N x N scores or mask, and flex.
+MEMORY_SLOPED = {"naive": "Naive", "sdpa_masked": "SdpaMasked", "flex": "Flex"}
+
+
+def memory_fits(d: pd.DataFrame) -> dict:
+    """Each of :data:`MEMORY_SLOPED`'s log-log slope of peak memory per sequence (peak over batch)
+    against N, in the causal forward of the sequence-length series (a constant batch x N), with its
+    95 % interval (:class:`kernels.longctx.scaling.Slope`, :func:`~kernels.longctx.scaling.fit_slope`),
+    by implementation."""
+    from kernels.longctx.scaling import fit_slope
+
+    rows = _where(_seqlen_series(d), mask="causal", score_mod="none", **{"pass": "fwd"})
+    return {impl: fit_slope(rows.loc[rows["impl"] == impl, "seqlen"],
+                            (_num(rows, "peak_mem_bytes") / _num(rows, "batch"))[rows["impl"] == impl])
+            for impl in MEMORY_SLOPED}
+
+
 def memory_slopes(d: pd.DataFrame) -> dict[str, str]:
     """O(N²) against O(N) memory: the log-log slope of each implementation's peak memory per
-    sequence (peak over batch) against N in the causal forward of the sequence-length series (a
-    constant batch x N), with its 95 % interval (:func:`kernels.longctx.scaling.fit_slope`):
+    sequence against N (:func:`memory_fits`), with its 95 % interval:
     ``Flex<Impl>MemSlope``, ``...Low``, ``...High`` of naive attention (``Naive``), materialised-mask
     SDPA (``SdpaMasked``) and flex (``Flex``); an attention whose memory holds the N x N scores or mask has slope 2, one that holds only
     the inputs, the output and their statistics slope 1. ``FlexMemoryVerdict``:
     :func:`kernels.paper.report_kit.scaling_verdict`, flex's slope against 1 and the two
     materialised baselines' against 2."""
-    from kernels.longctx.scaling import fit_slope
-
-    rows = _where(_seqlen_series(d), mask="causal", score_mod="none", **{"pass": "fwd"})
-    out, fitted = {}, {}
-    for impl, iname in (("naive", "Naive"), ("sdpa_masked", "SdpaMasked"), ("flex", "Flex")):
-        r = rows[rows["impl"] == impl]
-        s = fitted[impl] = fit_slope(r["seqlen"], _num(r, "peak_mem_bytes") / _num(r, "batch"))
+    out, fitted = {}, memory_fits(d)
+    for impl, iname in MEMORY_SLOPED.items():
+        s = fitted[impl]
         for end, value in (("", s.p), ("Low", s.low), ("High", s.high)):
             out[f"Flex{iname}MemSlope{end}"] = kit.fmt(value, 2)
     out["FlexMemoryVerdict"] = kit.scaling_verdict(

@@ -5,7 +5,7 @@ FLA (flash-linear-attention 0.6.0) refuses its own Triton kernel for the gated b
 and runs TileLang's through its backend dispatch instead. The Gated DeltaNet study's rows record what
 each call loaded (``dispatch``); the long-context study's do not, and its rows' Triton and compute
 capability then say it. Used by the reports and the two-model comparison; nothing here reads a config
-(:mod:`kernels.paper.models` imports it in any tree).
+(:mod:`kernels.paper.bounds` imports it in any tree).
 """
 
 from __future__ import annotations

@@ -131,6 +131,11 @@ def _names(d: pd.DataFrame) -> dict[str, str]:
     return impl_labels(d, _impls(d), _label)
 
 
+#: One marker per implementation, by its place in the registry (:data:`ORDER`): the attentions' warm
+#: colours (cuDNN, FA2, Flex, FLASH) tell apart by their markers as well.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h", "*")
+
+
 def _lines(ax, d: pd.DataFrame, col: str, scale: float = 1.0, linestyle: str | None = None, label: bool = True,
            names: dict[str, str] | None = None):
     pal = style.palette(STUDY, _impls(d))
@@ -139,7 +144,8 @@ def _lines(ax, d: pd.DataFrame, col: str, scale: float = 1.0, linestyle: str | N
         s = d[(d["impl"] == impl) & d[col].notna()].sort_values("seqlen")
         if s.empty:
             continue
-        ax.plot(s["seqlen"], s[col] * scale, marker="o", color=pal[impl], label=names[impl] if label else None,
+        marker = MARKERS[ORDER.index(impl) % len(MARKERS)] if impl in ORDER else "o"
+        ax.plot(s["seqlen"], s[col] * scale, marker=marker, color=pal[impl], label=names[impl] if label else None,
                 linestyle=linestyle or ("-" if impl in ATTENTION else "--"))
 
 
@@ -409,27 +415,52 @@ def _bracket(df: pd.DataFrame, impl: str, pas: str, at: float) -> tuple[float, f
 
 
 def crossover_interval(df: pd.DataFrame, impl: str, pas: str = "fwd") -> str:
+    """:func:`crossover_bounds` as ``[L, H]`` (``[below 1K, 2K]`` where no length is wholly slower,
+    ``[8K, above 512K]`` where the longest is not wholly faster); :data:`~kernels.paper.style.MISSING`
+    as there."""
+    bounds = crossover_bounds(df, impl, pas)
+    if bounds is None:
+        return style.MISSING
+    (low, high), lengths = bounds, list(_paired(df, impl, pas)["seqlen"])
+    low = style.tokens(low) if np.isfinite(low) else f"below {style.tokens(lengths[0])}"
+    high = style.tokens(high) if np.isfinite(high) else f"above {style.tokens(lengths[-1])}"
+    return f"[{low}, {high}]"
+
+
+def crossover_span(df: pd.DataFrame, impl: str, pas: str = "fwd") -> str:
+    """:func:`crossover_bounds` in words, for the sentences that quote the crossover without its
+    interpolated length: "between 8K and 16K", "at most 2K" (no length wholly slower), "beyond
+    8K" (the longest not wholly faster); :data:`~kernels.paper.style.MISSING` as there."""
+    bounds = crossover_bounds(df, impl, pas)
+    if bounds is None:
+        return style.MISSING
+    (low, high), lengths = bounds, list(_paired(df, impl, pas)["seqlen"])
+    if np.isfinite(high):
+        return f"between {style.tokens(low)} and {style.tokens(high)}" if np.isfinite(low) else (
+            f"at most {style.tokens(high)}")
+    return f"beyond {style.tokens(low if np.isfinite(low) else lengths[-1])}"
+
+
+def crossover_bounds(df: pd.DataFrame, impl: str, pas: str = "fwd") -> tuple[float, float] | None:
     """The measured lengths between which GDN ``impl``'s prefill (pass ``pas``) overtakes the fastest
-    attention, given the speedups' intervals, as ``[L, H]`` (tokens, :func:`kernels.paper.style.tokens`).
-    At each length at which both were timed (:func:`_paired`), the speedup over the fastest attention
+    attention, given the speedups' intervals, as ``(L, H)`` (tokens; NaN where a bound is not within
+    the lengths measured). At each length at which both were timed (:func:`_paired`), the speedup over the fastest attention
     there has its :data:`~kernels.paper.report_kit.LEVEL` interval (:func:`_vs_attention`); H is the
     shortest length from which every interval lies wholly above 1 (``impl`` faster at H and at every
-    longer length), "above" the longest where the longest's does not; L is the longest length shorter
-    than H whose interval lies wholly below 1 (``impl`` slower), "below" the shortest where none does.
-    Between L and H the intervals hold 1 or do not stay above it, so the length from which ``impl`` is
-    the faster lies between them, wherever :func:`crossover_of` interpolates it.
-    :data:`~kernels.paper.style.MISSING` without a length with a finite interval."""
+    longer length), NaN where the longest's does not; L is the longest length shorter than H whose
+    interval lies wholly below 1 (``impl`` slower), NaN where none does. Between L and H the
+    intervals hold 1 or do not stay above it, so the length from which ``impl`` is the faster lies
+    between them, wherever :func:`crossover_of` interpolates it. None without a length with a
+    finite interval."""
     lengths = list(_paired(df, impl, pas)["seqlen"])
     speedups = [_vs_attention(df, impl, pas, t) for t in lengths]
     if not any(np.isfinite(r.low) and np.isfinite(r.high) for r in speedups):
-        return style.MISSING
+        return None
     first = len(lengths)  # the index of H: from it on, every interval above 1
     while first and speedups[first - 1].low > 1.0:
         first -= 1
     slower = [t for t, r in zip(lengths[:first], speedups[:first]) if r.high < 1.0]
-    low = style.tokens(slower[-1]) if slower else f"below {style.tokens(lengths[0])}"
-    high = style.tokens(lengths[first]) if first < len(lengths) else f"above {style.tokens(lengths[-1])}"
-    return f"[{low}, {high}]"
+    return (float(slower[-1]) if slower else np.nan), (float(lengths[first]) if first < len(lengths) else np.nan)
 
 
 def macros(df: pd.DataFrame) -> dict[str, str]:
@@ -438,7 +469,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     overtake the fastest attention in prefill (``LongctxCrossover<Impl><Pass>``, ``...Low``,
     ``...High``, in K tokens, ``...Between``, the measured lengths it is interpolated between,
     :func:`_bracket`, and ``...Ci``, those between which it lies given the speedups' 95 % intervals,
-    :func:`crossover_interval`); at each table length (``T<size>``, :func:`kernels.paper.report_kit.size_name`)
+    :func:`crossover_interval`, and ``...Span``, the same in words, :func:`crossover_span`); at each table length (``T<size>``, :func:`kernels.paper.report_kit.size_name`)
     the prefill times (``LongctxMs<Impl><Pass>T...``, ms), the prefill forward's peak memory
     (``LongctxPeakGib<Impl>T...``, GiB: the ``peak_mem_gib`` of :func:`derive`) and the bytes of its
     inputs and outputs (``LongctxIoGib<Impl>T...``, GiB: the row's ``bytes``, the least the call reads
@@ -473,6 +504,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             m[name + "Low"] = _cross_text(cross, cross.low, rows) if cross.where != "none" else style.MISSING
             m[name + "High"] = _cross_text(cross, cross.high, rows) if cross.where != "none" else style.MISSING
             m[name + "Ci"] = crossover_interval(d, impl, pas) if cross.where != "none" else style.MISSING
+            m[name + "Span"] = crossover_span(d, impl, pas) if cross.where != "none" else style.MISSING
             lo, hi = _bracket(d, impl, pas, cross.seqlen)
             m[name + "Between"] = f"{style.tokens(lo)} and {style.tokens(hi)}" if np.isfinite(hi) else style.MISSING
     for t in cfg["table_seqlens"]:

@@ -82,18 +82,6 @@ def gpu_settings(run: list[dict], study: str) -> str:
     return ", ".join(parts)
 
 
-def factor_text(f: dict | pd.Series, tolerance: float) -> str:
-    """One study's GPU factor in words: ``GPU factor 1.14 [1.13, 1.15] (10 rows of 10 µs or more),
-    10 within ±5 % after it, rows under 10 µs: 2 of 3 within``."""
-    if not f["rows"]:
-        return "GPU factor n/a (no row timed in both)"
-    text = (f"GPU factor {f['factor']:.2f} [{f['low']:.2f}, {f['high']:.2f}] ({f['rows_long']} rows), "
-            f"{f['within_after']} within ±{100 * tolerance:g} % after it")
-    if f["rows_short"]:
-        text += f", rows under {SHORT_MS * 1000:g} µs: {f['within_short']} of {f['rows_short']} within"
-    return text
-
-
 def run_gpu(run: list[dict], study: str) -> str:
     """The GPU (``env.gpu_uuid``, its first 12 characters) of ``run``'s rows of ``study``; the GPUs
     joined by "/" where several measured them."""

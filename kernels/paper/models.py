@@ -7,12 +7,8 @@ it); the paper speaks of one (config ``paper_gpu``). Each model's rows go throug
 tidy tables and report macros (:mod:`kernels.paper.claims`), so a model's verdict is the one the
 paper prints when rendered from that folder (``--config gpu=<model>``).
 
-Device time on another model over the paper model's, per case timed ok on both (:func:`case_ratios`),
-tells what bounds a kernel (:func:`bound`): the H100 and the H200 share their SM90 compute (peak
-bfloat16 989 TFLOP/s on both, a compute ratio of 1.0) and differ in HBM bandwidth (4.8 TB/s against
-3.35, :data:`kernels.paper.rows.PEAK_GBPS`), so a kernel bound by memory bandwidth takes 4.8 / 3.35 =
-1.43 times as long on the H100, and one bound by its arithmetic, or by its launch and latency, about
-as long (:func:`peak_ratios`).
+Device time on another model over the paper model's, and what it tells of what bounds each kernel:
+:mod:`kernels.paper.bounds`.
 """
 
 from __future__ import annotations
@@ -21,11 +17,10 @@ import math
 from pathlib import Path
 
 import pandas as pd
-from matplotlib.lines import Line2D
 
 from kernels.core.files import write_atomic
-from kernels.gdn.fla_names import fla_label
 from kernels.paper import (
+    bounds,
     gpu_factor,
     provenance,
     render,
@@ -38,12 +33,6 @@ from kernels.paper import report_kit as kit
 from kernels.paper import runs as measuring_runs
 from kernels.paper.claims import claim_labels, load_run, study_macros, tidy_tables
 
-#: A median ratio this close to the bandwidth ratio, as a share of the gap between the compute and
-#: the bandwidth ratios (on a log scale), reads "bound by memory bandwidth"; this close to the compute
-#: ratio, "bound by compute, launch or host" (a call's launch, its latency or the host's own work
-#: take as long on either model); in between, "between the two" (:func:`bound`).
-BOUND_SHARE = 0.25
-BANDWIDTH, COMPUTE, BETWEEN = "memory bandwidth", "compute, launch or host", "between the two"
 #: The verdict cell of a model without rows of the claim's study.
 NOT_MEASURED = "not measured"
 
@@ -72,6 +61,27 @@ def model_macros(run: list[dict], model: str, sections: dict[str, dict]) -> dict
     paper derives them (:func:`kernels.paper.claims.tidy_tables`, ``sections``: each study's config
     section the rows were measured with)."""
     return study_macros(tidy_tables(run, model, sections))
+
+
+#: The software of an environment (:func:`kernels.paper.render.environment_macros`) that
+#: :func:`environment_text` compares, by macro: its name where the same, and before its versions.
+SOFTWARE = {"EnvTorch": ("PyTorch", "PyTorch"), "EnvTriton": ("Triton", "Triton"),
+            "EnvAnchors": ("anchor", "anchors")}
+
+
+def environment_text(paper: dict[str, str], other: dict[str, str]) -> str:
+    """Where another model's rows ran, for the paper's Method beside the paper model's
+    (``paper`` and ``other``: each model's :func:`kernels.paper.render.environment_macros`): "two
+    GPUs (driver 580.159.04, CUDA 13.0) with the same PyTorch, Triton and anchor versions", or the
+    versions of what differs ("... with PyTorch 2.12.0 and the same Triton and anchor versions").
+    LaTeX-escaped as its inputs are."""
+    same = [name for macro, (name, _) in SOFTWARE.items() if paper.get(macro) == other.get(macro)]
+    differ = [f"{name} {other.get(macro, style.MISSING)}" for macro, (_, name) in SOFTWARE.items()
+              if paper.get(macro) != other.get(macro)]
+    software = kit.and_list(differ + ([f"the same {kit.and_list(same)} versions"] if same else []))
+    count = other.get("EnvGpuCount", style.MISSING)
+    return (f"{count} GPU{'' if count == 'one' else 's'} (driver {other.get('EnvDriver', style.MISSING)}, CUDA "
+            f"{other.get('EnvCuda', style.MISSING)}) with {software}")
 
 
 def evidence_text(macros: dict[str, str], evidence) -> str:
@@ -140,106 +150,6 @@ def other_verdicts(table: pd.DataFrame, models: list[str]) -> dict[str, str]:
     return out
 
 
-def case_ratios(paper_run: list[dict], other_run: list[dict]) -> pd.DataFrame:
-    """Per case timed ok on both runs (:func:`kernels.paper.rows.case_id`), the other run's device
-    time over the paper run's: columns ``study``, ``impl``, ``case``, ``ms_paper``, ``ms_other``
-    (``device_ms``, ms) and ``ratio``."""
-    def timed(run):
-        return {rows.case_id(r): r for r in run if r.get("status") == "ok" and r.get("device_ms")}
-
-    paper, other = timed(paper_run), timed(other_run)
-    records = [{"study": r["study"], "impl": r["impl"], "case": rows.case_label(r),
-                "ms_paper": float(r["device_ms"]), "ms_other": float(other[key]["device_ms"]),
-                "ratio": float(other[key]["device_ms"]) / float(r["device_ms"])}
-               for key, r in paper.items() if key in other]
-    return pd.DataFrame(records, columns=["study", "impl", "case", "ms_paper", "ms_other", "ratio"])
-
-
-def peak_ratios(paper: str, other: str) -> tuple[float, float]:
-    """The time ratios (``other`` over ``paper``) of a kernel bound by memory bandwidth and of one
-    bound by compute, from the models' datasheet peaks (:data:`kernels.paper.rows.PEAK_GBPS`,
-    :data:`kernels.paper.rows.PEAK_BF16_TFLOPS`); NaN for a model without one."""
-    def over(peaks):
-        return peaks[paper] / peaks[other] if paper in peaks and other in peaks else math.nan
-
-    return over(rows.PEAK_GBPS), over(rows.PEAK_BF16_TFLOPS)
-
-
-def bound(value: float, bandwidth: float, compute: float) -> str:
-    """What bounds a kernel whose median time ratio is ``value``, on a log scale (so that a model's
-    ratio and its inverse, the other model's, read alike): :data:`BANDWIDTH` within
-    :data:`BOUND_SHARE` of the log of the gap between the two peak ratios from ``bandwidth``,
-    :data:`COMPUTE` within it from ``compute``, else :data:`BETWEEN` (also when the gap is unknown or nil)."""
-    if not all(math.isfinite(v) and v > 0 for v in (value, bandwidth, compute)):
-        return BETWEEN
-    gap = math.log(bandwidth / compute)
-    if abs(gap) < 1e-9:
-        return BETWEEN
-    share = math.log(value / compute) / gap
-    if share >= 1 - BOUND_SHARE:
-        return BANDWIDTH
-    return COMPUTE if share <= BOUND_SHARE else BETWEEN
-
-
-#: Cases shorter than this on the paper model (device time, ms) may be bound by their launch and
-#: latency whatever their kernel: :func:`impl_ratios` leaves them out where an implementation has longer ones.
-LONG_MS = 0.1
-
-
-def impl_ratios(cases: pd.DataFrame, bandwidth: float, compute: float) -> pd.DataFrame:
-    """Per study and implementation of ``cases`` (:func:`case_ratios`), over its cases of at least
-    :data:`LONG_MS` on the paper model (all of them where none is that long: ``short`` true):
-    ``cases`` (how many), the median ratio with its interval over those cases (``median``, ``low``,
-    ``high``: :func:`kernels.paper.report_kit.median_interval`), the lowest and highest (``min``, ``max``) and ``bound``
-    (:func:`bound` of the median)."""
-    records = []
-    for (study, impl), d in cases.groupby(["study", "impl"], sort=True):
-        long = d[d["ms_paper"] >= LONG_MS]
-        short = long.empty
-        d = d if short else long
-        median, low, high = kit.median_interval(d["ratio"].to_numpy())
-        records.append({"study": study, "impl": impl, "cases": len(d), "short": short, "median": median,
-                        "low": low, "high": high, "min": float(d["ratio"].min()), "max": float(d["ratio"].max()),
-                        "bound": bound(median, bandwidth, compute)})
-    return pd.DataFrame(records, columns=["study", "impl", "cases", "short", "median", "low", "high", "min", "max",
-                                          "bound"])
-
-
-def study_sentence(study: str, impls: pd.DataFrame, paper: str, other: str, bandwidth: float,
-                   compute: float, names: dict[tuple[str, str], str] | None = None) -> str:
-    """One sentence per study for the paper: how long its implementations take on ``other`` against
-    ``paper`` (:func:`impl_ratios`: median ratio with its interval) grouped by what bounds them
-    (:func:`bound`), beside the two peak ratios; a study measured on one of them only says so. ``names``:
-    as :func:`figure`'s."""
-    names = names or {}
-    d = impls[impls["study"] == study]
-    name = style.study_label(study)
-    if d.empty:
-        return f"{name}: not measured on both the {rows.model_label(other)} and the {rows.model_label(paper)}."
-    groups = {}
-    for _, r in d.sort_values("median", ascending=False, kind="stable").iterrows():
-        n = f"{r['cases']}, all under {kit.fmt(LONG_MS, 1)} ms" if r["short"] else f"{r['cases']}"
-        text = f"{names.get((study, r['impl'])) or style.label(study, r['impl'])} {r['median']:.2f} [{r['low']:.2f}, {r['high']:.2f}] ({n})"
-        groups.setdefault(r["bound"], []).append(text)
-    near = {BANDWIDTH: f"near the bandwidth ratio {bandwidth:.2f} (bound by memory bandwidth)",
-            BETWEEN: "between the two",
-            COMPUTE: f"near the compute ratio {compute:.2f} (bound by compute, launch or host)"}
-    said = "; ".join(f"{near[what]}: {', '.join(groups[what])}" for what in (BANDWIDTH, BETWEEN, COMPUTE)
-                     if what in groups)
-    return f"{name}: {said}."
-
-
-def bound_span(impls: pd.DataFrame, what: str) -> str:
-    """The lowest and highest median ratio (:func:`impl_ratios`) of the implementations of ``impls``
-    that ``what`` bounds (:func:`bound`), how many and of which studies: ``1.38--1.43 (6 implementations:
-    SwiGLU)``; :data:`kernels.paper.style.MISSING` where none is."""
-    d = impls[impls["bound"] == what]
-    if d.empty:
-        return style.MISSING
-    studies = kit.and_list([style.study_name(s) for s in dict.fromkeys(d["study"])])
-    return f"{kit.span(d['median'].tolist())} ({len(d)} implementation{'s' * (len(d) > 1)}: {studies})"
-
-
 def same_count(table: pd.DataFrame, paper: str, other: str) -> str:
     """How many of the claims measured on both ``paper`` and ``other`` (:func:`claims_table`) have the
     same verdict on both: ``15 of 18``."""
@@ -280,87 +190,6 @@ def differ_claims(table: pd.DataFrame, paper: str, other: str) -> str:
     return "; ".join(names) or style.MISSING
 
 
-#: The colour of each :func:`bound` in :func:`figure` (the palette's first three: one per bound, none per
-#: implementation).
-BOUND_COLORS = {BANDWIDTH: "#1f77b4", BETWEEN: "#2ca02c", COMPUTE: "#ff7f0e"}
-
-
-def _panels(impls: pd.DataFrame, studies, n: int = 2) -> list[list[str]]:
-    """``studies`` (those of ``impls`` in this order) split into at most ``n`` runs of consecutive studies of
-    about as many implementations each, one per panel of :func:`figure`."""
-    sizes = [(s, int((impls["study"] == s).sum())) for s in studies if (impls["study"] == s).any()]
-    total, panels, count = sum(k for _, k in sizes), [[]], 0
-    for study, k in sizes:
-        if panels[-1] and len(panels) < n and count + k / 2 > total * len(panels) / n:
-            panels.append([])
-        panels[-1].append(study)
-        count += k
-    return panels if sizes else [[]]
-
-
-def impl_names(run: list[dict]) -> dict[tuple[str, str], str]:
-    """The display name of each (study, implementation) of ``run`` (its rows): :func:`kernels.paper.style.label`,
-    FLA's (``fla_chunk``, in any study) saying where its backward ran TileLang (:func:`kernels.gdn.fla_names.fla_label`
-    of its rows' pass, device time, ``dispatch`` and the ``env``'s Triton and compute capability)."""
-    out = {(r["study"], r["impl"]): style.label(r["study"], r["impl"]) for r in run}
-    for study, impl in out:
-        if impl == "fla_chunk":
-            fla = pd.DataFrame([{"pass": r.get("pass"), "device_ms": r.get("device_ms"), "dispatch": r.get("dispatch"),
-                                 "env_triton": (r.get("env") or {}).get("triton"),
-                                 "env_capability": (r.get("env") or {}).get("capability")}
-                                for r in run if (r["study"], r["impl"]) == (study, impl)])
-            out[study, impl] = fla_label(out[study, impl], fla)
-    return out
-
-
-def figure(impls: pd.DataFrame, studies, paper: str, other: str, bandwidth: float, compute: float,
-           names: dict[tuple[str, str], str] | None = None):
-    """Each implementation's device time on ``other`` over ``paper`` (:func:`impl_ratios`): its median
-    over its cases (a dot; open where every case is under :data:`LONG_MS`), the median's 95 % interval
-    (a thick bar) and the lowest to the highest case (a thin line), coloured by what bounds it
-    (:func:`bound`, :data:`BOUND_COLORS`), grouped by study in up to two panels (:func:`_panels`), with the
-    two peak ratios as lines (bandwidth dashed, compute dotted) and one legend below; ``names``: each
-    implementation's display name (:func:`impl_names`; default :func:`kernels.paper.style.label`)."""
-    names = names or {}
-    panels = _panels(impls, studies)
-    height = 0.9 + 0.115 * max(sum(int((impls["study"] == s).sum()) + 1 for s in panel) for panel in panels)
-    fig, axes = style.figure(width=style.FULL_WIDTH, height=height, ncols=len(panels), squeeze=False, sharex=True)
-    for ax, panel in zip(axes[0], panels):
-        y, ticks, labels = 0, [], []
-        for study in panel:
-            ax.text(0.02, y, style.study_label(study), transform=ax.get_yaxis_transform(), ha="left",
-                    va="center", fontsize=7, fontweight="bold", zorder=5,
-                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})
-            y += 1
-            for _, r in impls[impls["study"] == study].iterrows():
-                color = BOUND_COLORS[r["bound"]]
-                ax.plot([r["min"], r["max"]], [y, y], color=color, linewidth=0.6, alpha=0.6)
-                ax.plot([r["low"], r["high"]], [y, y], color=color, linewidth=2.2, solid_capstyle="butt")
-                ax.plot([r["median"]], [y], marker="o", markersize=3.5, color=color,
-                        markerfacecolor="white" if r["short"] else color)
-                ticks.append(y)
-                labels.append(names.get((study, r["impl"])) or style.label(study, r["impl"]))
-                y += 1
-        for value, dash in ((bandwidth, "--"), (compute, ":")):
-            if math.isfinite(value):
-                ax.axvline(value, color="grey", linestyle=dash, linewidth=0.8)
-        ax.set_yticks(ticks, labels, fontsize=6)
-        ax.set_ylim(y - 0.4, -1)
-        ax.tick_params(axis="y", length=0, pad=2)
-        ax.grid(axis="y", visible=False)
-        ax.set_xlabel(f"{rows.model_label(other)} / {rows.model_label(paper)} device time")
-        if not panel:
-            kit.mark_empty(ax)
-    handles = [Line2D([], [], color=c, marker="o", linewidth=2.2, markersize=3.5, label=what)
-               for what, c in BOUND_COLORS.items() if (impls["bound"] == what).any()]
-    handles += [Line2D([], [], color="grey", linestyle=dash, linewidth=0.8, label=f"{name} ratio {kit.fmt(value)}")
-                for name, value, dash in (("bandwidth", bandwidth, "--"), ("compute", compute, ":"))
-                if math.isfinite(value)]
-    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=6, bbox_to_anchor=(0.5, 0.0))
-    fig.subplots_adjust(wspace=0.8)
-    return fig
-
-
 def spread_float(spread: pd.DataFrame) -> str:
     """The same-model spread (:func:`kernels.paper.reproduce.spread_table`) as a LaTeX table float
     (label ``tab:gpu_spread``): per model, study and second or third run, its GPU and the committed
@@ -393,17 +222,18 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
                   tolerance: float = 0.05, runs_out: tuple[str, str] | None = None, checked: dict | None = None,
                   min_within: float = 0.95, uncertainty_out: tuple[str, str] | None = None) -> list[str]:
     """Write the models' comparison: ``out_claims`` (CSV, :func:`claims_table`), ``out_ratios`` (CSV,
-    :func:`impl_ratios` per other model, column ``model``), ``out_figure`` (PDF, :func:`figure` of the
-    first other model's :func:`impl_ratios`; an empty panel without one) and ``out_tex``, the paper's macros: ``ModelsNames``
+    :func:`kernels.paper.bounds.impl_ratios` per other model, column ``model``), ``out_figure`` (PDF, :func:`kernels.paper.bounds.figure` of the
+    first other model's ratios; an empty panel without one) and ``out_tex``, the paper's macros: ``ModelsNames``
     (the models, the paper's first), ``ModelsSeveral`` ("true" with another model than the paper's),
     ``ModelsOther`` (the first other model's name, or empty), ``ModelsPaperTBps`` and
     ``ModelsOtherTBps`` (their datasheet bandwidths), ``ModelsPaperGb`` and ``ModelsOtherGb`` (their
-    memory), ``ModelsSame`` (:func:`same_count`), ``ModelsOnLine`` (:func:`on_line_count`), ``ModelsLongMs`` (:data:`LONG_MS`), ``ModelsPeaksKnown`` ("true" where the code knows
+    memory), ``ModelsOtherEnvironment`` (:func:`environment_text` of the first other model's rows),
+    ``ModelsSame`` (:func:`same_count`), ``ModelsOnLine`` (:func:`on_line_count`), ``ModelsLongMs`` (:data:`kernels.paper.bounds.LONG_MS`), ``ModelsPeaksKnown`` ("true" where the code knows
     both models' peaks), ``ModelsBandwidthRatio`` and ``ModelsComputeRatio``, ``ModelsBoundBandwidth``,
-    ``ModelsBoundCompute`` and ``ModelsBoundBetween`` (:func:`bound_span` of the implementations near each
+    ``ModelsBoundCompute`` and ``ModelsBoundBetween`` (:func:`kernels.paper.bounds.bound_span` of the implementations near each
     and of those between the two), ``ModelsDiffer``
     (:func:`differ_text`), ``ModelsDifferClaims`` (:func:`differ_claims`), ``Models<verdict macro>``
-    (:func:`other_verdicts`), ``ModelsSentence<Study>`` (:func:`study_sentence`) and
+    (:func:`other_verdicts`), ``ModelsSentence<Study>`` (:func:`kernels.paper.bounds.study_sentence`) and
     ``ModelsClaimsTable`` (a table float, ``tab:models_claims``); with ``reproductions``
     (``data/reproductions``) and ``out_spread``, the GPU factor of every second and third run there
     against its model's committed rows (:func:`kernels.paper.reproduce.spread_table`, ``tolerance``:
@@ -415,9 +245,11 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
     measured it (:func:`kernels.paper.uncertainty.render_uncertainty`). Returns the models."""
     models = committed_models(raw, paper)
     by_model, states, runs = {}, {}, {}
+    envs = {}
     for model in models:
         runs[model] = model_run(raw, model, studies)
-        by_model[model] = model_macros(runs[model], model, sections)
+        tables = tidy_tables(runs[model], model, sections)
+        by_model[model], envs[model] = study_macros(tables), render.environment_macros(list(tables.values()))
         states[model] = {s: provenance.study_state(s, Path(raw, model), sections[s], timing) for s in studies}
     table = claims_table(by_model, states, studies)
     write_atomic(out_claims, table.to_csv(index=False))
@@ -434,26 +266,27 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
               "ModelsDifferClaims": kit.escape_latex(differ_claims(table, paper, models[1])) if len(models) > 1 else "",
               "ModelsSame": same_count(table, paper, models[1]) if len(models) > 1 else "",
               "ModelsOnLine": on_line_count(table, paper, models[1]) if len(models) > 1 else "",
-              "ModelsLongMs": kit.fmt(LONG_MS, 1),
+              "ModelsLongMs": kit.fmt(bounds.LONG_MS, 1),
+              "ModelsOtherEnvironment": environment_text(envs[paper], envs[models[1]]) if len(models) > 1 else "",
               **other_verdicts(table, models)}
     ratios = []
     for other in models[1:]:
-        bandwidth, compute = peak_ratios(paper, other)
-        cases = case_ratios(runs[paper], runs[other])
-        impls = impl_ratios(cases, bandwidth, compute)
+        bandwidth, compute = bounds.peak_ratios(paper, other)
+        cases = bounds.case_ratios(runs[paper], runs[other])
+        impls = bounds.impl_ratios(cases, bandwidth, compute)
         ratios.append(impls.assign(model=other))
         if other == models[1]:
-            names = impl_names(runs[paper])
+            names = bounds.impl_names(runs[paper])
             values["ModelsPeaksKnown"] = "true" if math.isfinite(bandwidth) and math.isfinite(compute) else "false"
             values["ModelsBandwidthRatio"] = kit.fmt(bandwidth)
             values["ModelsComputeRatio"] = kit.fmt(compute)
-            values["ModelsBoundBandwidth"] = bound_span(impls, BANDWIDTH)
-            values["ModelsBoundCompute"] = bound_span(impls, COMPUTE)
-            values["ModelsBoundBetween"] = bound_span(impls, BETWEEN)
+            values["ModelsBoundBandwidth"] = bounds.bound_span(impls, bounds.BANDWIDTH)
+            values["ModelsBoundCompute"] = bounds.bound_span(impls, bounds.COMPUTE)
+            values["ModelsBoundBetween"] = bounds.bound_span(impls, bounds.BETWEEN)
             for study in studies:
-                values[f"ModelsSentence{kit.camel(study)}"] = study_sentence(study, impls, paper, other, bandwidth,
+                values[f"ModelsSentence{kit.camel(study)}"] = bounds.study_sentence(study, impls, paper, other, bandwidth,
                                                                               compute, names)
-            style.save(figure(impls, studies, paper, other, bandwidth, compute, names), out_figure)
+            style.save(bounds.figure(impls, studies, paper, other, bandwidth, compute, names), out_figure)
     if len(models) == 1:
         values.update({"ModelsPeaksKnown": "false", "ModelsBandwidthRatio": style.MISSING,
                        "ModelsComputeRatio": style.MISSING, "ModelsBoundBandwidth": style.MISSING,
@@ -463,7 +296,7 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
         fig, ax = style.figure()
         kit.mark_empty(ax)
         style.save(fig, out_figure)
-    columns = [*impl_ratios(case_ratios([], []), 1.0, 1.0).columns, "model"]
+    columns = [*bounds.impl_ratios(bounds.case_ratios([], []), 1.0, 1.0).columns, "model"]
     write_atomic(out_ratios, (pd.concat(ratios) if ratios else pd.DataFrame(columns=columns)).to_csv(index=False))
     values["ModelsClaimsTable"] = claims_float(table, models)
     if reproductions is not None and out_spread is not None:

@@ -32,7 +32,7 @@ each study's ``report.macros`` runs on both runs' tidy tables (:func:`study_macr
 whose name ends in ``Verdict`` is compared (:func:`compare_claims`); the abstract's numbers, each
 study's ``report.HEADLINES``, are set side by side (:func:`headline_table`).
 
-Each study is judged in three terms, claims first (:func:`study_outcomes`, :func:`study_terms`): its
+Each study is judged in three terms, claims first (:func:`study_outcomes`): its
 verdicts, its GPU factor (:mod:`kernels.paper.gpu_factor`) and its rows. :func:`kernels.paper.reproduce_report.check`
 writes the comparison (CSV), a figure of the ratios, a LaTeX table of the rows outside the tolerance,
 the paper's snippet with the ``Repro*`` macros, and the one-line summary (:func:`summary_line`). It
@@ -353,20 +353,6 @@ def study_outcomes(table: pd.DataFrame, claims: pd.DataFrame, min_within: float,
             for study, mine in study_claims(table, claims).items()}
 
 
-def study_terms(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float) -> dict[str, str]:
-    """Each study's comparison in the check's three terms, claims first: ``claims: 2 of 2 the same,
-    GPU factor 1.14 [1.13, 1.15] (10 rows), 10 within ±5 % after it, rows: 4 of 12 within ±5 %``
-    (:func:`kernels.paper.gpu_factor.factor_text`; the rows under 10 µs apart)."""
-    out = {}
-    for study, mine in study_claims(table, claims).items():
-        f = gpu_factor.study_factor(table[table["study"] == study], tolerance)
-        claims_text = (f"claims: {int(mine['same'].sum())} of {len(mine)} the same" if len(mine)
-                       else "claims: none to re-derive")
-        out[study] = (f"{claims_text}, {gpu_factor.factor_text(f, tolerance)}"
-                      f", rows: {f['within']} of {f['rows']} within ±{100 * tolerance:g} %")
-    return out
-
-
 def reproduced(outcomes: dict[str, list[str]], refused: dict[str, str] | None = None) -> bool:
     """Whether the runs are reproduced: every study of :func:`study_outcomes` is (and there is one),
     and no study's second run was refused (``refused``: :func:`not_one_run`)."""
@@ -381,18 +367,13 @@ def is_reproduced(table: pd.DataFrame, claims: pd.DataFrame, min_within: float,
     return reproduced(study_outcomes(table, claims, min_within, tolerance))
 
 
-def outcome_by_study(outcomes: dict[str, list[str]], refused: dict[str, str] | None = None,
-                     terms: dict[str, str] | None = None) -> str:
+def outcome_by_study(outcomes: dict[str, list[str]], refused: dict[str, str] | None = None) -> str:
     """Each study's outcome (:func:`study_outcomes`) in the paper's words, e.g. ``long context:
     reproduced; SwiGLU: not reproduced (91.0 % of rows within, needs 95 %)``
-    (:func:`kernels.paper.style.study_name`), each followed by its three terms where ``terms`` gives
-    them (:func:`study_terms`, after " -- ", LaTeX's en dash), then each study whose second run was refused
+    (:func:`kernels.paper.style.study_name`), then each study whose second run was refused
     (``refused``: :func:`not_one_run`), ``Gated DeltaNet: not compared (rows of 2 runs: ...)``."""
-    def said(study):
-        return f" -- {terms[study]}" if terms and study in terms else ""
-
     return "; ".join([*(f"{style.study_name(study)}: " + (f"not reproduced ({', '.join(why)})" if why else "reproduced")
-                        + said(study) for study, why in outcomes.items()),
+                        for study, why in outcomes.items()),
                       *(f"{style.study_name(study)}: not compared ({why})" for study, why in (refused or {}).items())])
 
 

@@ -142,8 +142,7 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
     (the claims in ``labels``' words, else their macro names; or "none"), ``ReproOutcome`` (reproduced / not reproduced:
     reproduced when every study is and no study's second run was refused, ``refused``: :func:`not_one_run`),
     ``ReproOutcomeByStudy`` (:func:`kernels.paper.reproduce.outcome_by_study`, the refused studies
-    included), ``ReproOutcomeTerms`` (the same with each study's three terms,
-    :func:`kernels.paper.reproduce.study_terms`) and
+    included) and
     ``ReproCandidate`` (the second run's folders: :func:`folders_latex`). Also ``ReproRowsWithinHostFree`` /
     ``ReproRowsComparedHostFree`` / ``ReproPercentWithinHostFree`` (the rows whose device time is
     host-free in both runs), ``ReproRowsWithinLatency`` / ``ReproPercentWithinLatency`` (the
@@ -199,8 +198,6 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
                ReproClaimsOnLineList=render.escape_latex("; ".join(on_line) if on_line else "none"),
                ReproOutcome="reproduced" if judge.reproduced(outcomes, refused) else "not reproduced",
                ReproOutcomeByStudy=render.escape_latex(judge.outcome_by_study(outcomes, refused)),
-               ReproOutcomeTerms=render.escape_latex(judge.outcome_by_study(outcomes, refused,
-                                                                       judge.study_terms(table, claims, tolerance))),
                ReproCandidate=folders_latex(candidate))
     return out
 
@@ -374,6 +371,20 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
     table_ref = (r"Table~\ref{tab:reproduction_impls} counts the rows outside it per implementation and"
                  r" Table~\ref{tab:reproduction} lists them, worst first" if has_outside else "no row is outside it")
     text = "\n".join([
+        r"\paragraph{Criterion.} The check judges a second run as the claims are made, within one run on one GPU:",
+        r"what a reproduction must give again is the main results~\citep{acmbadges2020}, and GPUs of one model",
+        r"differ by about 8\,\% on average and up to 22\,\% through their clocks, power and",
+        r"temperature~\citep{sinha2022gpus}, so a GPU slower in every row by one factor is another GPU, not another",
+        r"result. It counts a study as reproduced when each of its verdicts is the same (one that differs only by a",
+        r"value on its claim's line, Table~\ref{tab:claims}, counts neither way), none of its rows is missing or",
+        r"changed status, and at least \ReproMinWithinPct\,\% of its rows timed in both agree within",
+        r"$\pm$\ReproTolerancePct\,\% of the median device time as measured, or of its rows of 10\,\textmu{}s or more",
+        r"once its \emph{GPU factor} is divided out (the median over those rows of their second over first device",
+        r"time, with a 95\,\% bootstrap interval); rows under 10\,\textmu{}s, bound by their launch and the host, are",
+        r"then counted apart. The runs are reproduced when every study is (config \texttt{reproduce}); the",
+        r"\ReproRowsNotTimed{} cases that neither run timed, with the same status in both, are left out. Shares are",
+        r"given to one decimal, rounded down.",
+        "",
         r"\paragraph{Reproduction.} A second cold run of the code of each study compared here (\ReproStudies) on",
         r"another GPU than its rows'",
         r"(\ReproCandidate: \ReproRuns) was compared with these",
@@ -390,25 +401,14 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
         r"\ReproRowsStatusChanged. The compile-ahead job (config \texttt{compile\_ahead}) compiles an",
         r"implementation's cases in parallel processes before they are timed; implementations that it",
         r"prepared in one run of a study and not in the other: \ReproCompileAhead. Either run warms each",
-        r"case up before timing it, so only the cases' one-off costs differ there. Re-derived from each run, \ReproClaimsSame{} of the \ReproClaimsCompared{}",
-        r"verdicts of Table~\ref{tab:claims} that both runs decide are the same; on their claim's line (a value",
-        r"whose interval holds the threshold): \ReproClaimsOnLine{} (\ReproClaimsOnLineList;",
+        r"case up before timing it, so only the cases' one-off costs differ there.",
+        "",
+        r"\paragraph{Outcome.} \ReproOutcome{} (\ReproOutcomeByStudy; Table~\ref{tab:reproduction_terms} gives each",
+        r"study's three terms and what each GPU recorded). Re-derived from each run, \ReproClaimsSame{} of the",
+        r"\ReproClaimsCompared{} verdicts of Table~\ref{tab:claims} that both runs decide are the same; on their",
+        r"claim's line (a value whose interval holds the threshold): \ReproClaimsOnLine{} (\ReproClaimsOnLineList;",
         r"Table~\ref{tab:reproduction_claims}); different: \ReproClaimsDifferent.",
-        r"Table~\ref{tab:reproduction_headlines} sets each study's headline numbers of the two runs side by side.",
-        r"The check judges a second run as the claims are made, within one run on one GPU: what a reproduction",
-        r"must give again is the main results~\citep{acmbadges2020}, and GPUs of one model differ by about 8\,\%",
-        r"on average and up to 22\,\% through their clocks, power and temperature~\citep{sinha2022gpus}, so a",
-        r"GPU slower in every row by one factor is another GPU, not another result. It counts a study as",
-        r"reproduced when each of its verdicts is the same (one that differs only by a value on its claim's line,",
-        r"Table~\ref{tab:claims}, counts neither way), none of its rows is missing or changed status, and at least",
-        r"\ReproMinWithinPct\,\% of its rows timed in both agree within $\pm$\ReproTolerancePct\,\% of the median device",
-        r"time as measured, or of its rows of 10\,\textmu{}s or more once its \emph{GPU factor} is divided out (the",
-        r"median over those rows of their second over first device time, with a 95\,\% bootstrap interval); rows",
-        r"under 10\,\textmu{}s, bound by their launch and the host, are then counted apart",
-        r"(Table~\ref{tab:reproduction_terms}: each study's three terms, and what each GPU recorded). The runs are",
-        r"reproduced when every study is (config \texttt{reproduce}); the",
-        r"\ReproRowsNotTimed{} cases that neither run timed, with the same status in both, are left out.",
-        r"Shares are given to one decimal, rounded down. Outcome: \ReproOutcome{} (\ReproOutcomeTerms)."])
+        r"Table~\ref{tab:reproduction_headlines} sets each study's headline numbers of the two runs side by side."])
     if without:
         names = kit.and_list([style.study_name(s) for s in without])
         text += ("\n" + rf"No second run of the code that measured the rows of {names} is committed yet:"

@@ -42,7 +42,7 @@ MODELS = {"h200": "H200", "h100-80gb-hbm3": "H100 80GB HBM3", "cpu": "CPU"}
 #: 4.8 TB/s HBM3e; NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column: 3.35 TB/s HBM3), and its
 #: dense bfloat16 tensor-core peak, TFLOP/s (989 on both, the sparse 1979 halved: the same SM90
 #: compute, 132 SMs at the same clocks). A bandwidth-bound kernel's time scales with the inverse of
-#: the first, a compute-bound one's with that of the second (:mod:`kernels.paper.models`).
+#: the first, a compute-bound one's with that of the second (:mod:`kernels.paper.bounds`).
 PEAK_GBPS = {"h200": 4800.0, "h100-80gb-hbm3": 3350.0}
 PEAK_BF16_TFLOPS = {"h200": 989.0, "h100-80gb-hbm3": 989.0}
 #: Each model's memory, GB (the same datasheets: 141 GB of HBM3e, 80 GB of HBM3).

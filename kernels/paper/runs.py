@@ -169,16 +169,16 @@ SHORT_ROLES = {COMMITTED: "committed", CHECKED: "2nd, checked", FURTHER: "furthe
 
 
 def runs_latex(table: pd.DataFrame, tolerance: float) -> pd.DataFrame:
-    """:func:`runs_table` for the paper: GPU model (its first word), study, role (:data:`SHORT_ROLES`), folder
-    (its name), commit, GPU (8 hex digits), date, rows timed of all, outcome (but the committed run's, which
-    gives the paper's numbers), rows within ``tolerance`` (per cent, of those timed in both), GPU factor with
-    its interval, verdicts the same; empty cells where they do not apply."""
+    """:func:`runs_table` for the paper: GPU model (its first word), study, role (:data:`SHORT_ROLES`), commit,
+    GPU (8 hex digits: the folder of a run in ``data/reproductions/`` is its model and these, as
+    ``results/runs.csv`` gives it), date, rows timed of all, outcome (but the committed run's, which gives the
+    paper's numbers), rows within ``tolerance`` (per cent, of those timed in both), GPU factor with its
+    interval, verdicts the same; empty cells where they do not apply."""
     rs = list(table.itertuples())
     return pd.DataFrame({
         "GPU": [rows.model_label(r.model).split()[0] for r in rs],
         "study": [style.study_label(r.study) for r in rs],
         "role": [SHORT_ROLES[r.role] for r in rs],
-        "folder": [Path(r.folder).name for r in rs],
         "commit": [r.commit for r in rs],
         "GPU UUID": [r.gpu.replace("GPU-", "") for r in rs],
         "date": [r.date for r in rs],
@@ -195,12 +195,12 @@ def runs_float(table: pd.DataFrame, tolerance: float) -> str:
     frame = runs_latex(table, tolerance)
     body = render.table_to_latex(frame)  # the one-cell "not measured" tabular without a run
     if len(frame):  # the role wraps
-        body = with_columns(body, "l" * 12)
+        body = with_columns(body, "l" * 11)
     caption = (r"\caption{Every measuring run in \texttt{data/}: per GPU model and study, the committed run"
                r" (folder \texttt{data/raw/<model>/}, every number of the paper), the second run that the"
                r" reproduction check compares (\emph{2nd, checked}; config \texttt{reproduce.committed}), further runs"
-               r" outside the check and failed runs (no row timed), each in \texttt{data/reproductions/<folder>/}; a run is one commit,"
-               r" GPU and fingerprint. Beside each run but the committed one, the check's outcome against the"
+               r" outside the check and failed runs (no row timed), each in \texttt{data/reproductions/}, in a folder named"
+               r" by its model and GPU (\texttt{results/runs.csv} names each); a run is one commit, GPU and fingerprint. Beside each run but the committed one, the check's outcome against the"
                r" committed rows: the rows within the tolerance of those timed in both (per cent), the GPU factor"
                r" (second over committed device time, median over the rows of 10\,\textmu{}s or more, 95\,\%"
                r" bootstrap interval) and how many of its verdicts of Table~\ref{tab:claims} are the same"

@@ -200,6 +200,16 @@ def _throughput_ratio(d: pd.DataFrame, impl: str, size: int, base_impl: str, bas
 #: Elements of bfloat16 in 16 bytes: the padding set's neighbours that are a multiple of it
 #: ("RowAligned", 8200, 8256, ...) and those that are not ("Odd", 8191, 8193, ...) are quoted apart.
 ROW_ALIGN = 8
+#: The padding the claim names (multiples of 64 or 128 elements): of the 16-byte multiples, those
+#: that are a multiple of it as well ("SixtyFour", 4160, 8256: padding them to the aligned size is
+#: padding from 64 to 128) and those that are not ("Eight", 4104, 8200) are quoted apart too.
+CLAIM_ALIGN = 64
+
+#: Which neighbours each group of padding macros covers (:func:`macros`), by the group's name.
+NEIGHBOUR_GROUPS = {"Odd": lambda n: n % ROW_ALIGN != 0,
+                    "RowAligned": lambda n: n % ROW_ALIGN == 0,
+                    "Eight": lambda n: n % ROW_ALIGN == 0 and n % CLAIM_ALIGN != 0,
+                    "SixtyFour": lambda n: n % CLAIM_ALIGN == 0}
 
 #: The claims of the paper's claims table that :func:`macros` decides, by verdict macro.
 CLAIMS = {"TensorcorePaddingVerdict": "Padding matrix dimensions to multiples of 64/128: 2–4× tensor-core FLOP "
@@ -233,7 +243,9 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     (``TensorcorePaddedSpeedup<name>``) and their range (``TensorcorePaddedSpeedupRange``), apart
     for the neighbours that are not a multiple of :data:`ROW_ALIGN` and those that are
     (``TensorcorePaddedSpeedupOddRange``, ``...RowAlignedRange``, and the sizes measured of each,
-    ``TensorcorePaddedOddSizes``, ``...RowAlignedSizes``); FP8 and
+    ``TensorcorePaddedOddSizes``, ``...RowAlignedSizes``), and of those, apart, the ones that are not
+    a multiple of :data:`CLAIM_ALIGN` and the ones that are (``...EightRange``, ``...SixtyFourRange``,
+    ``TensorcorePaddedEightSizes``, ``...SixtyFourSizes``; :data:`NEIGHBOUR_GROUPS`); FP8 and
     bf16 TFLOP/s at every FP8 size (``TensorcoreFpEightTflops<size>``, ``TensorcoreBfSixteenTflops<size>``),
     FP8's over bf16's (``TensorcoreFpEightSpeedup<size>``) and their range; each ratio's and range's
     95 % interval (``...Ci``, :func:`kernels.paper.report_kit.interval`); the verdicts on the
@@ -258,7 +270,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
                 out[f"TensorcorePaddedSpeedup{name}Ci"] = kit.interval(padded_ci[-1])
     out["TensorcorePaddedSpeedupRange"] = kit.span(padded)
     out["TensorcorePaddedSpeedupRangeCi"] = kit.interval(padded_ci)
-    for kind, keep in (("Odd", lambda n: n % ROW_ALIGN), ("RowAligned", lambda n: not n % ROW_ALIGN)):
+    for kind, keep in NEIGHBOUR_GROUPS.items():
         pick = [i for i, n in enumerate(neighbours) if keep(n) and np.isfinite(padded[i])]
         out[f"TensorcorePaddedSpeedup{kind}Range"] = kit.span([padded[i] for i in pick])
         out[f"TensorcorePaddedSpeedup{kind}RangeCi"] = kit.interval([padded_ci[i] for i in pick])

@@ -210,7 +210,7 @@ rule provenance:
 
 
 # Each claim on every committed GPU model, each implementation's device time on another model
-# over this one's (kernels/paper/models.py), and each quoted value across the GPUs of a model
+# over this one's (kernels/paper/models.py, kernels/paper/bounds.py), and each quoted value across the GPUs of a model
 # (kernels/paper/uncertainty.py).
 rule models:
     input:
@@ -246,6 +246,7 @@ rule models:
         min_within=config["reproduce"]["min_within"],
         code=code_version(
             "kernels/paper/models.py",
+            "kernels/paper/bounds.py",
             "kernels/paper/runs.py",
             "kernels/paper/reproduce_report.py",
             "kernels/paper/gpu_factor.py",

@@ -115,6 +115,7 @@ if QUICK:
             code=code_version(
                 "kernels/paper/quick.py",
                 "kernels/paper/models.py",
+                "kernels/paper/bounds.py",
                 "kernels/paper/reproduce.py",
                 "kernels/paper/claims.py",
                 "kernels/paper/provenance.py",
