@@ -635,3 +635,17 @@ def test_each_verdict_of_the_claims_table_gets_its_reproduction_status():
     none = reproduce_report.no_second_run_numbers(None, ["swiglu", "gdn"])
     for name in claims.claim_labels(["swiglu", "gdn"]):
         assert f"\\newcommand{{\\Repro{name}}}{{{reproduce.NO_SECOND_RUN}}}" in none
+
+
+def test_the_criterion_is_stated_whether_or_not_a_second_run_is_compared():
+    """Method states the check's criterion before any result (macro ReproCriterion), from config
+    reproduce's tolerance and share, in the paper with a second run and in one without."""
+    text = reproduce_report.criterion(0.05, 0.95)
+    assert r"at least 95\,\% of its rows" in text and r"$\pm$5\,\%" in text and "GPU factor" in text
+    assert r"10\,\textmu{}s" in text and r"\texttt{--profile profiles/quick}" in text and "\t" not in text
+    assert r"at least 90\,\%" in reproduce_report.criterion(0.1, 0.9) and r"$\pm$10\,\%" in reproduce_report.criterion(0.1, 0.9)
+    none = reproduce_report.no_second_run_numbers(None, ["swiglu"], 0.1, 0.9)
+    assert f"\\newcommand{{\\ReproCriterion}}{{{reproduce_report.criterion(0.1, 0.9)}}}" in none
+    table = reproduce.compare([], [], 0.05)
+    m = reproduce_report.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, ["x"])
+    assert m["ReproCriterion"] == text

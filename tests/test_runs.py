@@ -115,6 +115,7 @@ def test_each_run_reads_the_checks_outcome_against_the_committed_rows(tmp_path, 
     tex = out_tex.read_text()
     assert r"\newcommand{\RunsCount}{6}" in tex and r"\newcommand{\RunsByModel}{6 on the H200}" in tex
     assert r"\newcommand{\RunsChecked}{1}" in tex and r"\newcommand{\RunsFailed}{1}" in tex
+    assert r"\newcommand{\RunsReproducedByModel}{1 of 1 studies on the H200}" in tex  # the checked run alone
     # each run by its GPU (its folder is in the CSV): the five runs of data/reproductions/ and the committed one
     assert r"\label{tab:runs}" in tex and all(f"{x * 8} &" in tex for x in "abcd") and "h200-a" not in tex
     assert (r"(1.385\,ms against 1.385\,ms on GPU-8adc1d21, 1.385\,ms on GPU-dddddddd, 1.524\,ms on GPU-aaaaaaaa"
@@ -138,6 +139,7 @@ def test_a_committed_run_alone_says_so_and_no_run_gives_the_empty_table(tensorco
     empty = runs.runs_table([], {}, {}, SECTIONS, 0.05, 0.95)
     assert list(empty.columns) == runs.COLUMNS
     assert runs.runs_macros([], empty, "h200", {}, 0.05)["RunsTensorcoreText"] == "."
+    assert values["RunsReproducedByModel"] == "n/a"  # no second run checked
     assert r"\label{tab:runs}" in runs.runs_float(empty, 0.05)
 
 

@@ -161,10 +161,9 @@ def _paired(df: pd.DataFrame, impl: str, pas: str) -> pd.DataFrame:
 
 def crossover_of(df: pd.DataFrame, impl: str, pas: str = "fwd"):
     """:func:`kernels.longctx.scaling.crossover` of GDN ``impl``'s prefill (pass ``pas``) against the
-    fastest attention at each length (:func:`_paired`), with their q10–q90 bands."""
+    fastest attention at each length (:func:`_paired`)."""
     m = _paired(df, impl, pas)
-    return crossover(m["seqlen"], m["device_ms"], m["device_ms_attn"], (m["q10_ms"], m["q90_ms"]),
-                     (m["q10_ms_attn"], m["q90_ms_attn"]))
+    return crossover(m["seqlen"], m["device_ms"], m["device_ms_attn"])
 
 
 def _panel(ax, d: pd.DataFrame, col: str, scale: float = 1.0, **lines) -> None:
@@ -189,9 +188,9 @@ def fig_prefill(df: pd.DataFrame):
     against Gated DeltaNet (dashed): median device time of the forward (left) and of forward + backward
     (middle; FlashInfer's GDN has no backward), and the forward's peak memory (right: inputs, outputs
     and every temporary of one call). The grey dotted line: the length from which our chunked GDN is
-    faster than the fastest attention (written beside it); its interval from each row's 10th--90th
-    percentile band is shaded grey around the line, and hidden by the line where the interval is that
-    narrow."""
+    faster than the fastest attention (interpolated, written beside it); shaded grey: the measured
+    lengths between which it lies given the speedups' 95 % bootstrap intervals (the interval the text
+    quotes)."""
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.6, ncols=3)
     prefill = _tidy(df)[lambda d: (d["phase"] == "prefill") & (d["launch"] == "stream")]
     names = _names(prefill)  # one legend for the panels: FLA's name says what its backward ran
@@ -206,9 +205,11 @@ def fig_prefill(df: pd.DataFrame):
         cross = crossover_of(df, "chunk", pas)
         if cross.where == "inside":
             ax.axvline(cross.seqlen, color="0.4", lw=0.8, ls=":")
-            low = cross.low if np.isfinite(cross.low) else d["seqlen"].min()
-            high = cross.high if np.isfinite(cross.high) else d["seqlen"].max()
-            ax.axvspan(low, high, color="0.85", alpha=0.5, lw=0)
+            bounds = crossover_bounds(df, "chunk", pas)
+            if bounds is not None:
+                low = bounds[0] if np.isfinite(bounds[0]) else d["seqlen"].min()
+                high = bounds[1] if np.isfinite(bounds[1]) else d["seqlen"].max()
+                ax.axvspan(low, high, color="0.85", alpha=0.5, lw=0)
             ax.text(cross.seqlen, 0.03, f" GDN faster from {style.tokens(cross.seqlen)}",
                     transform=ax.get_xaxis_transform(), ha="left", va="bottom", fontsize=6, color="0.3")
         ax.set_title(what)
@@ -466,8 +467,7 @@ def crossover_bounds(df: pd.DataFrame, impl: str, pas: str = "fwd") -> tuple[flo
 def macros(df: pd.DataFrame) -> dict[str, str]:
     """Numbers quoted in the text: each implementation's slope of each series with its interval
     (``LongctxSlope<Impl><Series>``, ``...Low``, ``...High``); where our and the other GDN kernels
-    overtake the fastest attention in prefill (``LongctxCrossover<Impl><Pass>``, ``...Low``,
-    ``...High``, in K tokens, ``...Between``, the measured lengths it is interpolated between,
+    overtake the fastest attention in prefill (``LongctxCrossover<Impl><Pass>``, in K tokens, ``...Between``, the measured lengths it is interpolated between,
     :func:`_bracket`, and ``...Ci``, those between which it lies given the speedups' 95 % intervals,
     :func:`crossover_interval`, and ``...Span``, the same in words, :func:`crossover_span`); at each table length (``T<size>``, :func:`kernels.paper.report_kit.size_name`)
     the prefill times (``LongctxMs<Impl><Pass>T...``, ms), the prefill forward's peak memory
@@ -501,8 +501,6 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             cross = crossover_of(d, impl, pas)
             name = f"LongctxCrossover{kit.camel(impl)}{pname}"
             m[name] = _cross_text(cross, cross.seqlen, rows) if cross.where != "none" else style.MISSING
-            m[name + "Low"] = _cross_text(cross, cross.low, rows) if cross.where != "none" else style.MISSING
-            m[name + "High"] = _cross_text(cross, cross.high, rows) if cross.where != "none" else style.MISSING
             m[name + "Ci"] = crossover_interval(d, impl, pas) if cross.where != "none" else style.MISSING
             m[name + "Span"] = crossover_span(d, impl, pas) if cross.where != "none" else style.MISSING
             lo, hi = _bracket(d, impl, pas, cross.seqlen)

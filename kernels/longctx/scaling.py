@@ -9,9 +9,9 @@ the exact value from 3 degrees of freedom (0.03 % from 4) and 1 % at 2.
 
 :func:`crossover` finds the length at which one series (Gated DeltaNet) becomes faster than
 another (the fastest attention at each length): the first sign change, from slower to faster,
-of the log ratio of their times, interpolated linearly in log T; its interval comes from each
-row's band of repetitions (the earliest crossover of the optimistic pairing, this one's 10th
-percentile against the other's 90th, and the latest of the pessimistic one).
+of the log ratio of their times, interpolated linearly in log T. Its interval, the measured lengths
+between which it lies given the speedups' bootstrap intervals, is the report's
+(:func:`kernels.longctx.report.crossover_bounds`).
 """
 
 from __future__ import annotations
@@ -76,14 +76,12 @@ def fit_slope(seqlens, values, min_seqlen: int = 1) -> Slope:
 
 
 class Crossover(NamedTuple):
-    """Where ``fast`` overtakes ``slow``: the length ``seqlen`` and its interval ``[low, high]``
-    (tokens; NaN where there is none); ``where``: ``"inside"`` (a sign change between two measured
-    lengths), ``"below"`` (faster already at the shortest common length), ``"above"`` (slower at
-    every one) or ``"none"`` (no common length)."""
+    """Where ``fast`` overtakes ``slow``: the length ``seqlen`` (tokens; NaN where there is none);
+    ``where``: ``"inside"`` (a sign change between two measured lengths), ``"below"`` (faster already
+    at the shortest common length), ``"above"`` (slower at every one) or ``"none"`` (no common
+    length)."""
 
     seqlen: float
-    low: float
-    high: float
     where: str
 
 
@@ -101,28 +99,14 @@ def _first_change(t: np.ndarray, ratio: np.ndarray) -> tuple[float, str]:
     return math.nan, "above"
 
 
-def crossover(seqlens, fast, slow, fast_band=None, slow_band=None) -> Crossover:
+def crossover(seqlens, fast, slow) -> Crossover:
     """The length at which ``fast`` (times at ``seqlens``) becomes faster than ``slow`` (module
-    docstring): ``fast_band`` and ``slow_band`` are (10th, 90th percentile) pairs of sequences at
-    the same lengths, for the interval (omitted: the interval is the point); an end of the
-    interval is NaN where its pairing has no sign change (the report says "below" or "above" the
-    measured lengths). Lengths where either time is missing are skipped.
-    """
+    docstring). Lengths where either time is missing are skipped."""
     t = np.asarray(seqlens, dtype=float)
     f, s = np.asarray(fast, dtype=float), np.asarray(slow, dtype=float)
     keep = np.isfinite(f) & np.isfinite(s) & (f > 0) & (s > 0)
     if not keep.any():
-        return Crossover(math.nan, math.nan, math.nan, "none")
+        return Crossover(math.nan, "none")
     order = np.argsort(t[keep])
-    t = t[keep][order]
-
-    def change(fa, sa):
-        fa, sa = np.asarray(fa, dtype=float)[keep][order], np.asarray(sa, dtype=float)[keep][order]
-        return _first_change(t, np.log(sa) - np.log(fa))
-
-    point, where = change(f, s)
-    if fast_band is None or slow_band is None:
-        return Crossover(point, point, point, where)
-    low, _ = change(fast_band[0], slow_band[1])    # the fast one at its best, the slow one at its worst
-    high, _ = change(fast_band[1], slow_band[0])
-    return Crossover(point, low, high, where)
+    t, f, s = t[keep][order], f[keep][order], s[keep][order]
+    return Crossover(*_first_change(t, np.log(s) - np.log(f)))

@@ -200,8 +200,9 @@ def spread_float(spread: pd.DataFrame) -> str:
     caption = (r"\caption{GPUs of one model: every second and third run in \texttt{data/reproductions/} against"
                r" its model's committed rows of the study, its GPU factor (second over committed device time, the"
                r" median over the rows of 10\,\textmu{}s or more timed on both, \emph{rows}, with a 95\,\% bootstrap"
-               r" interval over them) and the power limit and median SM clock each GPU recorded while timing"
-               r" (``not recorded'' for rows measured before the GPU's state was). The reproduction check compares"
+               r" interval over them) and what each GPU recorded: its power limit and the median over the rows of the"
+               r" SM clock read at the end of each case's timed repetitions (``not recorded'' for rows measured before"
+               r" the GPU's state was). The reproduction check compares"
                r" each study's second run that config \texttt{reproduce.committed} names. Every number of this paper"
                r" comes from the committed GPU of its study (Table~\ref{tab:provenance}).}")
     return "\n".join([r"\begin{table}[tbp]", r"\centering", r"\scriptsize", caption,

@@ -142,13 +142,12 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
     (the claims in ``labels``' words, else their macro names; or "none"), ``ReproOutcome`` (reproduced / not reproduced:
     reproduced when every study is and no study's second run was refused, ``refused``: :func:`not_one_run`),
     ``ReproOutcomeByStudy`` (:func:`kernels.paper.reproduce.outcome_by_study`, the refused studies
-    included) and
+    included), ``ReproCriterion`` (:func:`criterion`) and
     ``ReproCandidate`` (the second run's folders: :func:`folders_latex`). Also ``ReproRowsWithinHostFree`` /
     ``ReproRowsComparedHostFree`` / ``ReproPercentWithinHostFree`` (the rows whose device time is
     host-free in both runs), ``ReproRowsWithinLatency`` / ``ReproPercentWithinLatency`` (the
     rows compared by latency instead), ``ReproRowsOutside`` with ``ReproRowsOutsideBelowTenUs``
-    and ``ReproRowsOutsideFromOneMs`` (by the reference's device time), ``ReproMinWithinPct``
-    (the share of each study's rows the check asks, %),
+    and ``ReproRowsOutsideFromOneMs`` (by the reference's device time),
     ``ReproRowsNotTimed`` (the cases that neither run timed, left out of the check),
     ``ReproOutsideFromOneMsList`` (the rows of a millisecond or more outside the tolerance: each
     implementation with the reference's device time and the ratio), and ``ReproRuns`` (the second
@@ -161,7 +160,7 @@ def macros(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, min_with
 
     out = {}
     out["ReproRowsWithin"], out["ReproRowsCompared"], out["ReproPercentWithin"] = within(table)
-    out["ReproMinWithinPct"] = f"{100 * min_within:g}"
+    out["ReproCriterion"] = criterion(tolerance, min_within)
     out["ReproRowsNotTimed"] = str(int((table["verdict"] == "not timed").sum()))
     out_rows = table[table["verdict"].isin(("slower", "faster"))]
     ms = out_rows["ms_reference"].astype(float)
@@ -338,6 +337,25 @@ def figure(table: pd.DataFrame, tolerance: float):
     return fig
 
 
+def criterion(tolerance: float, min_within: float) -> str:
+    """The reproduction check's criterion in the paper's words (macro ``ReproCriterion``, set in Method
+    before any result, whether or not a second run is compared): ``tolerance`` and ``min_within``,
+    config ``reproduce``'s, as fractions."""
+    return (r"A second cold run of a study on another GPU of its model reproduces its committed rows when"
+            r" each of its verdicts is the same (one that differs only by a value on its claim's line counts"
+            r" neither way), none of its rows is missing or changed status, and at least"
+            rf" {100 * min_within:g}\,\% of its rows timed in both agree within $\pm${100 * tolerance:g}\,\% of"
+            r" the median device time, as measured or, for its rows of 10\,\textmu{}s or more, once its"
+            r" \emph{GPU factor} is divided out (the median over those rows of their second over first device"
+            r" time, with a 95\,\% bootstrap interval); rows under 10\,\textmu{}s, bound by their launch and the"
+            r" host, are then counted apart. The claims are ratios within one run on one GPU: what a"
+            r" reproduction must give again is the main results~\citep{acmbadges2020}, and GPUs of one model"
+            r" differ by about 8\,\% on average and up to 22\,\% through their clocks, power and"
+            r" temperature~\citep{sinha2022gpus}, so a GPU slower in every row by one factor is another GPU,"
+            r" not another result. Run by this artifact on GPUs its authors chose, such a run is what ACM calls"
+            r" repeatability; a reader's own run of it (\texttt{--profile profiles/quick}) is a reproduction.")
+
+
 #: The threats section's sentences on the second run (macro ``ReproThreats``), given one.
 THREATS = (r"Second runs on other GPUs agree with them within $\pm$\ReproTolerancePct\,\% of device time for"
            r" \ReproPercentWithin\,\% of the rows, but by latency, the host's launch included, for only"
@@ -371,19 +389,9 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
     table_ref = (r"Table~\ref{tab:reproduction_impls} counts the rows outside it per implementation and"
                  r" Table~\ref{tab:reproduction} lists them, worst first" if has_outside else "no row is outside it")
     text = "\n".join([
-        r"\paragraph{Criterion.} The check judges a second run as the claims are made, within one run on one GPU:",
-        r"what a reproduction must give again is the main results~\citep{acmbadges2020}, and GPUs of one model",
-        r"differ by about 8\,\% on average and up to 22\,\% through their clocks, power and",
-        r"temperature~\citep{sinha2022gpus}, so a GPU slower in every row by one factor is another GPU, not another",
-        r"result. It counts a study as reproduced when each of its verdicts is the same (one that differs only by a",
-        r"value on its claim's line, Table~\ref{tab:claims}, counts neither way), none of its rows is missing or",
-        r"changed status, and at least \ReproMinWithinPct\,\% of its rows timed in both agree within",
-        r"$\pm$\ReproTolerancePct\,\% of the median device time as measured, or of its rows of 10\,\textmu{}s or more",
-        r"once its \emph{GPU factor} is divided out (the median over those rows of their second over first device",
-        r"time, with a 95\,\% bootstrap interval); rows under 10\,\textmu{}s, bound by their launch and the host, are",
-        r"then counted apart. The runs are reproduced when every study is (config \texttt{reproduce}); the",
-        r"\ReproRowsNotTimed{} cases that neither run timed, with the same status in both, are left out. Shares are",
-        r"given to one decimal, rounded down.",
+        r"\paragraph{Criterion.} Section~\ref{sec:method} states when a second run reproduces a study. The runs are",
+        r"reproduced when every study is (config \texttt{reproduce}); the \ReproRowsNotTimed{} cases that neither run",
+        r"timed, with the same status in both, are left out. Shares are given to one decimal, rounded down.",
         "",
         r"\paragraph{Reproduction.} A second cold run of the code of each study compared here (\ReproStudies) on",
         r"another GPU than its rows'",
@@ -471,10 +479,12 @@ def no_second_run(other_code: str | None = None) -> str:
             "and compares them with these data case by case (\\texttt{docs/reproducing.md}).\n")
 
 
-def no_second_run_numbers(other_code: str | None = None, studies=()) -> str:
+def no_second_run_numbers(other_code: str | None = None, studies=(), tolerance: float = 0.05,
+                          min_within: float = 0.95) -> str:
     """The macros with :func:`no_second_run` (rule ``reproduction_none``): the threats section's
-    sentence and each verdict's reproduction status of the claims table (:func:`claim_status`,
-    :data:`NO_SECOND_RUN` for every verdict of ``studies``)."""
+    sentence, the criterion a second run would be judged by (:func:`criterion`; ``tolerance`` and
+    ``min_within``: config ``reproduce``'s) and each verdict's reproduction status of the claims table
+    (:func:`claim_status`, :data:`NO_SECOND_RUN` for every verdict of ``studies``)."""
     what = "No second run of the code that measured these data" if other_code else \
         "No second run of these measurements"
     return ("% Generated by the rule `reproduction_none` (kernels/paper/reproduce.py); do not edit.\n"
@@ -483,6 +493,7 @@ def no_second_run_numbers(other_code: str | None = None, studies=()) -> str:
             + "\n".join(render.macro_lines({
                 "ReproThreats": f"{what} is committed, so their variation across GPUs and hosts is not"
                                 " quantified here.",
+                "ReproCriterion": criterion(tolerance, min_within),
                 **judge.claim_status(pd.DataFrame(columns=["claim", "reference", "candidate"]), (), studies)})) + "\n")
 
 

@@ -281,6 +281,11 @@ def committed_first(found: list[dict]) -> dict[tuple[str, str], bool]:
     return out
 
 
+def _short(model: str) -> str:
+    """A model's name in the abstract's counts: the first word of its label ("H100")."""
+    return rows.model_label(model).split()[0]
+
+
 def runs_macros(found: list[dict], table: pd.DataFrame, paper: str, sections: dict[str, dict],
                 tolerance: float) -> dict[str, str]:
     """The paper's macros of the runs (``table``: :func:`runs_table` of ``found``): ``RunsCount`` (every run),
@@ -290,7 +295,9 @@ def runs_macros(found: list[dict], table: pd.DataFrame, paper: str, sections: di
     :func:`committed_first`), ``RunsTensorcoreFirst`` ("the earliest" or "not the earliest": the paper model's
     committed tensor-core run among its others; "n/a" without others), ``RunsClaimsSameByModel`` (per model, the
     paper's first, its checked second runs' verdicts the same as its committed rows': ``16 of 18 verdicts on the
-    H200 and 15 of 18 on the H100 80GB HBM3``), :func:`tensorcore_macros` and
+    H200 and 15 of 18 on the H100``), ``RunsReproducedByModel`` (per model, the paper's first, how many
+    of its studies' checked second runs the check judged reproduced: ``4 of 5 studies on the H200 and 4 of 5 on
+    the H100``), :func:`tensorcore_macros` and
     ``RunsTable`` (:func:`runs_float`)."""
     counts = table.groupby("model", sort=False).size()
     by_role = table["role"].value_counts()
@@ -299,8 +306,13 @@ def runs_macros(found: list[dict], table: pd.DataFrame, paper: str, sections: di
     checked = table[table["role"] == CHECKED].dropna(subset=["claims"])
     same = [(m, int(d["claims_same"].sum()), int(d["claims"].sum())) for m, d in checked.groupby("model", sort=False)]
     same.sort(key=lambda x: x[0] != paper)  # the paper's model first
+    judged = table[(table["role"] == CHECKED) & table["outcome"].isin((REPRODUCED, NOT_REPRODUCED))]
+    reproduced = [(m, int((d["outcome"] == REPRODUCED).sum()), len(d)) for m, d in judged.groupby("model", sort=False)]
+    reproduced.sort(key=lambda x: x[0] != paper)
     return {"RunsCount": str(len(table)),
-            "RunsClaimsSameByModel": (kit.and_list([f"{k} of {n}{' verdicts' * (i == 0)} on the {rows.model_label(m)}"
+            "RunsReproducedByModel": (kit.and_list([f"{k} of {n}{' studies' * (i == 0)} on the {_short(m)}"
+                                                    for i, (m, k, n) in enumerate(reproduced)]) or style.MISSING),
+            "RunsClaimsSameByModel": (kit.and_list([f"{k} of {n}{' verdicts' * (i == 0)} on the {_short(m)}"
                                                     for i, (m, k, n) in enumerate(same)]) or style.MISSING),
             "RunsCommittedFirst": f"{sum(first.values())} of {len(first)}",
             "RunsTensorcoreFirst": (style.MISSING if tensorcore is None

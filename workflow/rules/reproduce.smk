@@ -75,6 +75,9 @@ else:
             other_code=OTHER_CODE_CANDIDATE,
             # every study's verdicts read "no second run" in the claims table
             studies=STUDIES,
+            # the criterion a second run would be judged by (Method states it)
+            tolerance=config["reproduce"]["tolerance"],
+            min_within=config["reproduce"]["min_within"],
             code=code_version(
                 "kernels/paper/reproduce.py",
                 "kernels/paper/reproduce_report.py",
