@@ -3,7 +3,8 @@
 reports share: formats, lookups, verdicts), ``style`` (figures), ``claims`` (a run's claims
 re-derived through the reports), ``reproduce`` (a second run against the first, judged),
 ``reproduce_report`` (its tables, figure and paragraph for the paper), ``gpu_factor`` (how fast one
-GPU is against another of its model), ``models`` (every committed GPU model side by side),
+GPU is against another of its model), ``models`` (every committed GPU model side by side), ``bounds`` (what bounds a kernel, from its device
+time on two models),
 ``quick`` (the quick run's claims on any GPU beside every committed model's), ``provenance`` (each
 study's run and whether today's code measured it), ``runs`` (every measuring run in the data, its role
 and outcome), ``uncertainty`` (each quoted value's range over the GPUs of a model beside its within-run
