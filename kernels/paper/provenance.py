@@ -354,7 +354,7 @@ def render_provenance(studies: list[str], folder: str | Path, sections: dict[str
                            "Rows": str(s.rows)} for s in found]).set_index("Study")
     table = "\n".join([r"\begin{table}[tbp]", r"\centering", r"\small",
                         r"\caption{Each study's measurement: its state against the code of this tree (current: its"
-                        r" rows carry the fingerprint of today's code and config, \texttt{kernels/core/fingerprint.py};"
+                        r" rows carry the fingerprint of today's code and config, Section~\ref{sec:method};"
                         r" stale: they were measured by other code or config), the commit and GPU of its run, the"
                         r" day (n/a: rows measured before they recorded it), the GPU minutes of its jobs and its"
                         r" rows. Each study is one run; different studies may come from different runs and GPUs.}",
