@@ -250,8 +250,7 @@ def test_the_crossover_lies_between_the_lengths_where_the_speedups_intervals_dec
     slower.loc[ours, ["device_ms", "q10_ms", "q90_ms"]] *= 1.5
     m = report.macros(report.derive(_with_repetitions(slower)))
     assert m["LongctxCrossoverChunkFwd"] == "12K" and m["LongctxCrossoverChunkFwdCi"] == "[8K, 16K]"
-    assert report.crossover_interval(_synthetic(), "chunk") == "n/a"  # no repetitions: no intervals
-    assert report.crossover_span(_synthetic(), "chunk") == "n/a"
+    assert report.crossover_texts(_synthetic(), "chunk") == ("n/a", "n/a")  # no repetitions: no intervals
     # ours faster at every length: none wholly slower; slower at every length: no crossover measured
     lengths = sorted(df.loc[df["phase"].eq("prefill"), "seqlen"].unique())
     first, last = report.style.tokens(lengths[0]), report.style.tokens(lengths[-1])
@@ -259,10 +258,8 @@ def test_the_crossover_lies_between_the_lengths_where_the_speedups_intervals_dec
     for frame, factor in ((faster, 1 / 100), (slowest, 100)):
         frame.loc[frame["impl"].eq("chunk"), ["device_ms", "q10_ms", "q90_ms"]] *= factor
     faster, slowest = (report.derive(_with_repetitions(frame)) for frame in (faster, slowest))
-    assert report.crossover_interval(faster, "chunk") == f"[below {first}, {first}]"
-    assert report.crossover_span(faster, "chunk") == f"at most {first}"
-    assert report.crossover_interval(slowest, "chunk") == f"[{last}, above {last}]"
-    assert report.crossover_span(slowest, "chunk") == f"beyond {last}"
+    assert report.crossover_texts(faster, "chunk") == (f"[below {first}, {first}]", f"at most {first}")
+    assert report.crossover_texts(slowest, "chunk") == (f"[{last}, above {last}]", f"beyond {last}")
 
 
 def test_the_prefill_figure_sets_the_peak_memory_beside_the_times():

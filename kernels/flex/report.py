@@ -279,8 +279,9 @@ def fig_memory(df: pd.DataFrame):
     slope 1. The grey band spans the dense kernels (FlashAttention-2, cuDNN and memory-efficient SDPA,
     FlexAttention's FLASH backend); the legend gives each other implementation's fitted slope in the
     forward, the values the memory claim is judged by (the claims table)."""
-    slopes = memory_fits(_main_gpu(df))
-    d = _seqlen_series(_main_gpu(df))
+    main = _main_gpu(df)
+    slopes = memory_fits(main)
+    d = _seqlen_series(main)
     d = d.assign(gib=_num(d, "peak_mem_bytes") / _num(d, "batch") / 2**30)
     fig, axes = style.figure(width=style.FULL_WIDTH, height=2.4, ncols=2, squeeze=False)
     impls = sorted(d["impl"].unique())

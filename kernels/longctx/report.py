@@ -415,31 +415,24 @@ def _bracket(df: pd.DataFrame, impl: str, pas: str, at: float) -> tuple[float, f
     return (below[-1] if below else np.nan), (above[0] if above else np.nan)
 
 
-def crossover_interval(df: pd.DataFrame, impl: str, pas: str = "fwd") -> str:
-    """:func:`crossover_bounds` as ``[L, H]`` (``[below 1K, 2K]`` where no length is wholly slower,
-    ``[8K, above 512K]`` where the longest is not wholly faster); :data:`~kernels.paper.style.MISSING`
-    as there."""
+def crossover_texts(df: pd.DataFrame, impl: str, pas: str = "fwd") -> tuple[str, str]:
+    """:func:`crossover_bounds` as the paper quotes them, computed once: the interval ``[L, H]``
+    (``[below 1K, 2K]`` where no length is wholly slower, ``[8K, above 512K]`` where the longest is not
+    wholly faster) and the same in words, for the sentences that quote the crossover without its
+    interpolated length ("between 8K and 16K", "at most 2K", "beyond 8K");
+    :data:`~kernels.paper.style.MISSING` for both without a length with a finite interval."""
     bounds = crossover_bounds(df, impl, pas)
     if bounds is None:
-        return style.MISSING
+        return style.MISSING, style.MISSING
     (low, high), lengths = bounds, list(_paired(df, impl, pas)["seqlen"])
-    low = style.tokens(low) if np.isfinite(low) else f"below {style.tokens(lengths[0])}"
-    high = style.tokens(high) if np.isfinite(high) else f"above {style.tokens(lengths[-1])}"
-    return f"[{low}, {high}]"
-
-
-def crossover_span(df: pd.DataFrame, impl: str, pas: str = "fwd") -> str:
-    """:func:`crossover_bounds` in words, for the sentences that quote the crossover without its
-    interpolated length: "between 8K and 16K", "at most 2K" (no length wholly slower), "beyond
-    8K" (the longest not wholly faster); :data:`~kernels.paper.style.MISSING` as there."""
-    bounds = crossover_bounds(df, impl, pas)
-    if bounds is None:
-        return style.MISSING
-    (low, high), lengths = bounds, list(_paired(df, impl, pas)["seqlen"])
+    first, last = style.tokens(lengths[0]), style.tokens(lengths[-1])
+    interval = (f"[{style.tokens(low) if np.isfinite(low) else f'below {first}'}, "
+                f"{style.tokens(high) if np.isfinite(high) else f'above {last}'}]")
     if np.isfinite(high):
-        return f"between {style.tokens(low)} and {style.tokens(high)}" if np.isfinite(low) else (
-            f"at most {style.tokens(high)}")
-    return f"beyond {style.tokens(low if np.isfinite(low) else lengths[-1])}"
+        words = f"between {style.tokens(low)} and {style.tokens(high)}" if np.isfinite(low) else f"at most {style.tokens(high)}"
+    else:
+        words = f"beyond {style.tokens(low) if np.isfinite(low) else last}"
+    return interval, words
 
 
 def crossover_bounds(df: pd.DataFrame, impl: str, pas: str = "fwd") -> tuple[float, float] | None:
@@ -469,7 +462,7 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
     (``LongctxSlope<Impl><Series>``, ``...Low``, ``...High``); where our and the other GDN kernels
     overtake the fastest attention in prefill (``LongctxCrossover<Impl><Pass>``, in K tokens, ``...Between``, the measured lengths it is interpolated between,
     :func:`_bracket`, and ``...Ci``, those between which it lies given the speedups' 95 % intervals,
-    :func:`crossover_interval`, and ``...Span``, the same in words, :func:`crossover_span`); at each table length (``T<size>``, :func:`kernels.paper.report_kit.size_name`)
+    and ``...Span``, the same in words: :func:`crossover_texts`); at each table length (``T<size>``, :func:`kernels.paper.report_kit.size_name`)
     the prefill times (``LongctxMs<Impl><Pass>T...``, ms), the prefill forward's peak memory
     (``LongctxPeakGib<Impl>T...``, GiB: the ``peak_mem_gib`` of :func:`derive`) and the bytes of its
     inputs and outputs (``LongctxIoGib<Impl>T...``, GiB: the row's ``bytes``, the least the call reads
@@ -501,8 +494,8 @@ def macros(df: pd.DataFrame) -> dict[str, str]:
             cross = crossover_of(d, impl, pas)
             name = f"LongctxCrossover{kit.camel(impl)}{pname}"
             m[name] = _cross_text(cross, cross.seqlen, rows) if cross.where != "none" else style.MISSING
-            m[name + "Ci"] = crossover_interval(d, impl, pas) if cross.where != "none" else style.MISSING
-            m[name + "Span"] = crossover_span(d, impl, pas) if cross.where != "none" else style.MISSING
+            m[name + "Ci"], m[name + "Span"] = (crossover_texts(d, impl, pas) if cross.where != "none"
+                                                 else (style.MISSING, style.MISSING))
             lo, hi = _bracket(d, impl, pas, cross.seqlen)
             m[name + "Between"] = f"{style.tokens(lo)} and {style.tokens(hi)}" if np.isfinite(hi) else style.MISSING
     for t in cfg["table_seqlens"]:

@@ -27,6 +27,7 @@ from kernels.paper import rows, style
 BOUND_SHARE = 0.25
 BANDWIDTH, COMPUTE, BETWEEN = "memory bandwidth", "compute, launch or host", "between the two"
 
+
 def case_ratios(paper_run: list[dict], other_run: list[dict]) -> pd.DataFrame:
     """Per case timed ok on both runs (:func:`kernels.paper.rows.case_id`), the other run's device
     time over the paper run's: columns ``study``, ``impl``, ``case``, ``ms_paper``, ``ms_other``

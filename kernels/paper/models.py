@@ -145,7 +145,7 @@ def other_verdicts(table: pd.DataFrame, models: list[str]) -> dict[str, str]:
         for model in models[1:]:
             verdict = r[f"{model} verdict"]
             same = verdict == r[f"{models[0]} verdict"] and verdict != NOT_MEASURED
-            parts.append(f"{rows.model_label(model).split()[0]}: {'same' if same else verdict}")
+            parts.append(f"{rows.model_short(model)}: {'same' if same else verdict}")
         out[f"Models{r['macro']}"] = kit.escape_latex("; ".join(parts))
     return out
 

@@ -61,6 +61,12 @@ def model_label(model: str) -> str:
     return MODELS.get(model, model.replace("-", " ").upper())
 
 
+def model_short(model: str) -> str:
+    """The GPU model ``model``'s name where the text is tight (a table cell, a count): the first word of
+    :func:`model_label`, ``h100-80gb-hbm3`` -> 'H100'."""
+    return model_label(model).split()[0]
+
+
 #: Where a study's row schema sits in its schema file (beside the schema of its config section).
 ROW_POINTER = "/$defs/row"
 

@@ -176,7 +176,7 @@ def runs_latex(table: pd.DataFrame, tolerance: float) -> pd.DataFrame:
     interval, verdicts the same; empty cells where they do not apply."""
     rs = list(table.itertuples())
     return pd.DataFrame({
-        "GPU": [rows.model_label(r.model).split()[0] for r in rs],
+        "GPU": [rows.model_short(r.model) for r in rs],
         "study": [style.study_label(r.study) for r in rs],
         "role": [SHORT_ROLES[r.role] for r in rs],
         "commit": [r.commit for r in rs],
@@ -281,9 +281,12 @@ def committed_first(found: list[dict]) -> dict[tuple[str, str], bool]:
     return out
 
 
-def _short(model: str) -> str:
-    """A model's name in the abstract's counts: the first word of its label ("H100")."""
-    return rows.model_label(model).split()[0]
+def _per_model(counts: list[tuple[str, int, int]], paper: str, noun: str) -> str:
+    """``(model, k, n)`` counts as the abstract gives them, the paper's model first: ``16 of 18 verdicts on
+    the H200 and 15 of 18 on the H100`` (``noun``: "verdicts"); :data:`kernels.paper.style.MISSING` without one."""
+    ordered = sorted(counts, key=lambda x: x[0] != paper)
+    return kit.and_list([f"{k} of {n}{f' {noun}' * (i == 0)} on the {rows.model_short(m)}"
+                         for i, (m, k, n) in enumerate(ordered)]) or style.MISSING
 
 
 def runs_macros(found: list[dict], table: pd.DataFrame, paper: str, sections: dict[str, dict],
@@ -305,15 +308,11 @@ def runs_macros(found: list[dict], table: pd.DataFrame, paper: str, sections: di
     tensorcore = first.get((paper, "tensorcore"))
     checked = table[table["role"] == CHECKED].dropna(subset=["claims"])
     same = [(m, int(d["claims_same"].sum()), int(d["claims"].sum())) for m, d in checked.groupby("model", sort=False)]
-    same.sort(key=lambda x: x[0] != paper)  # the paper's model first
     judged = table[(table["role"] == CHECKED) & table["outcome"].isin((REPRODUCED, NOT_REPRODUCED))]
     reproduced = [(m, int((d["outcome"] == REPRODUCED).sum()), len(d)) for m, d in judged.groupby("model", sort=False)]
-    reproduced.sort(key=lambda x: x[0] != paper)
     return {"RunsCount": str(len(table)),
-            "RunsReproducedByModel": (kit.and_list([f"{k} of {n}{' studies' * (i == 0)} on the {_short(m)}"
-                                                    for i, (m, k, n) in enumerate(reproduced)]) or style.MISSING),
-            "RunsClaimsSameByModel": (kit.and_list([f"{k} of {n}{' verdicts' * (i == 0)} on the {_short(m)}"
-                                                    for i, (m, k, n) in enumerate(same)]) or style.MISSING),
+            "RunsReproducedByModel": _per_model(reproduced, paper, "studies"),
+            "RunsClaimsSameByModel": _per_model(same, paper, "verdicts"),
             "RunsCommittedFirst": f"{sum(first.values())} of {len(first)}",
             "RunsTensorcoreFirst": (style.MISSING if tensorcore is None
                                     else "the earliest" if tensorcore else "not the earliest"),
