@@ -58,12 +58,12 @@ def _tidy(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fastest_attention(df: pd.DataFrame) -> pd.DataFrame:
-    """Per (gpu, phase, pass, dtype, seqlen, launch): the fastest attention row's device time and band
-    (columns ``device_ms``, ``q10_ms``, ``q90_ms``, ``impl``)."""
+    """Per (gpu, phase, pass, dtype, seqlen, launch): the fastest attention row's device time
+    (columns ``device_ms``, ``impl``)."""
     d = df[df["impl"].isin(ATTENTION) & df["device_ms"].notna()]
     if d.empty:
-        return d[[*KEYS, "impl", "device_ms", "q10_ms", "q90_ms"]]
-    return d.loc[d.groupby(KEYS, dropna=False)["device_ms"].idxmin(), [*KEYS, "impl", "device_ms", "q10_ms", "q90_ms"]]
+        return d[[*KEYS, "impl", "device_ms"]]
+    return d.loc[d.groupby(KEYS, dropna=False)["device_ms"].idxmin(), [*KEYS, "impl", "device_ms"]]
 
 
 def derive(df: pd.DataFrame) -> pd.DataFrame:
@@ -151,11 +151,10 @@ def _lines(ax, d: pd.DataFrame, col: str, scale: float = 1.0, linestyle: str | N
 
 def _paired(df: pd.DataFrame, impl: str, pas: str) -> pd.DataFrame:
     """GDN ``impl``'s prefill (pass ``pas``) beside the fastest attention at each length at which
-    both were timed: ``seqlen``, ``device_ms``, ``q10_ms``, ``q90_ms`` and the attention's, suffixed
-    ``_attn``."""
+    both were timed: ``seqlen``, ``device_ms`` and the attention's, ``device_ms_attn``."""
     d = _rows(df, "prefill", pas)
-    own = d[(d["impl"] == impl) & d["device_ms"].notna()][["seqlen", "device_ms", "q10_ms", "q90_ms"]]
-    attn = _fastest_attention(d)[["seqlen", "device_ms", "q10_ms", "q90_ms"]]
+    own = d[(d["impl"] == impl) & d["device_ms"].notna()][["seqlen", "device_ms"]]
+    attn = _fastest_attention(d)[["seqlen", "device_ms"]]
     return own.merge(attn, on="seqlen", suffixes=("", "_attn")).sort_values("seqlen")
 
 
