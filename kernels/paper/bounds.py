@@ -161,6 +161,11 @@ def impl_names(run: list[dict]) -> dict[tuple[str, str], str]:
     return out
 
 
+#: The colour of the peak ratios' lines: darker than the grid, whose line at 1.0 the compute ratio
+#: (1.0 between the H100 and the H200) would otherwise hide.
+PEAK_LINE = "0.15"
+
+
 def figure(impls: pd.DataFrame, studies, paper: str, other: str, bandwidth: float, compute: float,
            names: dict[tuple[str, str], str] | None = None):
     """Each implementation's device time on ``other`` over ``paper`` (:func:`impl_ratios`): its median
@@ -191,7 +196,7 @@ def figure(impls: pd.DataFrame, studies, paper: str, other: str, bandwidth: floa
                 y += 1
         for value, dash in ((bandwidth, "--"), (compute, ":")):
             if math.isfinite(value):
-                ax.axvline(value, color="grey", linestyle=dash, linewidth=0.8)
+                ax.axvline(value, color=PEAK_LINE, linestyle=dash, linewidth=1.0, zorder=3)
         ax.set_yticks(ticks, labels, fontsize=6)
         ax.set_ylim(y - 0.4, -1)
         ax.tick_params(axis="y", length=0, pad=2)
@@ -201,7 +206,7 @@ def figure(impls: pd.DataFrame, studies, paper: str, other: str, bandwidth: floa
             kit.mark_empty(ax)
     handles = [Line2D([], [], color=c, marker="o", linewidth=2.2, markersize=3.5, label=what)
                for what, c in BOUND_COLORS.items() if (impls["bound"] == what).any()]
-    handles += [Line2D([], [], color="grey", linestyle=dash, linewidth=0.8, label=f"{name} ratio {kit.fmt(value)}")
+    handles += [Line2D([], [], color=PEAK_LINE, linestyle=dash, linewidth=1.0, label=f"{name} ratio {kit.fmt(value)}")
                 for name, value, dash in (("bandwidth", bandwidth, "--"), ("compute", compute, ":"))
                 if math.isfinite(value)]
     fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=6, bbox_to_anchor=(0.5, 0.0))
