@@ -351,8 +351,12 @@ def test_quick_run_checks_against_the_committed_rows(toy_workflow):
 
     # a model without committed rows (config gpu names one, as on a host whose GPU the data lacks):
     # the quick run measures and checks its claims alone, writes nothing under data/ and exits 0
+    # its compile-ahead job too, which checked the folder's GPU and so stopped such a run on an H100
+    path = toy_workflow / "config" / "config.yaml"
+    path.write_text(path.read_text().replace("    gdn: [chunk, fla_chunk, flash_qla]\n", "    toy: [scale]\n"))
     committed = sorted(p.relative_to(toy_workflow) for p in (toy_workflow / "data").rglob("*") if p.is_file())
     proc = snakemake(toy_workflow, "--profile", "profiles/quick", "--config", "measure=true", "gpu=a100-sxm4-80gb")
+    assert "rule compile_ahead:" in proc.stdout + proc.stderr
     assert "No committed rows of this model (data/raw/a100-sxm4-80gb/ does not exist" in proc.stderr
     assert "rule reproduce" not in proc.stdout
     claims = (toy_workflow / "results" / "quick" / "claims.txt").read_text()

@@ -168,6 +168,11 @@ def _flag(value):
 STUDIES = config["studies"]
 SMOKE = _flag(config["smoke"])
 QUICK = _flag(config["quick"])
+# whether a measuring job checks that its folder names the GPU it runs on
+# (kernels.core.checks.require_gpu): not in the smoke run (the CPU), nor in the quick run, whose
+# config gpu may name a model without committed rows to try on any GPU (its rows say which GPU
+# ran them); both the compile-ahead and the measurement jobs read it
+REQUIRE_GPU = not SMOKE and not QUICK
 if SMOKE and QUICK:
     raise WorkflowError(
         "config keys smoke and quick are both true: choose one (profiles/smoke or profiles/quick)"

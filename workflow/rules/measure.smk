@@ -69,6 +69,8 @@ if MEASURE:
                 timing=config["timing"],
                 workers=AHEAD_WORKERS,
                 raw=f"{RAW}/{GPU}",
+                # the folder names the GPU that measures (common.smk)
+                require_gpu=REQUIRE_GPU,
                 # the study is measured again although its rows are there (stale_file): prepare
                 # every implementation's cases, not only those without rows
                 remeasure=lambda w: w.study in MEASURED and not SMOKE and not QUICK,
@@ -110,10 +112,8 @@ if MEASURE:
                 config["compile_ahead"]["workers"] if (w.study, w.impl) in AHEAD else 0
             ),
             interpret=SMOKE,
-            # the folder names the GPU that measures (kernels.core.checks.require_gpu): not in the
-            # smoke run (the CPU), nor in the quick run, whose config gpu may name a model without
-            # committed rows to try on any GPU (its rows say which GPU ran them)
-            require_gpu=not SMOKE and not QUICK,
+            # the folder names the GPU that measures (common.smk)
+            require_gpu=REQUIRE_GPU,
             gpus=LEASE_GPUS,
             lease_record=lambda w: record_path(
                 f"{BENCH}/measure_{w.study}_{w.impl}.tsv"
