@@ -311,3 +311,25 @@ def test_the_command_lists_every_model_with_each_studys_second_run():
             for folder, line in zip(seconds, lines):
                 assert line.startswith(f"  second run: {folder.relative_to(ROOT)}/: ")
                 assert line.endswith(("(another GPU)", "(its committed rows' GPU, not a second one)"))
+
+
+def test_the_provenance_table_gives_every_models_runs(tmp_path):
+    """The paper's provenance table has a row per GPU model and study, the paper's model first; its
+    counts are over every model's studies, its stale-study sentences of the paper's model alone."""
+    config = provenance.load_config()
+    studies = list(config["studies"])
+    folders = [ROOT / "data" / "raw" / "h200", ROOT / "data" / "raw" / "h100-80gb-hbm3"]
+    out = tmp_path / "provenance.tex"
+    paper = provenance.render_provenance(studies, folders, {s: config[s]["sweep"] for s in studies},
+                                         config["timing"], out)
+    assert [s.study for s in paper] == studies
+    text = out.read_text()
+    every = [s for f in folders for s in provenance.states(f, config)]
+    assert rf"\newcommand{{\ProvenanceStudies}}{{{len(every)}}}" in text
+    assert rf"\newcommand{{\ProvenanceCurrent}}{{{sum(s.state == provenance.CURRENT for s in every)}}}" in text
+    assert r"\newcommand{\ProvenanceModels}{2}" in text
+    body = text[text.index(r"\midrule"):]
+    lines = [line for line in body.splitlines() if line.startswith(("H200 &", "H100 &"))]
+    assert [line.split(" & ")[0] for line in lines] == ["H200"] * len(studies) + ["H100"] * len(studies)
+    for s, line in zip(every, lines):
+        assert f"& {s.state} & {s.commit} & {s.gpu} &" in line, (s.study, line)

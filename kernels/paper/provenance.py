@@ -36,8 +36,9 @@ from kernels.core.files import write_atomic
 from kernels.core.fingerprint import (ROOT, _digest, differences, fingerprint, measured_modules,
                                       measuring_digest)
 from kernels.paper.render import job_minutes, macro_lines, table_to_latex
-from kernels.paper.report_kit import and_list, camel, escape_latex
-from kernels.paper.style import study_label, study_name
+from kernels.paper.rows import model_short
+from kernels.paper.report_kit import camel, escape_latex
+from kernels.paper.style import study_label
 
 CURRENT, STALE, NOT_MEASURED = "current", "stale", "not measured"
 log = logging.getLogger("kernels.paper.provenance")
@@ -336,39 +337,42 @@ def write_states(record: dict, out: str | Path) -> None:
             old.unlink()
 
 
-def render_provenance(studies: list[str], folder: str | Path, sections: dict[str, dict], timing: dict,
+def render_provenance(studies: list[str], folders: list[str | Path], sections: dict[str, dict], timing: dict,
                       out: str | Path, root: str | Path = ROOT) -> list[StudyState]:
     """Write the paper's provenance macros to ``out`` (LaTeX): ``ProvenanceTable`` (a table float,
-    label ``tab:provenance``: per study its state, commit, GPU, date, minutes and rows),
+    label ``tab:provenance``: per GPU model and study its state, commit, GPU, date, minutes and rows),
     ``ProvenanceTree`` (the tree the paper is built from: :func:`tree_name` of ``root`` when this
     runs, so that a measuring run's paper says that its rows are not committed yet),
-    ``ProvenanceCurrent`` and ``ProvenanceStudies`` (how many studies are current, of how many),
-    ``ProvenanceStaleText`` (a clause naming the stale studies, empty without any) and per study
-    ``StaleNote<Study>`` (the sentence of a stale study's section, :func:`_note`; empty otherwise).
-    ``sections``: each study's config section the rows were measured with. Returns the states."""
-    found = [study_state(s, folder, sections[s], timing, root) for s in studies]
-    frame = pd.DataFrame([{"Study": study_label(s.study), "State": s.state,
+    ``ProvenanceCurrent``, ``ProvenanceStudies`` and ``ProvenanceModels`` (how many of the models'
+    studies are current, of how many, on how many models) and per study ``StaleNote<Study>`` (the
+    sentence of a stale study's section, :func:`_note`, of the paper's model; empty otherwise).
+    ``folders``: each model's ``data/raw/<model>`` folder, the paper's model first; ``sections``:
+    each study's config section the rows were measured with. Returns the paper model's states."""
+    found = {Path(f).name: [study_state(s, f, sections[s], timing, root) for s in studies] for f in folders}
+    frame = pd.DataFrame([{"Model": model_short(model), "Study": study_label(s.study), "State": s.state,
                            "Commit": s.commit if s.rows else "", "GPU": s.gpu if s.rows else "",
                            "Date": s.date if s.rows else "",
                            "Minutes": "" if s.minutes is None else f"{s.minutes:.1f}",
-                           "Rows": str(s.rows)} for s in found]).set_index("Study")
+                           "Rows": str(s.rows)} for model, states in found.items() for s in states])
     table = "\n".join([r"\begin{table}[tbp]", r"\centering", r"\small",
-                        r"\caption{Each study's measurement: its state against the code of this tree (current: its"
-                        r" rows carry the fingerprint of today's code and config, Section~\ref{sec:method};"
-                        r" stale: they were measured by other code or config), the commit and GPU of its run, the"
-                        r" day (n/a: rows measured before they recorded it), the GPU minutes of its jobs and its"
-                        r" rows. Each study is one run; different studies may come from different runs and GPUs.}",
-                        r"\label{tab:provenance}", table_to_latex(frame).rstrip("\n"), r"\end{table}"])
-    stale = [study_name(s.study) for s in found if s.state == STALE]
-    values = {"ProvenanceCurrent": str(sum(s.state == CURRENT for s in found)),
-              "ProvenanceStaleText": f"; the rows of {and_list(stale)} are stale, measured by earlier code"
-              if stale else "",
-              "ProvenanceStudies": str(len(found)), "ProvenanceTree": escape_latex(tree_name(root)),
-              **{f"StaleNote{camel(s.study)}": _note(s) for s in found}}
+                        r"\caption{Each study's measurement on each GPU model: its state against the code of this"
+                        r" tree (current: its rows carry the fingerprint of today's code and config,"
+                        r" Section~\ref{sec:method}; stale: they were measured by other code or config), the commit"
+                        r" and GPU of its run, the day (n/a: rows measured before they recorded it), the GPU minutes"
+                        r" of its jobs and its rows. Each study is one run; different studies may come from"
+                        r" different runs and GPUs.}",
+                        r"\label{tab:provenance}", table_to_latex(frame.set_index(["Model", "Study"])).rstrip("\n"),
+                        r"\end{table}"])
+    every = [s for states in found.values() for s in states]
+    paper = found[Path(folders[0]).name]
+    values = {"ProvenanceCurrent": str(sum(s.state == CURRENT for s in every)),
+              "ProvenanceStudies": str(len(every)), "ProvenanceModels": str(len(found)),
+              "ProvenanceTree": escape_latex(tree_name(root)),
+              **{f"StaleNote{camel(s.study)}": _note(s) for s in paper}}
     header = "% Generated by the rule `provenance` (kernels/paper/provenance.py); do not edit."
     write_atomic(out, "\n".join([header, *macro_lines(values),
                                  r"\newcommand{\ProvenanceTable}{" + table + "}"]) + "\n")
-    return found
+    return paper
 
 
 def committed_second_runs(committed: dict, model: str) -> list[str]:

@@ -467,6 +467,17 @@ def other_models_files():
     )
 
 
+def model_folders():
+    """This run's model folder, then every other model's folder of RAW that holds a study's rows."""
+    others = sorted({Path(f).parents[1] for f in other_models_files()})
+    return [f"{RAW}/{GPU}", *(str(p) for p in others)]
+
+
+def other_models_benchmarks():
+    """The benchmark and lease files of the GPU models other than this run's (their minutes)."""
+    return sorted(str(p) for p in Path(RAW).glob("*/benchmarks/*") if p.parts[-3] != GPU)
+
+
 def reproduction_files():
     """The rows of every second and third run of a study in REPRODUCTIONS (<name>/<study>/<impl>.jsonl)."""
     return sorted(

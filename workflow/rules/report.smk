@@ -191,6 +191,9 @@ rule provenance:
     input:
         [f for s in STUDIES for f in raw_files(s)],
         committed_benchmarks(),
+        # every other committed model's rows and minutes: the table gives each model's runs
+        other_models_files(),
+        other_models_benchmarks(),
         # each study's fingerprint and state and the tree (rule states): a change re-renders the table
         STATES_FILE,
     output:
@@ -201,10 +204,11 @@ rule provenance:
         "../envs/render.yaml"
     params:
         studies=STUDIES,
-        folder=lambda w: f"{RAW}/{GPU}",
+        # the paper's model first
+        folders=lambda w: model_folders(),
         sections={s: config[s][SWEEP] for s in STUDIES},
         timing=config["timing"],
-        code=code_version("kernels/paper/provenance.py", *RENDER_CODE),
+        code=code_version("kernels/paper/provenance.py", "kernels/paper/rows.py", *RENDER_CODE),
     script:
         "../scripts/provenance.py"
 

@@ -5,5 +5,5 @@ from kernels.paper.provenance import render_provenance
 
 setup_logging(snakemake.log[0])  # noqa: F821
 params = snakemake.params  # noqa: F821
-render_provenance(list(params.studies), params.folder, {s: dict(v) for s, v in params.sections.items()},
+render_provenance(list(params.studies), list(params.folders), {s: dict(v) for s, v in params.sections.items()},
                   dict(params.timing), snakemake.output[0])  # noqa: F821
