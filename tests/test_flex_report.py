@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kernels.flex import report
+from kernels.flex import numbers, report
 
 BASE = dict(gpu="h200", dtype="bfloat16", heads=16, kv_heads=16, head_dim=128, seed=0, status="ok", error=None,
             doc_dist="none", window=0, documents=1, prefix=0, score_mod="none", recompiles=0, compile_s=0.01)
@@ -223,7 +223,7 @@ def test_a_backend_whose_causal_was_refused_reads_na(derived):
 
 
 def test_refusal_macros(derived):
-    m = report.refusal_macros(derived, "flex_flash", "FlexFlash")
+    m = numbers.refusal_macros(derived, "flex_flash", "FlexFlash")
     assert m["FlexFlashUnsupportedRows"] == "10 of 46"  # 9 windows and 1 soft-cap of 46 rows
     assert m["FlexFlashUnsupportedCases"] == "sliding window (9 rows); causal with soft-cap (tanh) (1 row)"
     assert m["FlexFlashUnsupportedErrors"] == (r"ValueError: Expected TensorSSA, but got <class 'int'> (9 rows); "
@@ -232,17 +232,17 @@ def test_refusal_macros(derived):
         f"It refused 10 of its 46 cases ({m['FlexFlashUnsupportedCases']}), each recorded as unsupported "
         f"with the backend's message ({m['FlexFlashUnsupportedErrors']}).")
     assert report.macros(derived)["FlexFlashUnsupportedRows"] == "10 of 46"
-    ok = report.refusal_macros(derived[derived["status"] == "ok"], "flex_flash", "FlexFlash")
+    ok = numbers.refusal_macros(derived[derived["status"] == "ok"], "flex_flash", "FlexFlash")
     assert ok == {"FlexFlashUnsupportedRows": "0 of 36", "FlexFlashUnsupportedCases": "none",
                   "FlexFlashUnsupportedErrors": "none", "FlexFlashUnsupportedText": "It refused none of its 36 cases."}
-    assert set(report.refusal_macros(derived.iloc[0:0], "flex_flash", "FlexFlash").values()) == {"n/a"}
-    assert set(report.refusal_macros(derived[derived["impl"] != "flex_flash"], "flex_flash", "X").values()) == {"n/a"}
+    assert set(numbers.refusal_macros(derived.iloc[0:0], "flex_flash", "FlexFlash").values()) == {"n/a"}
+    assert set(numbers.refusal_macros(derived[derived["impl"] != "flex_flash"], "flex_flash", "X").values()) == {"n/a"}
 
 
 def test_a_long_refusal_is_cut_at_message_chars():
-    long = report._message("Unsupported: flex_flash: RuntimeError: " + "x" * 500, "flex_flash")
-    assert len(long) == report.MESSAGE_CHARS and long.startswith("RuntimeError: x") and long.endswith("…")
-    assert report._message("flex_flash: missing flash-attn-4", "flex_flash") == "missing flash-attn-4"
+    long = numbers._message("Unsupported: flex_flash: RuntimeError: " + "x" * 500, "flex_flash")
+    assert len(long) == numbers.MESSAGE_CHARS and long.startswith("RuntimeError: x") and long.endswith("…")
+    assert numbers._message("flex_flash: missing flash-attn-4", "flex_flash") == "missing flash-attn-4"
 
 
 def test_the_memory_claim_is_judged_by_slopes_and_their_intervals():
@@ -253,12 +253,12 @@ def test_the_memory_claim_is_judged_by_slopes_and_their_intervals():
                                   peak_mem_bytes=(32768 // n) * n ** growth[impl] * (1 + 0.01 * (i % 2)))
                              for impl in growth for i, n in enumerate((2048, 4096, 8192, 16384, 32768))])
 
-    m = report.memory_slopes(rows({"naive": 2, "sdpa_masked": 2, "flex": 1}))
+    m = numbers.memory_slopes(rows({"naive": 2, "sdpa_masked": 2, "flex": 1}))
     assert (m["FlexNaiveMemSlope"], m["FlexFlexMemSlope"], m["FlexMemoryVerdict"]) == ("2.00", "1.00", "holds")
     assert float(m["FlexNaiveMemSlopeLow"]) < 2 < float(m["FlexNaiveMemSlopeHigh"])
-    m = report.memory_slopes(rows({"naive": 2, "sdpa_masked": 1.3, "flex": 1}))
+    m = numbers.memory_slopes(rows({"naive": 2, "sdpa_masked": 1.3, "flex": 1}))
     assert m["FlexMemoryVerdict"] == "partly holds (2 of 3)"  # the masked SDPA's growth is not shown quadratic
-    m = report.memory_slopes(rows({"naive": 1.2, "sdpa_masked": 1.3, "flex": 1.7}))
+    m = numbers.memory_slopes(rows({"naive": 1.2, "sdpa_masked": 1.3, "flex": 1.7}))
     assert m["FlexMemoryVerdict"] == "not reached"
 
 
@@ -290,7 +290,7 @@ def test_the_memory_figure_shows_per_sequence_memory_and_the_slopes_the_claim_is
     df = report.derive(pd.DataFrame([_row(impl, "fwd", 32768 // n, n, "causal", 1.0, 1.0,
                                           peak_mem_bytes=(32768 // n) * n ** growth * 1000.0)
                                      for impl, growth in (("naive", 2), ("flex", 1)) for n in lengths]))
-    m = report.memory_slopes(df)
+    m = numbers.memory_slopes(df)
     fig = report.FIGURES["flex_memory"](df)
     lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
     plt.close(fig)
@@ -298,3 +298,15 @@ def test_the_memory_figure_shows_per_sequence_memory_and_the_slopes_the_claim_is
     for label, growth in ((f"naive (slope {m['FlexNaiveMemSlope']})", 2), (f"Flex (slope {m['FlexFlexMemSlope']})", 1)):
         x, y = (np.asarray(v, dtype=float) for v in lines[label].get_data())
         assert np.polyfit(np.log2(x), np.log2(y), 1)[0] == pytest.approx(growth)
+
+
+def test_the_masked_sdpa_speedup_is_context_beside_the_prefill_verdict():
+    """Over SDPA given the causal mask materialised, at the reference shape: the forward's speedup and its
+    interval, printed beside the prefill claim; the verdict still reads FA2 and cuDNN alone."""
+    rows = _table(flash=False)
+    masked = [_row("sdpa_masked", "fwd", batch, n, "causal", 3.0 * n / 1000, 0.5)
+              for batch, n in ((16, 2048), (4, 8192), (1, 32768))]
+    m = report.macros(report.derive(pd.concat([rows, pd.DataFrame(masked)], ignore_index=True)))
+    assert m["FlexFwdCausalVsMasked"] == "3.00" and "FlexFwdCausalVsMaskedCi" in m  # no repetitions here: n/a
+    assert m["FlexBwdCausalVsMasked"] == "n/a" and m["FlexFlashFwdCausalVsMasked"] == "n/a"
+    assert m["FlexPrefillVerdict"] == "not reached"  # 3.00 over masked SDPA is in 2-4, FA2's 1.20 is not

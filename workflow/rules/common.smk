@@ -639,11 +639,20 @@ def report_code(study):
         else []
     )
     return code_version(
-        f"kernels/{study}/report.py",
+        *report_files(study),
         *registry,
         f"workflow/schemas/{study}.schema.yaml",
         *RENDER_CODE,
     )
+
+
+def report_files(study):
+    """The paths of a study's report: ``kernels/<study>/report.py`` and the modules of its package whose
+    functions it takes in (kernels/flex/: tidy.py and numbers.py), so that a change of any renders again."""
+    rep = report_module(study)
+    own = sorted({f.__module__ for f in vars(rep).values()
+                  if callable(f) and getattr(f, "__module__", "").startswith(f"kernels.{study}.")} - {rep.__name__})
+    return [f"kernels/{study}/report.py", *(name.replace(".", "/") + ".py" for name in own)]
 
 
 def report_module(study):

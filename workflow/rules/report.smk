@@ -259,7 +259,7 @@ rule models:
             "kernels/paper/claims.py",
             "kernels/paper/provenance.py",
             "kernels/paper/rows.py",
-            *[f"kernels/{s}/report.py" for s in STUDIES],
+            *[f for s in STUDIES for f in report_files(s)],
             *RENDER_CODE,
         ),
     script:

@@ -50,7 +50,7 @@ if CANDIDATE is not None:
                 "kernels/paper/claims.py",
                 "kernels/paper/provenance.py",
                 "kernels/paper/rows.py",
-                *[f"kernels/{s}/report.py" for s in STUDIES],
+                *[f for s in STUDIES for f in report_files(s)],
                 *[f"workflow/schemas/{s}.schema.yaml" for s in STUDIES],
                 *RENDER_CODE,
             ),
@@ -81,7 +81,7 @@ else:
             code=code_version(
                 "kernels/paper/reproduce.py",
                 "kernels/paper/reproduce_report.py",
-                *[f"kernels/{s}/report.py" for s in STUDIES],
+                *[f for s in STUDIES for f in report_files(s)],
             ),
         script:
             "../scripts/reproduction_none.py"
@@ -123,7 +123,7 @@ if QUICK:
                 "kernels/paper/claims.py",
                 "kernels/paper/provenance.py",
                 "kernels/paper/rows.py",
-                *[f"kernels/{s}/report.py" for s in STUDIES],
+                *[f for s in STUDIES for f in report_files(s)],
                 *RENDER_CODE,
             ),
         script:
