@@ -105,7 +105,7 @@ def _labels(d: pd.DataFrame) -> dict[str, str]:
 def fig_time_vs_seqlen(df: pd.DataFrame):
     """Gated DeltaNet forward: median device time against sequence length per implementation
     (log-log); an implementation measured at fewer than three lengths is not joined by a line, and
-    FlashQLA, timed at the main shapes only (config key impl_shapes), has none of these.
+    FlashQLA, timed at the main shapes only (its JIT compiles every new shape anew), has none of these.
 
     The rows: :func:`_sweep_rows`. Where fewer than three lengths were measured, grouped bars per
     length (linear axis) instead, which a line would not show as a trend."""
@@ -149,7 +149,7 @@ def table_main(df: pd.DataFrame) -> pd.DataFrame:
     """Gated DeltaNet: median device time (ms) per implementation at the main shapes, forward (also on
     packed sequences of varying lengths; S: number of sequences, T: their total length), backward and
     training step (forward + backward as one call); n/a: not measured (FlashQLA ran the main shapes
-    only, its backward at those of config key impl_shapes; FlashInfer has no backward)."""
+    only, its backward at the first two; FlashInfer has no backward)."""
     fwd = _pass(df, "fwd")
     fwd = fwd[fwd["device_ms"].notna() & (kit.has_role(fwd, "main") | kit.has_role(fwd, "varlen"))]
     d = pd.concat([fwd, *(_main_rows(_pass(df, p)) for p in ("bwd", "fwdbwd"))])
