@@ -475,7 +475,9 @@ def model_folders():
 
 def other_models_benchmarks():
     """The benchmark and lease files of the GPU models other than this run's (their minutes)."""
-    return sorted(str(p) for p in Path(RAW).glob("*/benchmarks/*") if p.parts[-3] != GPU)
+    return sorted(
+        str(p) for p in Path(RAW).glob("*/benchmarks/*") if p.parts[-3] != GPU
+    )
 
 
 def reproduction_files():
@@ -648,11 +650,22 @@ def report_code(study):
 
 def report_files(study):
     """The paths of a study's report: ``kernels/<study>/report.py`` and the modules of its package whose
-    functions it takes in (kernels/flex/: tidy.py and numbers.py), so that a change of any renders again."""
+    functions it takes in (kernels/flex/: tidy.py and numbers.py), so that a change of any renders again.
+    """
     rep = report_module(study)
-    own = sorted({f.__module__ for f in vars(rep).values()
-                  if callable(f) and getattr(f, "__module__", "").startswith(f"kernels.{study}.")} - {rep.__name__})
-    return [f"kernels/{study}/report.py", *(name.replace(".", "/") + ".py" for name in own)]
+    own = sorted(
+        {
+            f.__module__
+            for f in vars(rep).values()
+            if callable(f)
+            and getattr(f, "__module__", "").startswith(f"kernels.{study}.")
+        }
+        - {rep.__name__}
+    )
+    return [
+        f"kernels/{study}/report.py",
+        *(name.replace(".", "/") + ".py" for name in own),
+    ]
 
 
 def report_module(study):

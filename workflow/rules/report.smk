@@ -208,7 +208,9 @@ rule provenance:
         folders=lambda w: model_folders(),
         sections={s: config[s][SWEEP] for s in STUDIES},
         timing=config["timing"],
-        code=code_version("kernels/paper/provenance.py", "kernels/paper/rows.py", *RENDER_CODE),
+        code=code_version(
+            "kernels/paper/provenance.py", "kernels/paper/rows.py", *RENDER_CODE
+        ),
     script:
         "../scripts/provenance.py"
 
