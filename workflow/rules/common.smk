@@ -664,7 +664,7 @@ def report_files(study):
     )
     return [
         f"kernels/{study}/report.py",
-        *(name.replace(".", "/") + ".py" for name in own),
+        *(str(Path(*name.split("."))) + ".py" for name in own),
     ]
 
 
