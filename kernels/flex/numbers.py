@@ -72,8 +72,8 @@ def backend_macros(d: pd.DataFrame, impl: str, prefix: str) -> dict[str, str]:
     reference shape: the causal time, TFLOP/s and speed over FA2 and cuDNN per pass
     (``<prefix><Pass>Causal{Ms,Tflops,VsFlash,VsCudnn}``), and, as context that no verdict reads,
     over SDPA given the causal mask materialised (``<prefix><Pass>CausalVsMasked``), the sliding
-    window 1024's forward speedup
-    over the backend's own causal (``<prefix>FwdWindowThousandSpeedup``), each speedup's 95 % interval
+    window 1024's forward speedup over the backend's own causal
+    (``<prefix>FwdWindowThousandSpeedup``), each speedup's 95 % interval
     (``...Ci``, :func:`kernels.paper.report_kit.interval`) and the verdict on "2-4x
     faster prefill" from the causal forward over FA2 and cuDNN (``<prefix>PrefillVerdict``). At N >=
     8K: the sliding windows' and documents' percentage of the ideal speedup over the backend's own

@@ -348,7 +348,8 @@ def render_provenance(studies: list[str], folders: list[str | Path], sections: d
     sentence of a stale study's section, :func:`_note`, of the paper's model; empty otherwise).
     ``folders``: each model's ``data/raw/<model>`` folder, the paper's model first; ``sections``:
     each study's config section the rows were measured with. Returns the paper model's states."""
-    found = {Path(f).name: [study_state(s, f, sections[s], timing, root) for s in studies] for f in folders}
+    codes = {s: fingerprint(s, sections[s], timing, Path(root)) for s in studies}  # one per study, for every model
+    found = {Path(f).name: [study_state(s, f, sections[s], timing, root, codes[s]) for s in studies] for f in folders}
     frame = pd.DataFrame([{"Model": model_short(model), "Study": study_label(s.study), "State": s.state,
                            "Commit": s.commit if s.rows else "", "GPU": s.gpu if s.rows else "",
                            "Date": s.date if s.rows else "",
