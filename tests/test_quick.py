@@ -63,11 +63,13 @@ def test_a_gpu_without_committed_rows_gets_every_claim_beside_each_models_verdic
     assert lines[0].startswith("Claims on this GPU (NVIDIA H200; rows in results/quick/raw/a100-sxm4-80gb/)")
     table = pd.read_csv(out_csv, keep_default_na=False).set_index("macro")
     assert list(table.index) == [m for s in studies for m in render.report_module(s).CLAIMS]
-    fp8 = table.loc["TensorcoreFpEightVerdict"]
-    assert fp8["verdict"] == fp8["h200 verdict"] and fp8["h200 agrees"] == quick.SAME
-    assert "[" in fp8["values"]  # the ratio with its interval
-    assert fp8["h100-80gb-hbm3 agrees"] == (quick.SAME if fp8["h100-80gb-hbm3 verdict"] == fp8["verdict"]
-                                            else quick.DIFFERS)
+    padding = table.loc["TensorcorePaddingVerdict"]
+    assert padding["verdict"] == padding["h200 verdict"] and padding["h200 agrees"] == quick.SAME
+    assert padding["h100-80gb-hbm3 agrees"] == (quick.SAME if padding["h100-80gb-hbm3 verdict"] == padding["verdict"]
+                                                else quick.DIFFERS)
+    fp8 = table.loc["TensorcoreFpEightVerdict"]  # per clock, not tested anywhere: nothing to agree on
+    assert fp8["verdict"] == fp8["h200 verdict"] and fp8["h200 agrees"] == quick.NOT_COMPARED
+    assert "[" in fp8["values"]  # the ratio (per second) with its interval
     forward = table.loc["GdnFlashQlaFwdVerdict"]
     assert forward["verdict"] == quick.NOT_TESTABLE and forward["values"].startswith("flash_qla: ")
     assert "unsupported (Unsupported: needs compute capability 9.0)" in forward["values"]
@@ -95,7 +97,9 @@ def test_a_claim_is_untestable_only_where_its_implementation_has_rows_and_none_r
 @pytest.mark.parametrize("here,there,agrees", [
     ("holds", "holds", quick.SAME), ("holds", "partly holds (1 of 2)", quick.DIFFERS),
     ("holds", "not measured", quick.NOT_COMPARED), (quick.NOT_TESTABLE, "holds", quick.NOT_COMPARED),
-    ("n/a", "holds", quick.NOT_COMPARED), ("not reached; 1 on the line", "not reached", "on the line")])
+    ("n/a", "holds", quick.NOT_COMPARED), ("holds", "n/a", quick.NOT_COMPARED),
+    ("not tested (per clock)", "not tested (per clock)", quick.NOT_COMPARED),
+    ("not reached; 1 on the line", "not reached", "on the line")])
 def test_only_two_verdicts_are_compared(here, there, agrees):
     assert quick.agreement(here, there) == agrees
 

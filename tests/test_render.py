@@ -236,9 +236,11 @@ def test_the_paper_sets_a_reports_paper_tables_and_refuses_one_it_lacks():
 
 def test_the_verdicts_are_tallied_by_kind_with_their_counts_and_notes_left_out():
     values = {"AVerdict": "holds", "BVerdict": "partly holds (9 of 20); 2 on the line", "CVerdict": "holds",
-              "DVerdict": "n/a", "EVerdict": "exceeded", "FVerdict": "not reached; 1 on the line", "Other": "holds"}
+              "DVerdict": "n/a", "EVerdict": "exceeded", "FVerdict": "not reached; 1 on the line", "Other": "holds",
+              "HVerdict": "not tested (per clock)"}
     assert render.verdict_macros(values) == {
-        "ClaimsTotal": "6", "ClaimsTally": "2 hold, 1 exceeded, 1 partly hold, 1 not reached, 1 not measured",
+        "ClaimsTotal": "7",
+        "ClaimsTally": "2 hold, 1 exceeded, 1 partly hold, 1 not reached, 1 not tested, 1 not measured",
         "ClaimsHoldOrExceeded": "3"}
     with pytest.raises(ValueError, match="GVerdict: verdict 'maybe' is of no known kind"):
         render.verdict_macros({"GVerdict": "maybe"})

@@ -150,10 +150,18 @@ def other_verdicts(table: pd.DataFrame, models: list[str]) -> dict[str, str]:
     return out
 
 
+def _decided_on_both(table: pd.DataFrame, paper: str, other: str) -> pd.DataFrame:
+    """The rows of ``table`` (:func:`claims_table`) whose claim is measured and decided on both ``paper``
+    and ``other``: no :data:`NOT_MEASURED`, n/a or "not tested" verdict (:func:`kernels.paper.style.decided`)."""
+    keep = [NOT_MEASURED not in (a, b) and style.decided(a) and style.decided(b)
+            for a, b in zip(table[f"{paper} verdict"], table[f"{other} verdict"])]
+    return table[pd.Series(keep, index=table.index, dtype=bool)]
+
+
 def same_count(table: pd.DataFrame, paper: str, other: str) -> str:
-    """How many of the claims measured on both ``paper`` and ``other`` (:func:`claims_table`) have the
-    same verdict on both: ``15 of 18``."""
-    both = table[(table[f"{paper} verdict"] != NOT_MEASURED) & (table[f"{other} verdict"] != NOT_MEASURED)]
+    """How many of the claims measured and decided on both ``paper`` and ``other`` (:func:`claims_table`,
+    :func:`_decided_on_both`) have the same verdict on both: ``15 of 18``."""
+    both = _decided_on_both(table, paper, other)
     return f"{int((both[f'{paper} verdict'] == both[f'{other} verdict']).sum())} of {len(both)}"
 
 
@@ -161,9 +169,8 @@ def on_line_count(table: pd.DataFrame, paper: str, other: str) -> str:
     """How many of the claims measured on both ``paper`` and ``other`` (:func:`claims_table`) differ only
     by values on the claim's line (:func:`kernels.paper.reproduce.differs_on_the_line`): neither the same
     nor different."""
-    n = sum(1 for _, r in table.iterrows()
-            if NOT_MEASURED not in (r[f"{paper} verdict"], r[f"{other} verdict"])
-            and reproduce.differs_on_the_line(r[f"{paper} verdict"], r[f"{other} verdict"]))
+    n = sum(1 for _, r in _decided_on_both(table, paper, other).iterrows()
+            if reproduce.differs_on_the_line(r[f"{paper} verdict"], r[f"{other} verdict"]))
     return str(n)
 
 
@@ -172,9 +179,9 @@ def differ_text(table: pd.DataFrame, paper: str, other: str) -> str:
     both verdicts and the values behind them, joined by "; " (:data:`kernels.paper.style.MISSING`
     without one)."""
     texts = []
-    for _, r in table.iterrows():
+    for _, r in _decided_on_both(table, paper, other).iterrows():
         a, b = r[f"{paper} verdict"], r[f"{other} verdict"]
-        if a != b and NOT_MEASURED not in (a, b):
+        if a != b:
             texts.append(f"{r['claim']}: {a} on the {rows.model_label(paper)} ({r[f'{paper} values']}), {b} on the "
                          f"{rows.model_label(other)} ({r[f'{other} values']})")
     return "; ".join(texts) or style.MISSING
@@ -184,9 +191,8 @@ def differ_claims(table: pd.DataFrame, paper: str, other: str) -> str:
     """The claims measured on both ``paper`` and ``other`` (:func:`claims_table`) whose verdicts differ by
     more than values on the claim's line (neither :func:`same_count` nor :func:`on_line_count` counts them),
     by name, joined by "; " (:data:`kernels.paper.style.MISSING` without one)."""
-    names = [r["claim"] for _, r in table.iterrows()
-             if (a := r[f"{paper} verdict"]) != (b := r[f"{other} verdict"]) and NOT_MEASURED not in (a, b)
-             and not reproduce.differs_on_the_line(a, b)]
+    names = [r["claim"] for _, r in _decided_on_both(table, paper, other).iterrows()
+             if (a := r[f"{paper} verdict"]) != (b := r[f"{other} verdict"]) and not reproduce.differs_on_the_line(a, b)]
     return "; ".join(names) or style.MISSING
 
 

@@ -85,9 +85,12 @@ def committed_runs(raw: str | Path, studies, quick_sections: dict[str, dict], fi
 def agreement(here: str, there: str) -> str:
     """A committed model's verdict ``there`` against this GPU's ``here``: :data:`SAME`, :data:`DIFFERS`,
     :data:`~kernels.paper.reproduce.ON_THE_LINE` where they differ and either has a value on its claim's
-    line (neither the same nor different, as in the reproduction check), or :data:`NOT_COMPARED` where either is no verdict (not measured, not testable, not in the
-    profile, or n/a here: e.g. a datasheet peak the code lacks for this GPU)."""
-    if here in (NOT_TESTABLE, NOT_IN_PROFILE, style.MISSING) or there == NOT_MEASURED:
+    line (neither the same nor different, as in the reproduction check), or :data:`NOT_COMPARED` where either
+    is no verdict (not measured, not testable, not in the profile, n/a: e.g. a datasheet peak the code lacks
+    for this GPU, or a claim's quantity not tested: :func:`kernels.paper.style.decided`)."""
+    if here in (NOT_TESTABLE, NOT_IN_PROFILE) or there == NOT_MEASURED:
+        return NOT_COMPARED
+    if not (style.decided(here) and style.decided(there)):
         return NOT_COMPARED
     if differs_on_the_line(here, there):
         return ON_THE_LINE

@@ -350,7 +350,8 @@ def warmup_macros(frames: list[pd.DataFrame]) -> dict[str, str]:
 #: The kinds of verdict (:func:`kernels.paper.report_kit.claim_verdict`,
 #: :func:`~kernels.paper.report_kit.scaling_verdict`), in the tally's order, each with its words for several.
 VERDICT_KINDS = {"holds": "hold", "exceeded": "exceeded", "partly holds": "partly hold", "missed": "missed",
-                 "not reached": "not reached", "on the line": "on the line"}
+                 "not reached": "not reached", "on the line": "on the line",
+                 style.NOT_TESTED: style.NOT_TESTED}
 
 
 def verdict_macros(values: dict[str, str]) -> dict[str, str]:

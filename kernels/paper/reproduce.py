@@ -220,14 +220,14 @@ def headline_table(reference: dict[str, str], candidate: dict[str, str], studies
 def compare_claims(reference: dict[str, str], candidate: dict[str, str], partial: bool = False) -> pd.DataFrame:
     """The verdicts of both runs side by side: columns ``claim``, ``reference``,
     ``candidate``, ``same``; a verdict a run lacks reads "n/a". Claims whose
-    reference verdict is "n/a" (no rows for it in the reference's cases) are
-    left out: nothing to re-derive. With ``partial`` (the quick profile, which measures a part of
+    reference verdict decides nothing ("n/a": no rows for it in the reference's cases; "not tested":
+    :func:`kernels.paper.style.decided`) are left out: nothing to re-derive. With ``partial`` (the quick profile, which measures a part of
     each study), so are those the candidate cannot derive from its own cases ("n/a" there):
     they are not in its profile, not a difference. Column ``on_line``: two verdicts that differ where
     either run has a value on its claim's line (:func:`kernels.paper.report_kit.claim_verdict`: an
     interval that holds the claimed bound), which that run cannot place on either side: reported as
     such, neither the same nor different."""
-    names = sorted(n for n in set(reference) | set(candidate) if reference.get(n, "n/a") != "n/a"
+    names = sorted(n for n in set(reference) | set(candidate) if style.decided(reference.get(n, "n/a"))
                    and not (partial and candidate.get(n, "n/a") == "n/a"))
     table = pd.DataFrame({"claim": names, "reference": [reference[n] for n in names],
                           "candidate": [candidate.get(n, "n/a") for n in names]})

@@ -41,6 +41,14 @@ def study_name(study: str) -> str:
 PASS_LABELS = {"fwd": "forward", "bwd": "backward", "fwdbwd": "forward + backward"}
 #: The one marker of a value that was not measured (tables and macros alike).
 MISSING = "n/a"
+#: The verdict on a claim about a quantity its study does not measure, followed by that quantity in
+#: brackets ("not tested (per clock)"): nothing to compare between runs or GPU models.
+NOT_TESTED = "not tested"
+
+
+def decided(verdict: str) -> bool:
+    """Whether a claim's ``verdict`` decides it: neither :data:`MISSING` nor :data:`NOT_TESTED`."""
+    return verdict != MISSING and not verdict.startswith(NOT_TESTED)
 
 
 def label(study: str, impl: str) -> str:
