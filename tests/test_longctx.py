@@ -14,7 +14,7 @@ import yaml
 from conftest import configured_timing
 
 from kernels.core import correctness, harness
-from kernels.longctx import attention, report, scaling, study
+from kernels.longctx import attention, numbers, report, scaling, study, tidy
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTION = yaml.safe_load((ROOT / "config" / "studies" / "longctx.yaml").read_text())["longctx"]
@@ -250,7 +250,7 @@ def test_the_crossover_lies_between_the_lengths_where_the_speedups_intervals_dec
     slower.loc[ours, ["device_ms", "q10_ms", "q90_ms"]] *= 1.5
     m = report.macros(report.derive(_with_repetitions(slower)))
     assert m["LongctxCrossoverChunkFwd"] == "12K" and m["LongctxCrossoverChunkFwdCi"] == "[8K, 16K]"
-    assert report.crossover_texts(_synthetic(), "chunk") == ("n/a", "n/a")  # no repetitions: no intervals
+    assert numbers.crossover_texts(_synthetic(), "chunk") == ("n/a", "n/a")  # no repetitions: no intervals
     # ours faster at every length: none wholly slower; slower at every length: no crossover measured
     lengths = sorted(df.loc[df["phase"].eq("prefill"), "seqlen"].unique())
     first, last = report.style.tokens(lengths[0]), report.style.tokens(lengths[-1])
@@ -258,13 +258,13 @@ def test_the_crossover_lies_between_the_lengths_where_the_speedups_intervals_dec
     for frame, factor in ((faster, 1 / 100), (slowest, 100)):
         frame.loc[frame["impl"].eq("chunk"), ["device_ms", "q10_ms", "q90_ms"]] *= factor
     faster, slowest = (report.derive(_with_repetitions(frame)) for frame in (faster, slowest))
-    assert report.crossover_texts(faster, "chunk") == (f"[below {first}, {first}]", f"at most {first}")
-    assert report.crossover_texts(slowest, "chunk") == (f"[{last}, above {last}]", f"beyond {last}")
+    assert numbers.crossover_texts(faster, "chunk") == (f"[below {first}, {first}]", f"at most {first}")
+    assert numbers.crossover_texts(slowest, "chunk") == (f"[{last}, above {last}]", f"beyond {last}")
 
 
 def test_the_prefill_figure_sets_the_peak_memory_beside_the_times():
     df = _synthetic()  # every prefill needs the same memory: attention's series lie on each other
-    df.loc[df["impl"].isin(report.GDN), "peak_mem_gib"] *= 4
+    df.loc[df["impl"].isin(tidy.GDN), "peak_mem_gib"] *= 4
     fig = report.fig_prefill(df)
     memory = fig.axes[2]
     assert memory.get_title() == "forward, peak memory" and memory.get_ylabel() == "GiB"
@@ -304,9 +304,9 @@ def test_the_length_axis_writes_labels_two_octaves_apart_and_the_longest_always(
 
 def test_a_quadratic_gdn_fails_the_linear_verdict():
     df = _synthetic()
-    gdn = df["impl"].isin(report.GDN) & (df["phase"] == "prefill")
+    gdn = df["impl"].isin(tidy.GDN) & (df["phase"] == "prefill")
     df.loc[gdn, "device_ms"] = df.loc[gdn, "seqlen"] ** 2 * 1e-9
-    assert report.verdicts(df)["LongctxLinearVerdict"] == "partly holds (4 of 8)"  # attention's 4, no GDN's 4
+    assert numbers.verdicts(df)["LongctxLinearVerdict"] == "partly holds (4 of 8)"  # attention's 4, no GDN's 4
     assert math.isnan(report.crossover_of(df.iloc[:0], "chunk").seqlen)
 
 
@@ -341,7 +341,7 @@ def test_a_slope_whose_interval_does_not_rule_linear_growth_out_is_not_quadratic
     df.loc[attn, "device_ms"] = df.loc[attn, "device_ms"] * scatter[attn.to_numpy()]
     fitted = report.slopes(df)[("Fwd", "sdpa_cudnn")]
     assert fitted.low < 1.5 < fitted.high
-    assert report.verdicts(df)["LongctxLinearVerdict"] == "partly holds (4 of 8)"  # GDN's 4, no attention's 4
+    assert numbers.verdicts(df)["LongctxLinearVerdict"] == "partly holds (4 of 8)"  # GDN's 4, no attention's 4
 
 
 # ----------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from kernels.paper import (
     provenance,
     reproduce,
     reproduce_report,
+    reproduce_tables,
     rows,
 )
 
@@ -186,7 +187,7 @@ def test_host_bound_rows_are_flagged_and_split_by_size():
             {**row(numel=3, times=(0.51,) * 5), "timing": short}, row(numel=4, times=(30.0,) * 5)]
     table = reproduce.compare(cand, ref, 0.05)
     assert table["host_bound"].tolist() == [False, False, True, True]
-    sizes = reproduce_report.size_table(table)
+    sizes = reproduce_tables.size_table(table)
     assert sizes.to_dict("list") == {"device time": ["below 10 µs", "0.1–1 ms", "10 ms and more"],
                                      "rows": [1, 2, 1], "within": [0, 2, 0], "within %": ["0.0", "100.0", "0.0"],
                                      "host-bound": [0, 1, 1], "within, host-free": ["0 of 1", "1 of 1", "0 of 0"]}
@@ -201,8 +202,8 @@ def test_host_bound_rows_are_flagged_and_split_by_size():
     m = reproduce_report.macros(table, reproduce.compare_claims({}, {}), 0.05, 0.95, ["x"],
                          run=[{"study": "toy", "env": env}, {"study": "toy", "env": env}])
     assert m["ReproRuns"] == "toy: commit 85bec7e, GPU-640a6f14"
-    assert reproduce_report.outside_table(table)["verdict"].tolist() == ["slower, host-bound", "slower"]
-    impls = reproduce_report.impl_table(table)
+    assert reproduce_tables.outside_table(table)["verdict"].tolist() == ["slower, host-bound", "slower"]
+    impls = reproduce_tables.impl_table(table)
     assert impls.to_dict("list") == {"study": ["Toy"], "implementation": ["scale (torch.mul)"], "rows": [4], "slower": [2], "faster": [0],
                                      "host-bound": [1], "median ratio": ["1.135"]}
 
@@ -257,7 +258,7 @@ def test_verdicts_that_differ_on_the_line_are_neither_the_same_nor_different():
                                     {"FlexFlashPrefillVerdict": "not reached; 1 on the line"})
     assert reproduce.claim_status(real, ["flex"], ["flex"])["ReproFlexFlashPrefillVerdict"] == \
         "2nd run: not reached; 1 on the line"  # the second run's words say it, once
-    assert reproduce_report.claims_latex(claims, {})["same"].tolist() == ["on the line", "no"]
+    assert reproduce_tables.claims_latex(claims, {})["same"].tolist() == ["on the line", "no"]
 
 
 def test_summary_line_says_where_not():
@@ -546,7 +547,7 @@ def test_the_line_names_the_stale_studies_it_compared(tmp_path):
 def test_outside_table_shows_the_worst_rows_and_counts_the_rest():
     ref = [row(numel=n) for n in range(1, 31)]
     cand = [row(numel=n, times=(1 + n / 10,)) for n in range(1, 31)]
-    table = reproduce_report.outside_table(reproduce.compare(cand, ref, 0.05), limit=20)
+    table = reproduce_tables.outside_table(reproduce.compare(cand, ref, 0.05), limit=20)
     assert len(table) == 21 and table["case"].iloc[-1] == "and 10 more rows"
     assert table["case"].iloc[0] == "fwd float32 numel=30" and table["ratio"].iloc[0] == "4.00"
 
@@ -555,7 +556,7 @@ def test_the_figure_shows_every_study():
     """Each study timed in both runs has its legend entry, however many studies there are."""
     studies = ["tensorcore", "swiglu", "flex", "gdn", "longctx", "toy"]
     rows = [row(study=s) for s in studies]
-    fig = reproduce_report.figure(reproduce.compare(rows, rows, 0.05), 0.05)
+    fig = reproduce_tables.figure(reproduce.compare(rows, rows, 0.05), 0.05)
     labels = fig.axes[0].get_legend_handles_labels()[1]
     plt.close(fig)
     assert len(labels) == len(studies) and all(label.endswith("(1 of 1)") for label in labels)
@@ -594,16 +595,16 @@ def test_a_second_run_without_rows_is_all_missing():
     assert (reproduce.summary_line(table, claims, 0.05, 0.95)
             == "NOT reproduced: claims: none to re-derive; no row timed in both runs; not reproduced: toy (no row timed "
                "in both runs, 2 missing); missing: 2 (toy 2)")
-    fig = reproduce_report.figure(table, 0.05)
+    fig = reproduce_tables.figure(table, 0.05)
     assert fig.axes[0].get_legend_handles_labels()[1] == ["missing (2)"]
     plt.close(fig)
-    assert len(reproduce_report.outside_table(table)) == 2
+    assert len(reproduce_tables.outside_table(table)) == 2
 
 
 def test_claims_listed_in_the_claims_tables_order_and_words():
     claims = reproduce.compare_claims({"AVerdict": "holds", "BVerdict": "holds", "ZVerdict": "holds"},
                                       {"AVerdict": "holds", "BVerdict": "not reached", "ZVerdict": "holds"})
-    table = reproduce_report.claims_latex(claims, {"BVerdict": "claim B", "AVerdict": "claim A"})
+    table = reproduce_tables.claims_latex(claims, {"BVerdict": "claim B", "AVerdict": "claim A"})
     assert table["claim"].tolist() == ["claim B", "claim A", "ZVerdict"]
     assert table["same"].tolist() == ["no", "yes", "yes"] and table.index.tolist() == [0, 1, 2]
 

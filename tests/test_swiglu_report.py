@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kernels.swiglu import report
+from kernels.swiglu import numbers, report
 
 
 def _row(impl, p, numel, us, tokens=None, hidden=8192, series="flat", launch="stream", gemm_in=0,
@@ -159,7 +159,7 @@ def test_the_bandwidth_shares_carry_their_intervals(tidy):
     assert m["SwigluSeedFwdPctCopyRange"] == f"{100 / 1.05:.1f}"
     assert m["SwigluSeedFwdPctCopyRangeCi"] == f"[{math.floor(1000 / 1.05) / 10:.1f}, {math.ceil(1000 / 1.05) / 10:.1f}]"
     d = report.derive(tidy)
-    peak = d[d["impl"].eq("triton") & d["pass"].eq("fwd") & (d["numel"] >= report.LARGE)]["pct_peak"]
+    peak = d[d["impl"].eq("triton") & d["pass"].eq("fwd") & (d["numel"] >= numbers.LARGE)]["pct_peak"]
     assert m["SwigluTritonFwdPctPeakRange"] == f"{peak.min():.1f}--{peak.max():.1f}"
     assert m["SwigluTritonFwdPctPeakRangeCi"] == (f"[{math.floor(10 * peak.min()) / 10:.1f}, "
                                                   f"{math.ceil(10 * peak.max()) / 10:.1f}]")
@@ -188,7 +188,7 @@ def test_the_share_of_host_overhead_a_graph_removes_carries_its_interval(tidy):
         noisy.loc[i, ["device_ms", "latency_ms"]] = np.median(device), np.median(latency)
         noisy.at[i, "device_times_ms"], noisy.at[i, "times_ms"] = json.dumps(list(device)), json.dumps(list(latency))
     d = report.derive(noisy)
-    shares = report._graph_removed(kit.with_role(d[d["status"].eq("ok") & d["pass"].eq("fwd")], "decode"))
+    shares = numbers._graph_removed(kit.with_role(d[d["status"].eq("ok") & d["pass"].eq("fwd")], "decode"))
     assert len(shares) == 6 and all(r.low < r.value < r.high for r in shares)  # eager and ours at 3 sizes each
     # the first case (ours, "decode", at 1 token): its interval by hand
     rows = d[d["series"].eq("decode") & d["impl"].eq("decode") & d["tokens"].eq(1)]
@@ -251,7 +251,7 @@ def test_liger_is_compared_with_ours_at_each_model_width(tidy):
 def test_macros_are_named_after_the_configs_models(tidy, monkeypatch):
     """The model-shape macros take their names from config key models (a model's size in words),
     and a shape the text quotes without a model there is an error naming that key."""
-    assert [report.model_macro_name(n) for n in ("Llama-3-8B", "Llama-3-70B", "Qwen2-7B")] == [
+    assert [numbers.model_macro_name(n) for n in ("Llama-3-8B", "Llama-3-70B", "Qwen2-7B")] == [
         "EightB", "SeventyB", "SevenB"]
     monkeypatch.setitem(report.MODELS, 14336, "Mistral-7B")
     monkeypatch.setitem(report.GEMM_MODELS, (8192, 28672), "Qwen2-72B")

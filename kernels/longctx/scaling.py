@@ -11,7 +11,7 @@ the exact value from 3 degrees of freedom (0.03 % from 4) and 1 % at 2.
 another (the fastest attention at each length): the first sign change, from slower to faster,
 of the log ratio of their times, interpolated linearly in log T. Its interval, the measured lengths
 between which it lies given the speedups' bootstrap intervals, is the report's
-(:func:`kernels.longctx.report.crossover_bounds`).
+(:func:`kernels.longctx.tidy.crossover_bounds`).
 """
 
 from __future__ import annotations

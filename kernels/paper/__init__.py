@@ -2,7 +2,8 @@
 ``collect`` (tidy tables), ``render`` (figures, LaTeX, macros, PDF), ``report_kit`` (what the
 reports share: formats, lookups, verdicts), ``style`` (figures), ``claims`` (a run's claims
 re-derived through the reports), ``reproduce`` (a second run against the first, judged),
-``reproduce_report`` (its tables, figure and paragraph for the paper), ``gpu_factor`` (how fast one
+``reproduce_tables`` (its tables and figure), ``reproduce_report`` (its macros and paragraph for the
+paper, and the check that writes them all), ``gpu_factor`` (how fast one
 GPU is against another of its model), ``models`` (every committed GPU model side by side), ``bounds`` (what bounds a kernel, from its device
 time on two models),
 ``quick`` (the quick run's claims on any GPU beside every committed model's), ``provenance`` (each

@@ -27,7 +27,7 @@ impl and every field that is not measured). Per case (:func:`compare`):
 When the candidate was meant to measure only some cases (the quick profile),
 ``expected`` (:func:`kernels.paper.rows.configured_cases`, from the config section it ran) limits
 the reference to them. The report splits the rows timed in both by the reference's device time
-(:data:`kernels.paper.reproduce_report.SIZE_CLASSES`). The claims are re-derived too (:func:`claim_verdicts`):
+(:data:`kernels.paper.reproduce_tables.SIZE_CLASSES`). The claims are re-derived too (:func:`claim_verdicts`):
 each study's ``report.macros`` runs on both runs' tidy tables (:func:`study_macros`) and every macro
 whose name ends in ``Verdict`` is compared (:func:`compare_claims`); the abstract's numbers, each
 study's ``report.HEADLINES``, are set side by side (:func:`headline_table`).

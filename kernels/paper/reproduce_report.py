@@ -1,22 +1,18 @@
 """The reproduction check's report (:func:`check`: :mod:`kernels.paper.reproduce` judges, this writes): the
-tables of the rows by size and by implementation, of the claims of both runs and of each study's three
-terms, the rows outside the tolerance, the figure of the ratios, the ``Repro*`` macros and the appendix
-paragraph, or the paragraph that says no second run is compared."""
+``Repro*`` macros and the appendix paragraph, which sets the tables and the figure of
+:mod:`kernels.paper.reproduce_tables`, or the paragraph that says no second run is compared."""
 
 from __future__ import annotations
 
-import itertools
 import logging
-import re
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 
-import numpy as np
 import pandas as pd
 
 from kernels.core.files import write_atomic
-from kernels.paper import gpu_factor, render, rows, style
+from kernels.paper import render, rows, style
 from kernels.paper import report_kit as kit
 from kernels.paper import reproduce as judge
 
@@ -28,93 +24,8 @@ from kernels.paper.claims import (
     study_macros,
     tidy_tables,
 )
-
-#: Verdicts that make a run not reproduced; the table lists these rows, in this order.
-OUTSIDE = ("status changed", "missing", "slower", "faster")
-#: Marker and colour of each study's cases in the figure, in turn (one per study of the project;
-#: a study beyond them starts the list again).
-STUDY_MARKERS = (("o", "#4C72B0"), ("s", "#DD8452"), ("^", "#55A868"), ("D", "#C44E52"), ("v", "#8172B3"))
-#: Rows shown in the LaTeX table of the rows outside the tolerance (with case labels of two or three
-#: lines, they share a page with the table of those rows per implementation); the rest are counted
-#: (every row of both runs is in the rule's CSV, results/reproduction.csv).
-TABLE_ROWS = 20
-#: Classes of the reference's device time, ms (lower bounds; the last is open), with their labels.
-SIZE_CLASSES = ((0.0, "below 10 µs"), (0.01, "10–100 µs"), (0.1, "0.1–1 ms"), (1.0, "1–10 ms"),
-                (10.0, "10 ms and more"))
-
-
-def size_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The rows timed in both runs by the reference's device time (:data:`SIZE_CLASSES`):
-    columns ``device time`` (the class), ``rows``, ``within`` (reproduced), ``within %``,
-    ``host-bound`` (rows of :func:`kernels.core.timing.host_bound` in either run) and ``within,
-    host-free`` (reproduced rows among the others); empty classes are left out."""
-    timed = table[table["verdict"].isin(judge.TIMED)]
-    bounds = [lo for lo, _ in SIZE_CLASSES] + [np.inf]
-    cls = pd.cut(timed["ms_reference"].astype(float), bounds, right=False, labels=[lab for _, lab in SIZE_CLASSES])
-    out = []
-    for label, g in timed.groupby(cls, observed=True):
-        ok, host = g["verdict"] == "reproduced", g["host_bound"].astype(bool)
-        out.append({"device time": label, "rows": len(g), "within": int(ok.sum()),
-                    "within %": judge.percent(int(ok.sum()), len(g)), "host-bound": int(host.sum()),
-                    "within, host-free": f"{int((ok & ~host).sum())} of {int((~host).sum())}"})
-    return pd.DataFrame(out)
-
-
-def impl_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Per study and implementation with a row outside the tolerance: ``rows`` timed in both,
-    ``slower``, ``faster``, ``host-bound`` among those outside, and the ``median ratio`` of
-    the device time over all its timed rows; most rows outside first."""
-    timed = table[table["verdict"].isin(judge.TIMED)]
-    out = []
-    for (study, impl), g in timed.groupby(["study", "impl"]):
-        outside = g[g["verdict"] != "reproduced"]
-        if len(outside):
-            out.append({"study": style.study_label(study), "implementation": style.label(study, impl),
-                        "rows": len(g),
-                        "slower": int((outside["verdict"] == "slower").sum()),
-                        "faster": int((outside["verdict"] == "faster").sum()),
-                        "host-bound": int(outside["host_bound"].astype(bool).sum()),
-                        "median ratio": f"{g['ratio'].astype(float).median():.3f}"})
-    if not out:
-        return pd.DataFrame()
-    d = pd.DataFrame(out)
-    most = (d["slower"] + d["faster"]).sort_values(ascending=False, kind="stable").index
-    return d.loc[most].reset_index(drop=True)
-
-
-def claims_latex(claims: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
-    """The claims' verdicts of both runs for the paper: columns ``claim`` (its words in
-    ``labels``, else the macro's name), ``reference``, ``second run`` and ``same``; in the order
-    of ``labels`` (the claims table's), the others after them."""
-    order = {name: i for i, name in enumerate(labels)}
-    rank = claims["claim"].map(lambda c: order.get(c, len(order)))
-    claims = claims.loc[rank.sort_values(kind="stable").index].reset_index(drop=True)
-    return pd.DataFrame({"claim": [labels.get(c, c) for c in claims["claim"]],
-                         "reference": claims["reference"], "second run": claims["candidate"],
-                         "same": [("yes" if s else "on the line" if line else "no")
-                                  for s, line in zip(claims["same"], claims["on_line"])]})
-
-
-
-
-def terms_table(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, candidate: list[dict],
-                reference: list[dict]) -> pd.DataFrame:
-    """Each study's three terms for the paper, claims first: columns ``study``, ``claims the same``,
-    ``GPU factor`` (with its interval, :func:`kernels.paper.gpu_factor.study_factor`), ``within after
-    it`` (of the rows of 10 µs or more), ``rows within`` (as measured), ``under 10 µs within`` and
-    ``GPUs (2nd / 1st)`` (each run's GPU and what it recorded: :func:`kernels.paper.gpu_factor.gpu_settings`)."""
-    out = []
-    for study, mine in judge.study_claims(table, claims).items():
-        f = gpu_factor.study_factor(table[table["study"] == study], tolerance)
-        out.append({"study": style.study_name(study),
-                    "claims the same": f"{int(mine['same'].sum())} of {len(mine)}",
-                    "GPU factor": f"{f['factor']:.2f} [{f['low']:.2f}, {f['high']:.2f}]" if f["rows"] else "n/a",
-                    "within after it": f"{f['within_after']} of {f['rows_long']}",
-                    "rows within": f"{f['within']} of {f['rows']}",
-                    "under 10 µs within": f"{f['within_short']} of {f['rows_short']}",
-                    "GPUs (2nd / 1st)": " / ".join(f"{gpu_factor.run_gpu(run, study)}: {gpu_factor.gpu_settings(run, study)}"
-                                                   for run in (candidate, reference))})
-    return pd.DataFrame(out)
+from kernels.paper.reproduce_tables import (OUTSIDE_COLUMNS, _ms, claims_latex, figure, impl_table, outside_table,
+                                            size_table, terms_table, with_columns)
 
 
 def second_runs(run: list[dict]) -> str:
@@ -242,99 +153,6 @@ def compile_ahead_differences(candidate: list[dict], reference: list[dict]) -> s
                 names = kit.and_list([style.label(study, i) for i in style.registry(study) if i in impls])
                 parts.append(f"{style.study_name(study)}: {names} in {run} only")
     return render.escape_latex("; ".join(parts) or "none")
-
-
-def outside_table(table: pd.DataFrame, limit: int = TABLE_ROWS) -> pd.DataFrame:
-    """The rows outside the tolerance (:data:`OUTSIDE`), worst first: status changes, missing
-    rows, then slower and faster by how far their ratio is from 1 (in log); at most ``limit``
-    rows, then one row counting the rest. Each run's noise band is its q10 and q90 over the
-    median; a case's ``field=value`` parts that most of its study's cases share are left out."""
-    d = table[table["verdict"].isin(OUTSIDE)].copy()
-    if d.empty:
-        return pd.DataFrame()
-    d["_rank"] = d["verdict"].map({v: i for i, v in enumerate(OUTSIDE[:2])}).fillna(len(OUTSIDE))
-    d["_far"] = -np.abs(np.log(d["ratio"].astype(float)))
-    d = d.sort_values(["_rank", "_far", "study", "impl", "case"], kind="stable")
-    shown = d.head(limit)
-    common = {study: _common_parts(g["case"]) for study, g in table.groupby("study")}
-
-    def band(r, run):
-        lo, hi = getattr(r, f"band_lo_{run}"), getattr(r, f"band_hi_{run}")
-        return "" if pd.isna(lo) else f"{lo:.2f}-{hi:.2f}"
-
-    out = pd.DataFrame({
-        "study": [style.study_label(x) for x in shown["study"]],
-        "implementation": [style.label(a, b) for a, b in zip(shown["study"], shown["impl"])],
-        "case": [" ".join(p for p in r.case.split(" ") if p not in common[r.study]) for r in shown.itertuples()],
-        "ref. ms": shown["ms_reference"].map(_ms), "2nd ms": shown["ms_candidate"].map(_ms),
-        "ratio": shown["ratio"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}"),
-        "ref. band": [band(r, "reference") for r in shown.itertuples()],
-        "2nd band": [band(r, "candidate") for r in shown.itertuples()],
-        "verdict": [f"{a} to {b}" if v == "status changed" else v + (", host-bound" if h is True else "")
-                    for v, a, b, h in zip(shown["verdict"], shown["status_reference"], shown["status_candidate"],
-                                          shown["host_bound"])]})
-    if len(d) > limit:
-        rest = pd.DataFrame([{c: "" for c in out.columns} | {"case": f"and {len(d) - limit} more rows"}])
-        out = pd.concat([out, rest], ignore_index=True)
-    return out.reset_index(drop=True)
-
-
-def with_columns(tabular: str, spec: str) -> str:
-    """``tabular`` (:func:`kernels.paper.render.table_to_latex`) with the column spec ``spec``."""
-    head, rest = tabular.split("\n", 1)
-    return re.sub(r"\{[^{}]*\}$", lambda _: "{" + spec + "}", head) + "\n" + rest.rstrip("\n")
-
-
-#: Column spec of the table of the rows outside the tolerance (the case wraps).
-OUTSIDE_COLUMNS = r"ll>{\raggedright\arraybackslash}p{0.27\linewidth}rrrll>{\raggedright\arraybackslash}p{0.09\linewidth}"
-
-
-def _ms(value) -> str:
-    """A time in ms without an exponent: four decimals below 1 ms, three to 100 ms, none above."""
-    if pd.isna(value):
-        return ""
-    return f"{value:.4f}" if value < 1 else f"{value:.3f}" if value < 100 else f"{value:.0f}"
-
-
-def _common_parts(cases: pd.Series) -> set[str]:
-    """The ``field=value`` parts of case labels held by more than half of ``cases`` (a study's defaults)."""
-    parts = pd.Series([p for case in cases for p in set(case.split(" ")) if "=" in p])
-    counts = parts.value_counts()
-    return set(counts[counts > len(cases) / 2].index)
-
-
-def figure(table: pd.DataFrame, tolerance: float):
-    """Reproduction: each case's device time in the second run over the reference run's, against
-    the reference's device time (log scales; shaded: within the tolerance), per study; the
-    legend counts the cases within the tolerance of those timed in both (and any case missing
-    from the second run or whose status changed)."""
-    from matplotlib import ticker
-
-    fig, ax = style.figure(width=style.COLUMN_WIDTH, height=2.6)
-    timed = table[table["verdict"].isin(judge.TIMED)]
-    ax.axhspan(1 - tolerance, 1 + tolerance, color="0.85", zorder=0, lw=0)
-    ax.axhline(1.0, color="0.5", lw=0.6, zorder=1)
-    for (study, d), (marker, color) in zip(timed.groupby("study"), itertools.cycle(STUDY_MARKERS)):
-        within = int((d["verdict"] == "reproduced").sum())
-        ax.scatter(d["ms_reference"].astype(float), d["ratio"].astype(float), s=9, marker=marker, color=color,
-                   zorder=2, linewidths=0, alpha=0.8,
-                   label=f"{style.study_label(study)} ({within} of {len(d)})")
-    n = judge.verdict_counts(table)
-    for v in ("missing", "status changed"):
-        if n[v]:
-            ax.scatter([], [], marker="x", color="k", label=f"{v} ({n[v]})")
-    ratios = [*timed["ratio"].astype(float), 0.8, 1.25]  # at least 0.8-1.25
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_ylim(min(ratios) / 1.05, max(ratios) * 1.05)
-    ax.yaxis.set_major_locator(ticker.FixedLocator([0.2, 0.3, 0.5, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0]))
-    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_locator(ticker.NullLocator())
-    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.set_xlabel("reference device time (ms)")
-    ax.set_ylabel("device time, second run / reference")
-    ax.legend(loc="upper right", fontsize=6)
-    return fig
 
 
 def criterion(tolerance: float, min_within: float) -> str:

@@ -32,7 +32,7 @@ from kernels.paper import gpu_factor, provenance, render, rows, style
 from kernels.paper import report_kit as kit
 from kernels.paper import reproduce as judge
 from kernels.paper.claims import claim_labels, claim_verdicts, study_macros, tidy_tables
-from kernels.paper.reproduce_report import with_columns
+from kernels.paper.reproduce_tables import with_columns
 
 COMMITTED, CHECKED, FURTHER, FAILED = ("committed", "2nd run, in the check", "further run, outside the check",
                                        "failed run")

@@ -16,8 +16,12 @@ Transformer", arXiv:2002.05202). Modules, reference first:
     input dtype): the baseline whose claims the study tests.
 ``gemm``
     SwiGLU fused into the epilogue of the ``x @ [W_gate | W_up]`` matmul.
-``study`` / ``report``
-    The sweep measured on the GPU and its figures, tables and numbers.
+``study``
+    The sweep measured on the GPU.
+``tidy`` / ``numbers`` / ``report``
+    The sweep's tidy table and derived metrics; its quoted numbers and the
+    claims' verdicts; its figures and tables, and what the workflow reads
+    of the other two.
 
 Importing this package imports torch but not triton; the kernel modules
 import triton.

@@ -254,7 +254,7 @@ rule models:
             "kernels/paper/models.py",
             "kernels/paper/bounds.py",
             "kernels/paper/runs.py",
-            "kernels/paper/reproduce_report.py",
+            "kernels/paper/reproduce_tables.py",
             "kernels/paper/gpu_factor.py",
             "kernels/paper/reproduce.py",
             "kernels/paper/uncertainty.py",

@@ -46,6 +46,7 @@ if CANDIDATE is not None:
             code=code_version(
                 "kernels/paper/reproduce.py",
                 "kernels/paper/reproduce_report.py",
+                "kernels/paper/reproduce_tables.py",
                 "kernels/paper/gpu_factor.py",
                 "kernels/paper/claims.py",
                 "kernels/paper/provenance.py",
