@@ -453,7 +453,7 @@ def test_a_row_of_another_gpu_model_than_its_folders_names_file_line_gpu_and_mod
     assert _refused([path]) == f"{path}:2: row of GPU 'NVIDIA H200' (h200) in cpu data ({tmp_path / 'cpu'}/)"
     assert [rows.row_model(r) for r in (GOOD, _on(H100), _on("cpu"))] == ["h200", "h100-80gb-hbm3", "cpu"]
     assert [rows.model_label(m) for m in ("h200", "h100-80gb-hbm3", "a100-sxm4-80gb")] == [
-        "H200", "H100 80GB HBM3", "A100 SXM4 80GB"]
+        "H200", "H100 SXM", "A100 SXM4 80GB"]
 
 
 def test_a_folder_not_named_after_a_model_holds_one_models_rows(tmp_path):

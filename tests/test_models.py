@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kernels.paper import bounds, claims, models, provenance, rows
+from kernels.paper import bounds, claims, models, provenance, reproduce, rows
 
 ROOT = Path(__file__).resolve().parent.parent
 RAW = ROOT / "data" / "raw"
@@ -104,17 +104,18 @@ def test_each_claim_reads_per_model_and_a_study_one_model_lacks_says_not_measure
     assert r"\newcommand{\ModelsSwigluClaimLatencyVerdict}{H100: not measured}" in tex
     assert r"\label{tab:models_claims}" in tex and r"\newcommand{\ModelsBandwidthRatio}{1.43}" in tex
     assert re.search(r"\\newcommand\{\\ModelsBoundCompute\}\{[\d.-]+ \(\d+ implementations?: tensor cores\)\}", tex)
-    differ = re.search(r"\\newcommand\{\\ModelsDiffer\}\{(.*)\}", tex).group(1)
     fp8 = table.loc["TensorcoreFpEightVerdict"]  # not tested on either: neither the same nor different
     assert fp8["h200 verdict"] == fp8["h100-80gb-hbm3 verdict"] == "not tested (per clock)"
-    assert "FP8 tensor cores" not in differ
-    assert "Padding" not in differ  # the same verdict on both
     # the claims that differ beyond values on their line, by name: those neither ModelsSame nor ModelsOnLine counts
     named = re.search(r"\\newcommand\{\\ModelsDifferClaims\}\{(.*)\}", tex).group(1)
     n_same, compared = map(int, re.search(r"\\newcommand\{\\ModelsSame\}\{(\d+) of (\d+)\}", tex).groups())
     on_line = int(re.search(r"\\newcommand\{\\ModelsOnLine\}\{(\d+)\}", tex).group(1))
     assert (named.count("; ") + 1 if named != "n/a" else 0) == compared - n_same - on_line
-    assert "FP8 tensor cores" not in named and " on the H" not in named
+    assert "FP8" not in named and "padding" not in named  # not tested on either; the same verdict on both
+    for _, r in table.iterrows():  # each claim that differs, by its study's and its short name, with both verdicts
+        a, b = r["h200 verdict"], r["h100-80gb-hbm3 verdict"]
+        if models.NOT_MEASURED not in (a, b) and a != b and not reproduce.differs_on_the_line(a, b):
+            assert f"{a} on the H200" in named and f"{b} on the H100" in named
     decided = [n for n in verdicts if not verdicts[n].startswith("not tested")]
     same = sum(table.loc[n, "h200 verdict"] == table.loc[n, "h100-80gb-hbm3 verdict"] for n in decided)
     assert rf"\newcommand{{\ModelsSame}}{{{same} of {len(decided)}}}" in tex  # SwiGLU not measured on both
@@ -244,7 +245,30 @@ def test_the_other_models_environment_is_stated_by_what_differs_from_the_papers(
     paper = {"EnvTorch": "2.11.0", "EnvTriton": "3.6.0", "EnvAnchors": "fla-core 0.6.0", "EnvDriver": "580.159.04",
              "EnvCuda": "13.0", "EnvGpuCount": "three"}
     assert models.environment_text(paper, {**paper, "EnvGpuCount": "two"}) == (
-        "two GPUs (driver 580.159.04, CUDA 13.0) with the same PyTorch, Triton and anchor versions")
+        "two GPUs (driver 580.159.04, CUDA 13.0) with the same PyTorch, Triton and library versions")
     assert models.environment_text(paper, {**paper, "EnvGpuCount": "one", "EnvTriton": "3.7.0"}) == (
-        "one GPU (driver 580.159.04, CUDA 13.0) with Triton 3.7.0 and the same PyTorch and anchor versions")
+        "one GPU (driver 580.159.04, CUDA 13.0) with Triton 3.7.0 and the same PyTorch and library versions")
     assert models.environment_text(paper, {"EnvGpuCount": "one"}).startswith("one GPU (driver n/a, CUDA n/a) with PyTorch n/a")
+
+
+def test_the_claims_that_differ_are_named_with_both_verdicts_and_the_values_one_model_lacks():
+    """Same verdicts, verdicts that differ only on the line and claims not tested or not measured on
+    one model are not named; a claim judged on fewer values on one model says how many fewer."""
+    table = pd.DataFrame([
+        {"study": "flex", "macro": "FlexMemoryVerdict", "claim": "memory",
+         "h200 verdict": "partly holds (2 of 3)", "h100-80gb-hbm3 verdict": "partly holds (1 of 2)"},
+        {"study": "flex", "macro": "FlexPrefillVerdict", "claim": "prefill",
+         "h200 verdict": "not reached", "h100-80gb-hbm3 verdict": "not reached"},
+        {"study": "flex", "macro": "FlexFlashPrefillVerdict", "claim": "FLASH prefill",
+         "h200 verdict": "not reached", "h100-80gb-hbm3 verdict": "not reached; 1 on the line"},
+        {"study": "tensorcore", "macro": "TensorcoreFpEightVerdict", "claim": "fp8",
+         "h200 verdict": "not tested (per clock)", "h100-80gb-hbm3 verdict": "not tested (per clock)"},
+        {"study": "swiglu", "macro": "SwigluClaimLatencyVerdict", "claim": "latency",
+         "h200 verdict": "holds", "h100-80gb-hbm3 verdict": models.NOT_MEASURED},
+        {"study": "gdn", "macro": "GdnFlashQlaFwdVerdict", "claim": "forward",
+         "h200 verdict": "holds", "h100-80gb-hbm3 verdict": "exceeded"}])
+    assert models.differ_claims(table, "h200", "h100-80gb-hbm3") == (
+        "FlexAttention's mask memory slope: partly holds (2 of 3) on the H200 and partly holds (1 of 2) on the "
+        "H100 (1 value fewer); Gated DeltaNet's FlashQLA forward: holds on the H200 and exceeded on the H100")
+    assert (models.same_count(table, "h200", "h100-80gb-hbm3"), models.on_line_count(table, "h200", "h100-80gb-hbm3")) \
+        == ("1 of 4", "1")

@@ -204,7 +204,7 @@ def test_the_share_of_host_overhead_a_graph_removes_carries_its_interval(tidy):
     assert text == f"[{math.floor(min(r.low for r in shares))}, {math.ceil(max(r.high for r in shares))}]"
 
 
-@pytest.mark.parametrize("gpu, peak, label", [("h200", 4800.0, "H200"), ("h100-80gb-hbm3", 3350.0, "H100 80GB HBM3")])
+@pytest.mark.parametrize("gpu, peak, label", [("h200", 4800.0, "H200"), ("h100-80gb-hbm3", 3350.0, "H100 SXM")])
 def test_each_measured_gpu_model_has_its_datasheet_bandwidth(tidy, gpu, peak, label):
     """The H200's and the H100's rows (data/raw/h200, data/raw/h100-80gb-hbm3) are each compared with their
     own datasheet's HBM bandwidth: the shares of it, the bandwidth claim's verdict and the TB/s the text

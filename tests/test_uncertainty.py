@@ -47,6 +47,16 @@ def test_a_value_on_three_gpus_gets_its_range_their_count_and_what_dominates():
     assert t.loc[("h200", "N"), "across"] == "n/a" and t.loc[("h200", "N"), "gpus"] == 0
 
 
+@pytest.mark.parametrize("other,dominates", [("1.72--1.75", uncertainty.WITHIN), ("1.73--1.75", uncertainty.ACROSS)])
+def test_a_move_of_one_printed_digit_is_the_roundings(other, dominates):
+    """A range whose interval is no wider than itself as printed (within-run width 0): one unit of the
+    last digit across GPUs is within the printing's resolution, two are the GPUs'."""
+    runs = [_run("h200", "GPU-a", {"Q": "1.71--1.75", "QCi": "[1.71, 1.75]"}, committed=True),
+            _run("h200", "GPU-b", {"Q": other})]
+    q = uncertainty.uncertainty_table(runs, [{"study": "toy", "value": "Q", "words": "fusion, ×"}]).iloc[0]
+    assert q["within_width"] == pytest.approx(0.0) and q["dominates"] == dominates
+
+
 def test_a_value_of_one_gpu_says_so():
     one = _table().loc[("h100-80gb-hbm3", "A")]
     assert one["across"] == uncertainty.ONE_GPU and one["dominates"] == uncertainty.ONE_GPU and one["gpus"] == 1
@@ -63,7 +73,7 @@ def test_the_macros_count_the_values_the_across_gpu_range_dominates_and_name_the
     assert uncertainty.summary_macros(table, "h100-80gb-hbm3")["AcrossA"] == "one GPU"
     latex = uncertainty.uncertainty_float(table, "h200", ["h200", "h100-80gb-hbm3"])
     assert r"\label{tab:uncertainty}" in latex and r"\small" in latex and "2.03--2.13 (3 GPUs)" in latex
-    assert "H100 80GB HBM3's values are each of one GPU" in latex
+    assert "H100 SXM's values are each of one GPU" in latex
     assert "\\\\[" not in latex  # a header's line break followed by a bracket reads as a length
 
 

@@ -66,14 +66,14 @@ def model_macros(run: list[dict], model: str, sections: dict[str, dict]) -> dict
 #: The software of an environment (:func:`kernels.paper.render.environment_macros`) that
 #: :func:`environment_text` compares, by macro: its name where the same, and before its versions.
 SOFTWARE = {"EnvTorch": ("PyTorch", "PyTorch"), "EnvTriton": ("Triton", "Triton"),
-            "EnvAnchors": ("anchor", "anchors")}
+            "EnvAnchors": ("library", "libraries")}
 
 
 def environment_text(paper: dict[str, str], other: dict[str, str]) -> str:
     """Where another model's rows ran, for the paper's Method beside the paper model's
     (``paper`` and ``other``: each model's :func:`kernels.paper.render.environment_macros`): "two
-    GPUs (driver 580.159.04, CUDA 13.0) with the same PyTorch, Triton and anchor versions", or the
-    versions of what differs ("... with PyTorch 2.12.0 and the same Triton and anchor versions").
+    GPUs (driver 580.159.04, CUDA 13.0) with the same PyTorch, Triton and library versions", or the
+    versions of what differs ("... with PyTorch 2.12.0 and the same Triton and library versions").
     LaTeX-escaped as its inputs are."""
     same = [name for macro, (name, _) in SOFTWARE.items() if paper.get(macro) == other.get(macro)]
     differ = [f"{name} {other.get(macro, style.MISSING)}" for macro, (_, name) in SOFTWARE.items()
@@ -174,26 +174,27 @@ def on_line_count(table: pd.DataFrame, paper: str, other: str) -> str:
     return str(n)
 
 
-def differ_text(table: pd.DataFrame, paper: str, other: str) -> str:
-    """The claims whose verdicts differ on ``paper`` and ``other`` (:func:`claims_table`), each with
-    both verdicts and the values behind them, joined by "; " (:data:`kernels.paper.style.MISSING`
-    without one)."""
-    texts = []
-    for _, r in _decided_on_both(table, paper, other).iterrows():
-        a, b = r[f"{paper} verdict"], r[f"{other} verdict"]
-        if a != b:
-            texts.append(f"{r['claim']}: {a} on the {rows.model_label(paper)} ({r[f'{paper} values']}), {b} on the "
-                         f"{rows.model_label(other)} ({r[f'{other} values']})")
-    return "; ".join(texts) or style.MISSING
-
-
 def differ_claims(table: pd.DataFrame, paper: str, other: str) -> str:
     """The claims measured on both ``paper`` and ``other`` (:func:`claims_table`) whose verdicts differ by
     more than values on the claim's line (neither :func:`same_count` nor :func:`on_line_count` counts them),
-    by name, joined by "; " (:data:`kernels.paper.style.MISSING` without one)."""
-    names = [r["claim"] for _, r in _decided_on_both(table, paper, other).iterrows()
-             if (a := r[f"{paper} verdict"]) != (b := r[f"{other} verdict"]) and not reproduce.differs_on_the_line(a, b)]
-    return "; ".join(names) or style.MISSING
+    each by its study and short name (``report.CLAIM_NAMES``, the claim's words without one) with both
+    verdicts, and where the two judged different numbers of values, how many fewer the one with fewer
+    judged ("FlexAttention's mask memory slope: partly holds (2 of 3) on the H200, partly holds (1 of 2)
+    on the H100 (1 value fewer)"), joined by "; " (:data:`kernels.paper.style.MISSING` without one)."""
+    texts = []
+    for _, r in _decided_on_both(table, paper, other).iterrows():
+        a, b = r[f"{paper} verdict"], r[f"{other} verdict"]
+        if a == b or reproduce.differs_on_the_line(a, b):
+            continue
+        name = getattr(render.report_module(r["study"]), "CLAIM_NAMES", {}).get(r["macro"], r["claim"])
+        counts = {model: reproduce.verdict_parts(v)[2] for model, v in ((paper, a), (other, b))}
+        parts = []
+        for model, verdict in ((paper, a), (other, b)):
+            fewer = max(counts.values()) - counts[model] if min(counts.values()) else 0
+            parts.append(f"{verdict} on the {rows.model_short(model)}"
+                         + (f" ({fewer} value{'s' if fewer > 1 else ''} fewer)" if fewer else ""))
+        texts.append(f"{style.study_label(r['study'])}'s {name}: {' and '.join(parts)}")
+    return "; ".join(texts) or style.MISSING
 
 
 def spread_float(spread: pd.DataFrame) -> str:
@@ -238,8 +239,7 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
     ``ModelsSame`` (:func:`same_count`), ``ModelsOnLine`` (:func:`on_line_count`), ``ModelsLongMs`` (:data:`kernels.paper.bounds.LONG_MS`), ``ModelsPeaksKnown`` ("true" where the code knows
     both models' peaks), ``ModelsBandwidthRatio`` and ``ModelsComputeRatio``, ``ModelsBoundBandwidth``,
     ``ModelsBoundCompute`` and ``ModelsBoundBetween`` (:func:`kernels.paper.bounds.bound_span` of the implementations near each
-    and of those between the two), ``ModelsDiffer``
-    (:func:`differ_text`), ``ModelsDifferClaims`` (:func:`differ_claims`), ``Models<verdict macro>``
+    and of those between the two), ``ModelsDifferClaims`` (:func:`differ_claims`), ``Models<verdict macro>``
     (:func:`other_verdicts`), ``ModelsSentence<Study>`` (:func:`kernels.paper.bounds.study_sentence`) and
     ``ModelsClaimsTable`` (a table float, ``tab:models_claims``); with ``reproductions``
     (``data/reproductions``) and ``out_spread``, the GPU factor of every second and third run there
@@ -269,7 +269,6 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
               "ModelsPaperTBps": tbps(paper), "ModelsOtherTBps": tbps(models[1]) if len(models) > 1 else "",
               "ModelsPaperGb": kit.fmt(rows.MEMORY_GB.get(paper), 0),
               "ModelsOtherGb": kit.fmt(rows.MEMORY_GB.get(models[1]), 0) if len(models) > 1 else "",
-              "ModelsDiffer": kit.escape_latex(differ_text(table, paper, models[1])) if len(models) > 1 else "",
               "ModelsDifferClaims": kit.escape_latex(differ_claims(table, paper, models[1])) if len(models) > 1 else "",
               "ModelsSame": same_count(table, paper, models[1]) if len(models) > 1 else "",
               "ModelsOnLine": on_line_count(table, paper, models[1]) if len(models) > 1 else "",

@@ -240,7 +240,7 @@ def compare_claims(reference: dict[str, str], candidate: dict[str, str], partial
 ON_THE_LINE = "on the line"
 
 
-def _verdict_parts(verdict: str) -> tuple[str, int, int, int]:
+def verdict_parts(verdict: str) -> tuple[str, int, int, int]:
     """A verdict (:func:`kernels.paper.report_kit.claim_verdict`) as its kind ("partly holds", "holds",
     ...), its counts k and n ("(k of n)", 0 without), and how many of its values are on the line."""
     head, _, tail = verdict.partition("; ")
@@ -259,7 +259,7 @@ def differs_on_the_line(first: str, second: str) -> bool:
     otherwise ("not reached" against "exceeded") is a difference, whatever lies on the line."""
     if first == second:
         return False
-    a, b = _verdict_parts(first), _verdict_parts(second)
+    a, b = verdict_parts(first), verdict_parts(second)
     line = a[3] + b[3]
     if not line:
         return False

@@ -175,7 +175,7 @@ def criterion(tolerance: float, min_within: float) -> str:
 
 
 #: The threats section's sentences on the second run (macro ``ReproThreats``), given one.
-THREATS = (r"Second runs on other GPUs agree with them within $\pm$\ReproTolerancePct\,\% of device time for"
+THREATS = (r"Second runs on other GPUs of the \EnvGpuName{} agree with its rows within $\pm$\ReproTolerancePct\,\% of device time for"
            r" \ReproPercentWithin\,\% of the rows, but by latency, the host's launch included, for only"
            r" \ReproPercentWithinLatency\,\% (Appendix~\ref{sec:reproducing}): the latencies and host overheads"
            r" quoted here are those of one host.")
@@ -340,7 +340,7 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
             (:func:`stale_studies`): the summary line names those it compares.
         out_*: the comparison (CSV), the one-line summary (text), the figure (PDF), the
             table of rows outside the tolerance (LaTeX), the paper's snippet (appendix) and
-            its macros (:mod:`kernels.paper.reproduce_text`).
+            its macros (:func:`macros`).
 
     Returns:
         The summary line (also logged).

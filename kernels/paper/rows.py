@@ -34,10 +34,12 @@ SCHEMAS = Path(__file__).resolve().parents[2] / "workflow" / "schemas"
 
 
 #: The GPU models the project knows, by folder (``data/raw/<model>``, :func:`row_model`), each with
-#: the name a reader is given (the GPU's name without the vendor's): a folder named after one of them
+#: the name a reader is given: the GPU's name without the vendor's, and for the H100 (which names itself
+#: "NVIDIA H100 80GB HBM3") its form factor, SXM, the one whose datasheet column gives 132 SMs, 80 GB
+#: of HBM3 and a 700 W limit, as those GPUs report: a folder named after one of them
 #: holds rows of that model only (:func:`kernels.paper.collect.load_rows`); ``cpu``: rows measured on
 #: the CPU (the smoke run's, a measuring run with ``gpu=cpu``).
-MODELS = {"h200": "H200", "h100-80gb-hbm3": "H100 80GB HBM3", "cpu": "CPU"}
+MODELS = {"h200": "H200", "h100-80gb-hbm3": "H100 SXM", "cpu": "CPU"}
 #: Each model's datasheet peak HBM bandwidth, GB/s (NVIDIA H200 Tensor Core GPU datasheet, H200 SXM:
 #: 4.8 TB/s HBM3e; NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column: 3.35 TB/s HBM3), and its
 #: dense bfloat16 tensor-core peak, TFLOP/s (989 on both, the sparse 1979 halved: the same SM90
@@ -57,7 +59,7 @@ def row_model(row: dict) -> str:
 
 def model_label(model: str) -> str:
     """The name of the GPU model ``model`` (a folder, :data:`MODELS`) for a reader: ``h100-80gb-hbm3``
-    -> 'H100 80GB HBM3'; a model not in :data:`MODELS` in capitals, a space for each hyphen."""
+    -> 'H100 SXM'; a model not in :data:`MODELS` in capitals, a space for each hyphen."""
     return MODELS.get(model, model.replace("-", " ").upper())
 
 

@@ -292,7 +292,7 @@ def _per_model(counts: list[tuple[str, int, int]], paper: str, noun: str) -> str
 def runs_macros(found: list[dict], table: pd.DataFrame, paper: str, sections: dict[str, dict],
                 tolerance: float) -> dict[str, str]:
     """The paper's macros of the runs (``table``: :func:`runs_table` of ``found``): ``RunsCount`` (every run),
-    ``RunsByModel`` (per model, ``11 on the H200 and 5 on the H100 80GB HBM3``), ``RunsCommitted``,
+    ``RunsByModel`` (per model, ``11 on the H200 and 5 on the H100 SXM``), ``RunsCommitted``,
     ``RunsChecked``, ``RunsFurther`` and ``RunsFailed`` (per role), ``RunsCommittedFirst`` (of the models'
     studies with more than one run, in how many the committed run was measured first: ``10 of 10``,
     :func:`committed_first`), ``RunsTensorcoreFirst`` ("the earliest" or "not the earliest": the paper model's

@@ -65,6 +65,7 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     df["pct_copy"] = np.where(df["gemm_in"].astype(float) > 0, np.nan, 100.0 * df["gbps"] / df["copy_gbps"])
     df["pct_peak"] = 100.0 * df["gbps"] / df["gpu"].map(PEAK_GBPS).astype(float)
     keys = ["gpu", "dtype", "pass", "launch", *SHAPE]
+    ok = df["status"].eq("ok")  # on the merged frame's index
     eager = (df[ok & df["impl"].eq("eager")].groupby(keys)["device_ms"].median()
              .rename("eager_ms").reset_index())
     df = df.merge(eager, on=keys, how="left")
