@@ -105,7 +105,7 @@ def fig_bandwidth_speedup(df: pd.DataFrame):
         bottom.axhline(1.0, color="grey", linewidth=0.8)
         if p == "fwd":
             bottom.axhline(10 / 6, color="grey", linestyle=":", linewidth=0.9)
-            bottom.annotate("10/6", (0.98, 10 / 6), xycoords=("axes fraction", "data"), ha="right", va="top",
+            bottom.annotate("10/6", (0.96, 10 / 6), xycoords=("axes fraction", "data"), ha="right", va="top",
                             fontsize=6, color="0.3", bbox={"fc": "white", "ec": "none", "alpha": 0.7, "pad": 0.5})
         for ax in (top, bottom):
             if sub.empty:
