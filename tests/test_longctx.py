@@ -271,11 +271,23 @@ def test_the_prefill_figure_sets_the_peak_memory_beside_the_times():
     drawn = {re.sub(r" \([=≈] .*\)$", "", ln.get_label()) for ln in memory.lines}  # without "(= B)" notes
     assert {"cuDNN attention", "FA2 attention", "GDN chunked (ours)", "GDN FlashQLA"} <= drawn
     assert "GDN recurrent (ours)" not in drawn  # decode only
-    cudnn = next(ln for ln in memory.lines if ln.get_label() == "cuDNN attention")
-    assert cudnn.get_markerfacecolor() == "none"  # under FA2's equal peak: drawn over it, hollow
+    size = plt.rcParams["lines.markersize"]
+    assert all(ln.get_markersize() == size for ax in fig.axes for ln in ax.lines)  # none enlarged over another
+    # each line's peak at the longest length, written beside its end, at least a line of type apart
+    prefill = tidy._rows(df, "prefill")
+    longest = prefill[prefill["seqlen"].eq(prefill["seqlen"].max())]["peak_mem_gib"]
+    assert sorted(t.get_text() for t in memory.texts) == sorted(f"{v:.1f}" for v in longest)
+    heights = sorted(t.get_window_extent().y0 * 72 / fig.dpi for t in memory.texts)
+    assert min(np.diff(heights)) >= report.LABEL_GAP_PT - 1e-6
     forward = [ln for ln in fig.axes[0].lines if not ln.get_label().startswith("_")]
     plt.close(fig)
     assert len({ln.get_marker() for ln in forward}) == len(forward) > 4  # each implementation its own marker
+
+
+def test_labels_that_lie_close_are_spaced_around_their_mean():
+    assert report._spread([0.0, 1.0, 20.0, 21.0, 40.0], 7.0) == [-3.0, 4.0, 17.0, 24.0, 40.0]
+    assert report._spread([0.0, 3.0, 6.0], 7.0) == [-4.0, 3.0, 10.0]  # a run grows until none overlaps
+    assert report._spread([0.0, 10.0], 7.0) == [0.0, 10.0]
 
 
 def test_flas_name_in_the_prefill_figure_and_table_says_its_backward_ran_tilelang():

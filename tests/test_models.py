@@ -189,7 +189,7 @@ def test_every_second_run_gets_its_gpu_factor_against_its_models_committed_rows(
     assert spread.loc["h200-slow", "factor"] == pytest.approx(1.1)
     assert spread.loc["h200-slow", "gpu"] == "GPU-slow0000"
     assert (spread["low"] <= spread["factor"]).all() and (spread["factor"] <= spread["high"]).all()
-    assert spread.loc["h200-deab70f9", "settings"] == "not recorded / not recorded"  # rows before the GPU state
+    assert (spread.loc["h200-deab70f9", ["power_w", "sm_mhz"]] == "n/a / n/a").all()  # rows before the GPU state
     assert models.spread_range(spread) == f"{spread['factor'].min():.2f}--{spread['factor'].max():.2f}"
     assert r"\label{tab:gpu_spread}" in models.spread_float(spread)
     assert r"\label{tab:gpu_spread}" in models.spread_float(spread.iloc[0:0])  # none: says so

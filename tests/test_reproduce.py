@@ -562,6 +562,17 @@ def test_the_figure_shows_every_study():
     assert len(labels) == len(studies) and all(label.endswith("(1 of 1)") for label in labels)
 
 
+def test_what_a_gpu_recorded_is_read_whole_and_apart():
+    """The power limit and the median SM clock at the end of the timed repetitions: together for the
+    check's terms, apart for the same-model table; rows before the GPU's state read "not recorded"."""
+    run = [{"study": "toy", "gpu_state": {"power_limit_w": 700.0, "after": {"sm_clock_mhz": mhz}}}
+           for mhz in (1755, 1980, 1980)] + [{"study": "other"}]
+    assert (gpu_factor.power_limit(run, "toy"), gpu_factor.sm_clock(run, "toy")) == ("700", "1980")
+    assert gpu_factor.gpu_settings(run, "toy") == "700 W limit, SM 1980 MHz"
+    assert (gpu_factor.power_limit(run, "other"), gpu_factor.sm_clock(run, "other")) == ("n/a", "n/a")
+    assert gpu_factor.gpu_settings(run, "other") == "not recorded"
+
+
 def test_second_run_folders_of_one_parent_name_it_once():
     """Five folders of data/reproductions/ written out whole overran the appendix's line: the
     parent is named once; other folders, or one alone, keep their whole path."""

@@ -57,6 +57,14 @@ def test_legend_says_which_series_coincide():
     assert axes[0].lines[0].get_markerfacecolor() == "none"
 
 
+def test_a_legend_without_reveal_leaves_the_series_as_drawn():
+    fig, axes = _figure([("a", X * 100, "C0"), ("b", X * 100, "C1")])
+    style.legend_below(fig, axes, reveal=False)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["a", "b (= a)"]
+    assert axes[0].lines[0].get_markerfacecolor() != "none"
+    assert {ln.get_markersize() for ln in axes[0].lines} == {plt.rcParams["lines.markersize"]}
+
+
 def test_a_log_y_axis_has_a_labelled_tick_beyond_each_end_of_its_lines():
     """Values of 6.4 to 150 on a log y axis: set to 5 and 200, its lowest and highest labelled
     ticks; from the data, not the margins (10.5 to 98: 10 and 100); a line drawn after autoscales it

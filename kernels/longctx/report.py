@@ -62,8 +62,12 @@ def _names(d: pd.DataFrame) -> dict[str, str]:
 
 
 #: One marker per implementation, by its place in the registry (:data:`ORDER`): the attentions' warm
-#: colours (cuDNN, FA2, Flex, FLASH) tell apart by their markers as well.
+#: colours (cuDNN, FA2, Flex, FLASH) tell apart by their markers as well; attention's are filled,
+#: Gated DeltaNet's hollow.
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h", "*")
+#: Least distance (points) between two values written beside the lines' ends (:func:`_end_labels`):
+#: a line of their 6-point type.
+LABEL_GAP_PT = 7.0
 
 
 def _lines(ax, d: pd.DataFrame, col: str, scale: float = 1.0, linestyle: str | None = None, label: bool = True,
@@ -76,7 +80,46 @@ def _lines(ax, d: pd.DataFrame, col: str, scale: float = 1.0, linestyle: str | N
             continue
         marker = MARKERS[ORDER.index(impl) % len(MARKERS)] if impl in ORDER else "o"
         ax.plot(s["seqlen"], s[col] * scale, marker=marker, color=pal[impl], label=names[impl] if label else None,
-                linestyle=linestyle or ("-" if impl in ATTENTION else "--"))
+                linestyle=linestyle or ("-" if impl in ATTENTION else "--"),
+                markerfacecolor=pal[impl] if impl in ATTENTION else "white")
+
+
+def _spread(y: list[float], gap: float) -> list[float]:
+    """Positions for labels at ascending heights ``y`` at least ``gap`` apart: each run of labels that
+    would lie closer is spaced by ``gap`` around the mean of its heights (runs merge until none
+    overlaps)."""
+    runs: list[list[float]] = []
+    for value in y:
+        runs.append([value])
+        while len(runs) > 1 and _placed(runs[-2], gap)[-1] + gap > _placed(runs[-1], gap)[0]:
+            runs[-2:] = [runs[-2] + runs[-1]]
+    return [p for run in runs for p in _placed(run, gap)]
+
+
+def _placed(run: list[float], gap: float) -> list[float]:
+    """The heights of a run of labels (:func:`_spread`): ``gap`` apart, centred on their mean."""
+    centre = float(np.mean(run))
+    return [centre + (i - (len(run) - 1) / 2) * gap for i in range(len(run))]
+
+
+def _end_labels(ax, d: pd.DataFrame, col: str) -> list:
+    """Write the value of ``col`` at the longest length of ``d`` beside each line's end there (one
+    decimal, in its line's colour), right of the panel, in ascending order; returns them for
+    :func:`_space_labels`, which moves them apart once the panels are laid out."""
+    end = d["seqlen"].max()
+    at = d[d["seqlen"].eq(end)].groupby("impl")[col].median().dropna().sort_values()
+    pal = style.palette(STUDY, _impls(d))
+    return [ax.annotate(f"{v:.1f}", (end, v), xytext=(5, 0), textcoords="offset points", ha="left", va="center",
+                        fontsize=6, color=pal[impl], annotation_clip=False) for impl, v in at.items()]
+
+
+def _space_labels(ax, labels: list) -> None:
+    """Move ``labels`` (:func:`_end_labels`) apart where their values lie closer on the page than
+    :data:`LABEL_GAP_PT`: that far apart around their mean (:func:`_spread`). Call it once the figure
+    is laid out (its panels' size sets the distances)."""
+    y = [ax.transData.transform(label.xy)[1] * 72.0 / ax.figure.dpi for label in labels]
+    for label, y0, y1 in zip(labels, y, _spread(y, LABEL_GAP_PT)):
+        label.xyann = (label.xyann[0], y1 - y0)
 
 
 def _panel(ax, d: pd.DataFrame, col: str, scale: float = 1.0, **lines) -> None:
@@ -92,15 +135,16 @@ def _finish(fig, axes):
     for ax in axes:
         ax.set_xlabel("sequence length (tokens)")
     fig.tight_layout()
-    style.legend_below(fig, axes, ncol=4)
+    style.legend_below(fig, axes, ncol=4, reveal=False)
     return fig
 
 
 def fig_prefill(df: pd.DataFrame):
-    """Prefill at long context against the prompt's length (log-log), causal softmax attention (solid)
-    against Gated DeltaNet (dashed): median device time of the forward (left) and of forward + backward
-    (middle; FlashInfer's GDN has no backward), and the forward's peak memory (right: inputs, outputs
-    and every temporary of one call). The grey dotted line: the length from which our chunked GDN is
+    """Prefill at long context against the prompt's length (log-log), causal softmax attention (solid,
+    filled markers) against Gated DeltaNet (dashed, hollow markers): median device time of the forward
+    (left) and of forward + backward (middle; FlashInfer's GDN has no backward), and the forward's peak
+    memory (right: inputs, outputs and every temporary of one call; beside the lines' ends, each one's
+    peak at the longest length in GiB, moved apart where they lie close). The grey dotted line: the length from which our chunked GDN is
     faster than the fastest attention (interpolated, written beside it); shaded grey: the measured
     lengths between which it lies given the speedups' 95 % bootstrap intervals (the interval the text
     quotes)."""
@@ -126,11 +170,15 @@ def fig_prefill(df: pd.DataFrame):
             ax.text(cross.seqlen, 0.03, f" GDN faster from {style.tokens(cross.seqlen)}",
                     transform=ax.get_xaxis_transform(), ha="left", va="bottom", fontsize=6, color="0.3")
         ax.set_title(what)
-    _panel(axes[2], _rows(df, "prefill"), "peak_mem_gib", names=names)
+    memory = _rows(df, "prefill")
+    _panel(axes[2], memory, "peak_mem_gib", names=names)
+    labels = _end_labels(axes[2], memory[memory["peak_mem_gib"].notna()], "peak_mem_gib")
     axes[0].set_ylabel("median device time (ms)")
     axes[2].set_title("forward, peak memory")
     axes[2].set_ylabel("GiB")
-    return _finish(fig, axes)
+    _finish(fig, axes)  # the layout leaves room for the labels right of the panel
+    _space_labels(axes[2], labels)
+    return fig
 
 
 FIGURES = {"longctx_prefill": fig_prefill}

@@ -200,7 +200,8 @@ def differ_claims(table: pd.DataFrame, paper: str, other: str) -> str:
 def spread_float(spread: pd.DataFrame) -> str:
     """The same-model spread (:func:`kernels.paper.reproduce.spread_table`) as a LaTeX table float
     (label ``tab:gpu_spread``): per model, study and second or third run, its GPU and the committed
-    one, the rows timed on both, the GPU factor with its interval and what both GPUs recorded."""
+    one, the rows timed on both, the GPU factor with its interval and what both GPUs recorded (the
+    power limit and the SM clock apart), in footnotesize at its natural width."""
     frame = gpu_factor.spread_latex(spread)
     body = (render.table_to_latex(frame) if len(frame) else
             r"\begin{tabular}{l}\toprule no second run in \texttt{data/reproductions/} \\ \bottomrule\end{tabular}")
@@ -208,12 +209,12 @@ def spread_float(spread: pd.DataFrame) -> str:
                r" its model's committed rows of the study, its GPU factor (second over committed device time, the"
                r" median over the rows of 10\,\textmu{}s or more timed on both, \emph{rows}, with a 95\,\% bootstrap"
                r" interval over them) and what each GPU recorded: its power limit and the median over the rows of the"
-               r" SM clock read at the end of each case's timed repetitions (``not recorded'' for rows measured before"
-               r" the GPU's state was). The reproduction check compares"
+               r" SM clock read at the end of each case's timed repetitions (second / committed; n/a: not recorded,"
+               r" rows measured before the GPU's state was). The reproduction check compares"
                r" each study's second run that config \texttt{reproduce.committed} names. Every number of this paper"
                r" comes from the committed GPU of its study (Table~\ref{tab:provenance}).}")
-    return "\n".join([r"\begin{table}[tbp]", r"\centering", r"\scriptsize", caption,
-                      r"\label{tab:gpu_spread}", r"\fitwidth{" + body.rstrip("\n") + "}", r"\end{table}"])
+    return "\n".join([r"\begin{table}[tbp]", r"\centering", r"\footnotesize", r"\setlength{\tabcolsep}{4pt}",
+                      caption, r"\label{tab:gpu_spread}", r"\fitwidth{" + body.rstrip("\n") + "}", r"\end{table}"])
 
 
 def spread_range(spread: pd.DataFrame) -> str:

@@ -464,9 +464,9 @@ def spread_table(committed: dict[str, list[dict]], second: list[tuple[Path, str,
     study without rows there is left out): per run and study, columns ``model``, ``study``, ``gpu`` (the
     second GPU), ``reference gpu`` (the committed rows'), ``run`` (its folder's name), ``rows`` (timed in
     both, of 10 µs or more: those of the factor), ``factor``, ``low``, ``high``
-    (:func:`kernels.paper.gpu_factor.study_factor`) and ``settings``
-    (:func:`kernels.paper.gpu_factor.gpu_settings` of both: second run's, then the committed rows');
-    sorted by model, study and run."""
+    (:func:`kernels.paper.gpu_factor.study_factor`), ``power_w`` and ``sm_mhz``
+    (:func:`kernels.paper.gpu_factor.power_limit` and :func:`~kernels.paper.gpu_factor.sm_clock` of
+    both, "second / committed"); sorted by model, study and run."""
     records = []
     for folder, study, rows_of in second:
         model = rows.row_model(rows_of[0])
@@ -477,7 +477,8 @@ def spread_table(committed: dict[str, list[dict]], second: list[tuple[Path, str,
         records.append({"model": model, "study": study, "gpu": gpu_factor.run_gpu(rows_of, study),
                         "reference gpu": gpu_factor.run_gpu(first, study), "run": Path(folder).name,
                         "rows": f["rows_long"], "factor": f["factor"], "low": f["low"], "high": f["high"],
-                        "settings": f"{gpu_factor.gpu_settings(rows_of, study)} / {gpu_factor.gpu_settings(first, study)}"})
-    columns = ["model", "study", "gpu", "reference gpu", "run", "rows", "factor", "low", "high", "settings"]
+                        **{col: f"{get(rows_of, study)} / {get(first, study)}" for col, get in
+                           (("power_w", gpu_factor.power_limit), ("sm_mhz", gpu_factor.sm_clock))}})
+    columns = ["model", "study", "gpu", "reference gpu", "run", "rows", "factor", "low", "high", "power_w", "sm_mhz"]
     return pd.DataFrame(records, columns=columns).sort_values(["model", "study", "run"], kind="stable",
                                                              ignore_index=True)

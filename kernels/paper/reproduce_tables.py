@@ -166,7 +166,7 @@ def figure(table: pd.DataFrame, tolerance: float):
     from the second run or whose status changed)."""
     from matplotlib import ticker
 
-    fig, ax = style.figure(width=style.COLUMN_WIDTH, height=2.6)
+    fig, ax = style.figure(width=style.COLUMN_WIDTH + 1.6, height=2.6)  # the legend to the right of the axes
     timed = table[table["verdict"].isin(judge.TIMED)]
     ax.axhspan(1 - tolerance, 1 + tolerance, color="0.85", zorder=0, lw=0)
     ax.axhline(1.0, color="0.5", lw=0.6, zorder=1)
@@ -189,5 +189,6 @@ def figure(table: pd.DataFrame, tolerance: float):
     ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlabel("reference device time (ms)")
     ax.set_ylabel("device time, second run / reference")
-    ax.legend(loc="upper right", fontsize=6)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=6)  # off the points
+    fig.tight_layout()
     return fig

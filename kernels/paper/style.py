@@ -202,13 +202,15 @@ def reveal_hidden(axes, tol_pt: float = HIDDEN_PT) -> list[tuple]:
     return hidden
 
 
-def legend_below(fig, axes, ncol: int = 4) -> None:
+def legend_below(fig, axes, ncol: int = 4, reveal: bool = True) -> None:
     """One legend for the labelled artists of ``axes``, centred below the panels (off the data).
-    Series that others would hide are drawn visible first (:func:`reveal_hidden`), and the label of one
-    that lies on another everywhere says so (``"A (= B)"`` or ``"A (≈ B)"``, :func:`coinciding`); every
-    marker in the legend has the style's size."""
+    Series that others would hide are drawn visible first (:func:`reveal_hidden`; without ``reveal``,
+    for a figure that tells its series apart otherwise, by their markers and labelled values, they
+    stay as drawn), and the label of one that lies on another everywhere says so (``"A (= B)"`` or
+    ``"A (≈ B)"``, :func:`coinciding`); every marker in the legend has the style's size."""
     notes = coinciding(axes)  # in the order drawn, before the hidden series move on top
-    reveal_hidden(axes)
+    if reveal:
+        reveal_hidden(axes)
     for text, note in notes.items():
         for ax in axes:
             for line in ax.get_lines():

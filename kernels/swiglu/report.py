@@ -54,64 +54,71 @@ def _plot(ax, line: pd.Series, **kw) -> None:
 # figures
 
 
-def fig_bandwidth(df: pd.DataFrame):
-    """SwiGLU bandwidth against size (bfloat16, rows of one hidden size): GB/s on the minimum bytes
-    (forward 6, backward 10, forward + backward 16 bytes per element) against the same run's copy of
-    the same bytes (dashed) and the datasheet peak (dotted)."""
+#: How each implementation of the size sweep is drawn (:func:`fig_bandwidth_speedup`): marker, whether
+#: it is filled, and line style, so that implementations whose values agree remain told apart by
+#: shape in print; one not named here gets a filled circle and a solid line.
+SWEEP_STYLES = {"eager": ("v", True, "-"), "triton": ("o", True, "-"), "seed": ("s", False, "-."),
+                "liger": ("^", False, (0, (1, 1)))}
+#: Octaves between the markers of two implementations at one size (:func:`fig_bandwidth_speedup`):
+#: each is drawn shifted sideways by its place among them, so that equal values do not hide each other.
+SHIFT_OCTAVES = 0.3
+
+
+def _sweep_line(ax, line: pd.Series, impl: str, shift: float, color) -> None:
+    """``line`` (a value per size) of ``impl`` in its :data:`SWEEP_STYLES`, its sizes times ``2**shift``."""
+    marker, filled, linestyle = SWEEP_STYLES.get(impl, ("o", True, "-"))
+    ax.plot(line.index * 2.0**shift, line.values, marker=marker, linestyle=linestyle, color=color,
+            markerfacecolor=color if filled else "white", markeredgewidth=0.9, linewidth=1.0, label=_label(impl))
+
+
+def fig_bandwidth_speedup(df: pd.DataFrame):
+    """SwiGLU against size (bfloat16, rows of one hidden size), forward (left), backward (middle) and
+    forward + backward (right; one call). Top: bandwidth in TB/s on the minimum bytes (forward 6,
+    backward 10, forward + backward 16 bytes per element), with the same run's device copy of the
+    same bytes (black dashed) and the datasheet peak (grey dotted). Bottom: speedup over eager PyTorch
+    by device time (grey line at 1: eager); the copy's line is eager's time over the copy's, the gain
+    of a kernel at copy bandwidth; the dotted line at 10/6 is eager's bytes over a fused forward's (10
+    and 6 per element). Each implementation's markers are shifted sideways by a fraction of an octave
+    so that equal values stay apart."""
     data = _flat(df)
     passes = _passes(data)
-    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.1, ncols=len(passes), squeeze=False)
+    fig, axes = style.figure(width=style.FULL_WIDTH, height=4.0, ncols=len(passes), nrows=2, squeeze=False,
+                             sharex="col")
     colors = style.palette("swiglu", _impls(data))
-    for ax, p in zip(axes[0], passes):
+    marked = [i for i in _impls(data) if i != "copy"]
+    shifts = {impl: SHIFT_OCTAVES * (k - (len(marked) - 1) / 2) for k, impl in enumerate(marked)}
+    for top, bottom, p in zip(axes[0], axes[1], passes):
         sub = data[data["pass"].eq(p)]
-        for impl in _impls(sub):
-            line = sub[sub["impl"].eq(impl)].groupby("numel")["gbps"].median().sort_index()
-            copy = impl == "copy"
-            _plot(ax, line, marker="o", color=colors[impl], label=_label(impl),
-                  linestyle="--" if copy else "-", linewidth=1.6 if copy else 1.0)
+        for ax, col, scale in ((top, "gbps", 1e-3), (bottom, "speedup_eager", 1.0)):
+            for impl in _impls(sub):
+                line = sub[sub["impl"].eq(impl)].groupby("numel")[col].median().sort_index() * scale
+                if impl == "copy":
+                    ax.plot(line.index, line.values, color=colors[impl], linestyle="--", linewidth=1.2,
+                            label="copy (same run)")
+                elif col == "gbps" or impl != "eager":  # eager's speedup is 1: the grey line
+                    _sweep_line(ax, line, impl, shifts[impl], colors[impl])
         for gpu in sub["gpu"].unique():
             if gpu in PEAK_GBPS:
-                ax.axhline(PEAK_GBPS[gpu], color="grey", linestyle=":", linewidth=0.8)
-                ax.annotate(f"{rows_mod.model_label(gpu)} datasheet", (0.02, PEAK_GBPS[gpu]), fontsize=6,
-                            xycoords=("axes fraction", "data"), va="bottom")
-        if sub.empty:
-            kit.mark_empty(ax)
-        else:
-            ax.set_xscale("log", base=2)
-        ax.set_title(style.pass_label(p))
-        ax.set_xlabel("elements")
-        ax.set_ylabel("GB/s (minimum bytes)")
-    fig.tight_layout()
-    style.legend_below(fig, axes[0], ncol=5)
-    return fig
-
-
-def fig_speedup(df: pd.DataFrame):
-    """Speedup over eager PyTorch by device time (bfloat16, rows of one hidden size); the dotted line
-    at 10/6 is eager's bytes over a fused forward's (10 and 6 per element)."""
-    data = _flat(df)
-    data = data[data["impl"].ne("eager") & data["speedup_eager"].notna()]
-    passes = _passes(data)
-    fig, axes = style.figure(width=style.FULL_WIDTH, height=2.1, ncols=len(passes), squeeze=False)
-    colors = style.palette("swiglu", _impls(data))
-    for ax, p in zip(axes[0], passes):
-        sub = data[data["pass"].eq(p)]
-        for impl in _impls(sub):
-            line = sub[sub["impl"].eq(impl)].groupby("numel")["speedup_eager"].median().sort_index()
-            _plot(ax, line, marker="o", color=colors[impl], label=_label(impl),
-                  linestyle="--" if impl == "copy" else "-")
-        ax.axhline(1.0, color="grey", linewidth=0.8)
+                top.axhline(PEAK_GBPS[gpu] / 1e3, color="grey", linestyle=":", linewidth=0.9)
+                top.annotate(f"{rows_mod.model_label(gpu)} datasheet", (0.02, PEAK_GBPS[gpu] / 1e3), fontsize=6,
+                             xycoords=("axes fraction", "data"), va="bottom")
+        bottom.axhline(1.0, color="grey", linewidth=0.8)
         if p == "fwd":
-            ax.axhline(10 / 6, color="grey", linestyle=":", linewidth=0.8)
-        if sub.empty:
-            kit.mark_empty(ax)
-        else:
-            ax.set_xscale("log", base=2)
-        ax.set_title(style.pass_label(p))
-        ax.set_xlabel("elements")
-        ax.set_ylabel("speedup over eager")
+            bottom.axhline(10 / 6, color="grey", linestyle=":", linewidth=0.9)
+            bottom.annotate("10/6", (0.96, 10 / 6), xycoords=("axes fraction", "data"), ha="right", va="top",
+                            fontsize=6, color="0.3", bbox={"fc": "white", "ec": "none", "alpha": 0.7, "pad": 0.5})
+        for ax in (top, bottom):
+            if sub.empty:
+                kit.mark_empty(ax)
+            else:
+                ax.set_xscale("log", base=2)
+        top.set_title(style.pass_label(p))
+        top.set_ylim(bottom=0)
+        bottom.set_xlabel("elements")
+    axes[0][0].set_ylabel("TB/s (minimum bytes)")
+    axes[1][0].set_ylabel("speedup over eager")
     fig.tight_layout()
-    style.legend_below(fig, axes[0], ncol=5)
+    style.legend_below(fig, list(axes.flat), ncol=6)
     return fig
 
 
@@ -148,8 +155,7 @@ def fig_decode(df: pd.DataFrame):
 
 
 FIGURES = {
-    "swiglu_bandwidth": fig_bandwidth,
-    "swiglu_speedup": fig_speedup,
+    "swiglu_bandwidth_speedup": fig_bandwidth_speedup,
     "swiglu_decode": fig_decode,
 }
 
