@@ -322,19 +322,21 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
 
 
 def claims_float(table: pd.DataFrame, models: list[str]) -> str:
-    """The claims on every model as a LaTeX table float (label ``tab:models_claims``): a row per claim,
-    per model its verdict and the values it compares."""
+    """The claims on the models after the paper's (``models[0]``, whose values and verdicts the claims
+    table gives, as it gives the others' verdicts under them) as a LaTeX table float (label
+    ``tab:models_claims``): a row per claim, per other model the values its verdict compares."""
+    others = models[1:]
     frame = pd.DataFrame({"Claim": table["claim"],
-                          **{rows.model_label(m): [f"{v}: {t}" if t else v for v, t in
-                                                   zip(table[f"{m} verdict"], table[f"{m} values"])]
-                             for m in models}})
+                          **{rows.model_label(m): [t or v for v, t in zip(table[f"{m} verdict"], table[f"{m} values"])]
+                             for m in others}})
     column = r">{\raggedright\arraybackslash}p{%.2f\linewidth}"
-    tabular = render.table_to_latex(frame)
-    tabular = tabular.replace("\\begin{tabular}{" + "l" * (len(models) + 1) + "}", "\\begin{tabular}{" + column % 0.22
-                              + column % (0.66 / len(models)) * len(models) + "}", 1)
+    tabular = render.table_to_latex(frame if others else pd.DataFrame())
+    tabular = tabular.replace("\\begin{tabular}{" + "l" * (len(others) + 1) + "}", "\\begin{tabular}{" + column % 0.28
+                              + column % (0.66 / max(len(others), 1)) * len(others) + "}", 1)
+    names = kit.escape_latex(kit.and_list([rows.model_label(m) for m in others]) or "none")
     return "\n".join([r"\begin{table}[tbp]", r"\centering", r"\scriptsize",
-                      r"\caption{Each claim on every GPU model with committed rows (" + kit.escape_latex(
-                          kit.and_list([rows.model_label(m) for m in models])) + r"): the verdict, then the values"
-                      r" it compares with their intervals, as the claims table derives them from that model's"
-                      r" rows (Table~\ref{tab:claims}); a study not measured on a model says so.}",
+                      r"\caption{The values each claim's verdict compares on each other GPU model with committed rows ("
+                      + names + r"), with their intervals, as the claims table derives them from that model's rows;"
+                      r" Table~\ref{tab:claims} gives the " + kit.escape_latex(rows.model_label(models[0]))
+                      + r"'s values and each model's verdict. A study not measured on a model says so.}",
                       r"\label{tab:models_claims}", tabular.rstrip("\n"), r"\end{table}"])
