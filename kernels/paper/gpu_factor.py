@@ -18,8 +18,8 @@ row by the same factor while every ratio the claims rest on holds. The reproduct
 
 Beside it, what each GPU recorded while it measured (:func:`gpu_settings`: power limit, median SM
 clock at the end of the timed repetitions; rows measured before the GPU state was recorded read "not
-recorded"). :func:`kernels.paper.reproduce.spread_table` gives the factor of every second and third
-run in ``data/`` against its model's committed rows: the same-model spread behind every headline number.
+recorded"). :mod:`kernels.paper.runs` gives the factor of every second and third run in ``data/``
+against its model's committed rows: the same-model spread behind every headline number.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import numpy as np
 import pandas as pd
 
 from kernels.paper import report_kit as kit
-from kernels.paper import rows, style
 
 #: Rows whose device time on the first GPU is shorter than this (ms, 10 µs) are counted apart.
 SHORT_MS = 0.01
@@ -87,16 +86,3 @@ def run_gpu(run: list[dict], study: str) -> str:
     joined by "/" where several measured them."""
     uuids = sorted({str(r["env"].get("gpu_uuid") or "n/a")[:12] for r in run if r["study"] == study})
     return "/".join(uuids) or "n/a"
-
-
-def spread_latex(spread: pd.DataFrame) -> pd.DataFrame:
-    """:func:`kernels.paper.reproduce.spread_table` for the paper: columns model, study, GPU (second / committed), run, rows,
-    GPU factor with its interval, and what both GPUs recorded."""
-    return pd.DataFrame({
-        "model": [rows.model_label(m) for m in spread["model"]],
-        "study": [style.study_name(s) for s in spread["study"]],
-        "GPU (2nd / committed)": [f"{g} / {r}" for g, r in zip(spread["gpu"], spread["reference gpu"])],
-        "rows": spread["rows"],
-        "GPU factor": [f"{f:.3f} [{lo:.3f}, {hi:.3f}]" for f, lo, hi in zip(spread["factor"], spread["low"],
-                                                                            spread["high"])],
-        "power limit, SM clock (2nd / committed)": spread["settings"]})

@@ -21,7 +21,6 @@ import pandas as pd
 from kernels.core.files import write_atomic
 from kernels.paper import (
     bounds,
-    gpu_factor,
     provenance,
     render,
     reproduce,
@@ -196,36 +195,9 @@ def differ_claims(table: pd.DataFrame, paper: str, other: str) -> str:
     return "; ".join(names) or style.MISSING
 
 
-def spread_float(spread: pd.DataFrame) -> str:
-    """The same-model spread (:func:`kernels.paper.reproduce.spread_table`) as a LaTeX table float
-    (label ``tab:gpu_spread``): per model, study and second or third run, its GPU and the committed
-    one, the rows timed on both, the GPU factor with its interval and what both GPUs recorded."""
-    frame = gpu_factor.spread_latex(spread)
-    body = (render.table_to_latex(frame) if len(frame) else
-            r"\begin{tabular}{l}\toprule no second run in \texttt{data/reproductions/} \\ \bottomrule\end{tabular}")
-    caption = (r"\caption{GPUs of one model: every second and third run in \texttt{data/reproductions/} against"
-               r" its model's committed rows of the study, its GPU factor (second over committed device time, the"
-               r" median over the rows of 10\,\textmu{}s or more timed on both, \emph{rows}, with a 95\,\% bootstrap"
-               r" interval over them) and what each GPU recorded: its power limit and the median over the rows of the"
-               r" SM clock read at the end of each case's timed repetitions (``not recorded'' for rows measured before"
-               r" the GPU's state was). The reproduction check compares"
-               r" each study's second run that config \texttt{reproduce.committed} names. Every number of this paper"
-               r" comes from the committed GPU of its study (Table~\ref{tab:provenance}).}")
-    return "\n".join([r"\begin{table}[tbp]", r"\centering", r"\scriptsize", caption,
-                      r"\label{tab:gpu_spread}", r"\fitwidth{" + body.rstrip("\n") + "}", r"\end{table}"])
-
-
-def spread_range(spread: pd.DataFrame) -> str:
-    """The lowest and highest GPU factor of ``spread`` (:func:`kernels.paper.reproduce.spread_table`),
-    ``0.99--1.14``; :data:`kernels.paper.style.MISSING` without a run."""
-    if spread.empty:
-        return style.MISSING
-    return kit.span(spread["factor"].tolist())
-
-
 def render_models(raw: str | Path, paper: str, studies: list[str], sections: dict[str, dict], timing: dict,
                   out_tex: str, out_claims: str, out_ratios: str, out_figure: str,
-                  reproductions: str | Path | None = None, out_spread: str | None = None,
+                  reproductions: str | Path | None = None,
                   tolerance: float = 0.05, runs_out: tuple[str, str] | None = None, checked: dict | None = None,
                   min_within: float = 0.95, uncertainty_out: tuple[str, str] | None = None) -> list[str]:
     """Write the models' comparison: ``out_claims`` (CSV, :func:`claims_table`), ``out_ratios`` (CSV,
@@ -242,12 +214,10 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
     (:func:`differ_text`), ``ModelsDifferClaims`` (:func:`differ_claims`), ``Models<verdict macro>``
     (:func:`other_verdicts`), ``ModelsSentence<Study>`` (:func:`kernels.paper.bounds.study_sentence`) and
     ``ModelsClaimsTable`` (a table float, ``tab:models_claims``); with ``reproductions``
-    (``data/reproductions``) and ``out_spread``, the GPU factor of every second and third run there
-    against its model's committed rows (:func:`kernels.paper.reproduce.spread_table`, ``tolerance``:
-    config ``reproduce.tolerance``) as CSV, ``ModelsSpreadRange`` (:func:`spread_range`) and
-    ``ModelsSpreadTable`` (:func:`spread_float`); with ``runs_out`` too (the CSV and the macros' file), every
-    measuring run of the committed models with its role and outcome (:func:`kernels.paper.runs.render_runs`;
-    ``checked``: config ``reproduce.committed``, ``min_within``: config ``reproduce.min_within``); with
+    (``data/reproductions``) and ``runs_out`` (the CSV and the macros' file), every measuring run of the
+    committed models with its role, outcome and GPU factor (:func:`kernels.paper.runs.render_runs`;
+    ``tolerance``: config ``reproduce.tolerance``, ``checked``: config ``reproduce.committed``,
+    ``min_within``: config ``reproduce.min_within``); with ``reproductions`` and
     ``uncertainty_out`` too (the CSV and the macros' file), each quoted value on every GPU of each model that
     measured it (:func:`kernels.paper.uncertainty.render_uncertainty`). Returns the models."""
     models = committed_models(raw, paper)
@@ -306,11 +276,8 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
     columns = [*bounds.impl_ratios(bounds.case_ratios([], []), 1.0, 1.0).columns, "model"]
     write_atomic(out_ratios, (pd.concat(ratios) if ratios else pd.DataFrame(columns=columns)).to_csv(index=False))
     values["ModelsClaimsTable"] = claims_float(table, models)
-    if reproductions is not None and out_spread is not None:
+    if reproductions is not None:
         second = reproduce.second_runs(reproductions, studies)
-        spread = reproduce.spread_table(runs, second, tolerance)
-        write_atomic(out_spread, spread.to_csv(index=False))
-        values.update(ModelsSpreadRange=spread_range(spread), ModelsSpreadTable=spread_float(spread))
         if runs_out is not None:
             measuring_runs.render_runs(runs, by_model, second, raw, paper, studies, sections, checked or {}, tolerance,
                                        min_within, *runs_out)

@@ -455,29 +455,3 @@ def second_runs(reproductions: str | Path, studies) -> list[tuple[Path, str, lis
             if paths:
                 out.append((folder, study, load_run(paths)))
     return out
-
-
-def spread_table(committed: dict[str, list[dict]], second: list[tuple[Path, str, list[dict]]],
-                 tolerance: float) -> pd.DataFrame:
-    """Every second and third run (``second``: :func:`second_runs`) against its model's committed rows
-    (``committed``: {model: its rows, as the caller loaded them}; the model of the run's GPU; a model or
-    study without rows there is left out): per run and study, columns ``model``, ``study``, ``gpu`` (the
-    second GPU), ``reference gpu`` (the committed rows'), ``run`` (its folder's name), ``rows`` (timed in
-    both, of 10 µs or more: those of the factor), ``factor``, ``low``, ``high``
-    (:func:`kernels.paper.gpu_factor.study_factor`) and ``settings``
-    (:func:`kernels.paper.gpu_factor.gpu_settings` of both: second run's, then the committed rows');
-    sorted by model, study and run."""
-    records = []
-    for folder, study, rows_of in second:
-        model = rows.row_model(rows_of[0])
-        first = [r for r in committed.get(model, []) if r["study"] == study]
-        if not first:
-            continue
-        f = gpu_factor.study_factor(compare(rows_of, first, tolerance), tolerance)
-        records.append({"model": model, "study": study, "gpu": gpu_factor.run_gpu(rows_of, study),
-                        "reference gpu": gpu_factor.run_gpu(first, study), "run": Path(folder).name,
-                        "rows": f["rows_long"], "factor": f["factor"], "low": f["low"], "high": f["high"],
-                        "settings": f"{gpu_factor.gpu_settings(rows_of, study)} / {gpu_factor.gpu_settings(first, study)}"})
-    columns = ["model", "study", "gpu", "reference gpu", "run", "rows", "factor", "low", "high", "settings"]
-    return pd.DataFrame(records, columns=columns).sort_values(["model", "study", "run"], kind="stable",
-                                                             ignore_index=True)

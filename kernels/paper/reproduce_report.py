@@ -25,7 +25,7 @@ from kernels.paper.claims import (
     tidy_tables,
 )
 from kernels.paper.reproduce_tables import (OUTSIDE_COLUMNS, _ms, claims_latex, figure, impl_table, outside_table,
-                                            size_table, terms_table, with_columns)
+                                            size_table, with_columns)
 
 
 def second_runs(run: list[dict]) -> str:
@@ -193,14 +193,12 @@ def numbers(values: dict[str, str]) -> str:
 
 
 def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes: pd.DataFrame,
-            impls: pd.DataFrame, claims: pd.DataFrame, headlines: pd.DataFrame, without=(),
-            terms: pd.DataFrame | None = None) -> str:
+            impls: pd.DataFrame, claims: pd.DataFrame, headlines: pd.DataFrame, without=()) -> str:
     """The appendix paragraph on the second run with its figure and tables (``values``:
     :func:`macros`, defined in :func:`numbers`; only their names are used here; ``studies``: those compared; ``has_outside``: whether any row is
     outside the tolerance; ``sizes``: :func:`size_table`; ``impls``: :func:`impl_table`;
     ``claims``: :func:`compare_claims`; ``headlines``: :func:`headline_table`; ``without``: the
-    studies without a second run of their code, which the paragraph names; ``terms``:
-    :func:`terms_table`, each study's three terms)."""
+    studies without a second run of their code, which the paragraph names)."""
     per_study = ", ".join(rf"{style.study_name(study)} \ReproRowsWithin{kit.camel(study)}{{}} of"
                           rf" \ReproRowsCompared{kit.camel(study)}{{}} (\ReproPercentWithin{kit.camel(study)}\,\%)"
                           for study in studies)
@@ -229,8 +227,8 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
         r"prepared in one run of a study and not in the other: \ReproCompileAhead. Either run warms each",
         r"case up before timing it, so only the cases' one-off costs differ there.",
         "",
-        r"\paragraph{Outcome.} \ReproOutcome{} (\ReproOutcomeByStudy; Table~\ref{tab:reproduction_terms} gives each",
-        r"study's three terms and what each GPU recorded). Re-derived from each run, \ReproClaimsSame{} of the",
+        r"\paragraph{Outcome.} \ReproOutcome{} (\ReproOutcomeByStudy; Table~\ref{tab:runs} gives each second run's",
+        r"GPU factor and what its GPU recorded). Re-derived from each run, \ReproClaimsSame{} of the",
         r"\ReproClaimsCompared{} verdicts of Table~\ref{tab:claims} that both runs decide are the same; on their",
         r"claim's line (a value whose interval holds the threshold): \ReproClaimsOnLine{} (\ReproClaimsOnLineList;",
         r"Table~\ref{tab:reproduction_claims}); different: \ReproClaimsDifferent.",
@@ -241,16 +239,6 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
                  r" their rows are not compared, and the outcome holds for the studies named above only.")
     floats = [r"\begin{figure}[tbp]", r"\centering", r"\fitgraphics{reproduction.pdf}",
               rf"\caption{{{render.caption(figure)}}}", r"\label{fig:reproduction}", r"\end{figure}"]
-    if terms is not None and len(terms):
-        floats += [r"\begin{table}[tbp]", r"\centering", r"\scriptsize",
-                   r"\caption{Each study's second run in the check's three terms: its verdicts of",
-                   r"Table~\ref{tab:claims} the same, its GPU factor (second over first device time, median over",
-                   r"the rows of 10\,\textmu{}s or more, 95\,\% bootstrap interval) and how many of those rows agree",
-                   r"within the tolerance once it is divided out, its rows as measured and those under 10\,\textmu{}s,",
-                   r"and each run's GPU with its power limit and median SM clock at the end of the timed repetitions",
-                   r"(``not recorded'' for rows measured before the GPU's state was).}",
-                   r"\label{tab:reproduction_terms}",
-                   r"\fitwidth{" + render.table_to_latex(terms).rstrip("\n") + "}", r"\end{table}"]
     floats += [r"\begin{table}[tbp]", r"\centering", r"\small",
                r"\caption{Rows timed in both runs by the reference's device time: how many agree within",
                r"the tolerance, how many either run flags host-bound (the spin before the call was too",
@@ -377,7 +365,7 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
     write_atomic(out_numbers, numbers(values))
     write_atomic(out_snippet, snippet(values, studies, not outside.empty, size_table(table),
                                            impl_table(table), claims, judge.headline_table(ref_macros, cand_macros, studies),
-                                           without, terms_table(table, claims, tolerance, cand, ref)))
+                                           without))
     write_atomic(out_summary, line + "\n")
     log.info("%s", line)
     for r in claims.itertuples():

@@ -1,7 +1,7 @@
 """The reproduction check's tables and figure (:mod:`kernels.paper.reproduce` judges,
 :mod:`kernels.paper.reproduce_report` writes them): the rows timed in both runs by size and by
-implementation, the claims of both runs, each study's three terms, the rows outside the tolerance, the
-figure of the ratios, and a LaTeX table's column spec (:func:`with_columns`)."""
+implementation, the claims of both runs, the rows outside the tolerance, the figure of the ratios, and a
+LaTeX table's column spec (:func:`with_columns`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from kernels.paper import gpu_factor, style
+from kernels.paper import style
 from kernels.paper import reproduce as judge
 
 #: Verdicts that make a run not reproduced; the table lists these rows, in this order.
@@ -78,26 +78,6 @@ def claims_latex(claims: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
                          "reference": claims["reference"], "second run": claims["candidate"],
                          "same": [("yes" if s else "on the line" if line else "no")
                                   for s, line in zip(claims["same"], claims["on_line"])]})
-
-
-def terms_table(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, candidate: list[dict],
-                reference: list[dict]) -> pd.DataFrame:
-    """Each study's three terms for the paper, claims first: columns ``study``, ``claims the same``,
-    ``GPU factor`` (with its interval, :func:`kernels.paper.gpu_factor.study_factor`), ``within after
-    it`` (of the rows of 10 µs or more), ``rows within`` (as measured), ``under 10 µs within`` and
-    ``GPUs (2nd / 1st)`` (each run's GPU and what it recorded: :func:`kernels.paper.gpu_factor.gpu_settings`)."""
-    out = []
-    for study, mine in judge.study_claims(table, claims).items():
-        f = gpu_factor.study_factor(table[table["study"] == study], tolerance)
-        out.append({"study": style.study_name(study),
-                    "claims the same": f"{int(mine['same'].sum())} of {len(mine)}",
-                    "GPU factor": f"{f['factor']:.2f} [{f['low']:.2f}, {f['high']:.2f}]" if f["rows"] else "n/a",
-                    "within after it": f"{f['within_after']} of {f['rows_long']}",
-                    "rows within": f"{f['within']} of {f['rows']}",
-                    "under 10 µs within": f"{f['within_short']} of {f['rows_short']}",
-                    "GPUs (2nd / 1st)": " / ".join(f"{gpu_factor.run_gpu(run, study)}: {gpu_factor.gpu_settings(run, study)}"
-                                                   for run in (candidate, reference))})
-    return pd.DataFrame(out)
 
 
 def outside_table(table: pd.DataFrame, limit: int = TABLE_ROWS) -> pd.DataFrame:
