@@ -24,8 +24,8 @@ from kernels.paper.claims import (
     study_macros,
     tidy_tables,
 )
-from kernels.paper.reproduce_tables import (OUTSIDE_COLUMNS, _ms, claims_latex, figure, impl_table, outside_table,
-                                            size_table, with_columns)
+from kernels.paper.reproduce_tables import (OUTSIDE_COLUMNS, _ms, figure, impl_table, outside_table, size_table,
+                                            with_columns)
 
 
 def second_runs(run: list[dict]) -> str:
@@ -193,11 +193,11 @@ def numbers(values: dict[str, str]) -> str:
 
 
 def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes: pd.DataFrame,
-            impls: pd.DataFrame, claims: pd.DataFrame, headlines: pd.DataFrame, without=()) -> str:
+            impls: pd.DataFrame, headlines: pd.DataFrame, without=()) -> str:
     """The appendix paragraph on the second run with its figure and tables (``values``:
     :func:`macros`, defined in :func:`numbers`; only their names are used here; ``studies``: those compared; ``has_outside``: whether any row is
     outside the tolerance; ``sizes``: :func:`size_table`; ``impls``: :func:`impl_table`;
-    ``claims``: :func:`compare_claims`; ``headlines``: :func:`headline_table`; ``without``: the
+    ``headlines``: :func:`headline_table`; ``without``: the
     studies without a second run of their code, which the paragraph names)."""
     per_study = ", ".join(rf"{style.study_name(study)} \ReproRowsWithin{kit.camel(study)}{{}} of"
                           rf" \ReproRowsCompared{kit.camel(study)}{{}} (\ReproPercentWithin{kit.camel(study)}\,\%)"
@@ -230,8 +230,8 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
         r"\paragraph{Outcome.} \ReproOutcome{} (\ReproOutcomeByStudy; Table~\ref{tab:runs} gives each second run's",
         r"GPU factor and what its GPU recorded). Re-derived from each run, \ReproClaimsSame{} of the",
         r"\ReproClaimsCompared{} verdicts of Table~\ref{tab:claims} that both runs decide are the same; on their",
-        r"claim's line (a value whose interval holds the threshold): \ReproClaimsOnLine{} (\ReproClaimsOnLineList;",
-        r"Table~\ref{tab:reproduction_claims}); different: \ReproClaimsDifferent.",
+        r"claim's line (a value whose interval holds the threshold): \ReproClaimsOnLine{} (\ReproClaimsOnLineList);",
+        r"different: \ReproClaimsDifferent{} (Table~\ref{tab:claims} gives the second run's verdict under each).",
         r"Table~\ref{tab:reproduction_headlines} sets each study's headline numbers of the two runs side by side."])
     if without:
         names = kit.and_list([style.study_name(s) for s in without])
@@ -244,12 +244,6 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
                r"the tolerance, how many either run flags host-bound (the spin before the call was too",
                r"short in more than 5\,\% of the repetitions) and how many of the others agree.}",
                r"\label{tab:reproduction_sizes}", render.table_to_latex(sizes).rstrip("\n"), r"\end{table}",
-               r"\begin{table}[tbp]", r"\centering", r"\small",
-               r"\caption{The verdicts of Table~\ref{tab:claims} derived from each run.}",
-               r"\label{tab:reproduction_claims}",
-               with_columns(render.table_to_latex(claims_latex(claims, claim_labels(studies))),
-                        r"p{0.48\linewidth}" + 2 * r">{\raggedright\arraybackslash}p{0.16\linewidth}" + "l"),
-               r"\end{table}",
                r"\begin{table}[tbp]", r"\centering", r"\small",
                r"\caption{Each study's headline numbers (its report's \texttt{HEADLINES}) from each run.}", r"\label{tab:reproduction_headlines}",
                with_columns(render.table_to_latex(headlines.set_index("number")),
@@ -364,7 +358,7 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
               | {"ReproCompileAhead": compile_ahead_differences(cand, ref)})
     write_atomic(out_numbers, numbers(values))
     write_atomic(out_snippet, snippet(values, studies, not outside.empty, size_table(table),
-                                           impl_table(table), claims, judge.headline_table(ref_macros, cand_macros, studies),
+                                           impl_table(table), judge.headline_table(ref_macros, cand_macros, studies),
                                            without))
     write_atomic(out_summary, line + "\n")
     log.info("%s", line)

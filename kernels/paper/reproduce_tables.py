@@ -1,7 +1,7 @@
 """The reproduction check's tables and figure (:mod:`kernels.paper.reproduce` judges,
 :mod:`kernels.paper.reproduce_report` writes them): the rows timed in both runs by size and by
-implementation, the claims of both runs, the rows outside the tolerance, the figure of the ratios, and a
-LaTeX table's column spec (:func:`with_columns`)."""
+implementation, the rows outside the tolerance, the figure of the ratios, and a LaTeX table's column spec
+(:func:`with_columns`)."""
 
 from __future__ import annotations
 
@@ -65,19 +65,6 @@ def impl_table(table: pd.DataFrame) -> pd.DataFrame:
     d = pd.DataFrame(out)
     most = (d["slower"] + d["faster"]).sort_values(ascending=False, kind="stable").index
     return d.loc[most].reset_index(drop=True)
-
-
-def claims_latex(claims: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
-    """The claims' verdicts of both runs for the paper: columns ``claim`` (its words in
-    ``labels``, else the macro's name), ``reference``, ``second run`` and ``same``; in the order
-    of ``labels`` (the claims table's), the others after them."""
-    order = {name: i for i, name in enumerate(labels)}
-    rank = claims["claim"].map(lambda c: order.get(c, len(order)))
-    claims = claims.loc[rank.sort_values(kind="stable").index].reset_index(drop=True)
-    return pd.DataFrame({"claim": [labels.get(c, c) for c in claims["claim"]],
-                         "reference": claims["reference"], "second run": claims["candidate"],
-                         "same": [("yes" if s else "on the line" if line else "no")
-                                  for s, line in zip(claims["same"], claims["on_line"])]})
 
 
 def outside_table(table: pd.DataFrame, limit: int = TABLE_ROWS) -> pd.DataFrame:
