@@ -369,28 +369,8 @@ def test_committed_data_reproduce_themselves(tmp_path):
     assert r"\label{tab:reproduction_sizes}" in snippet and r"\label{tab:reproduction_claims}" not in snippet
     assert r"\newcommand{\ReproPercentWithinHostFree}{100.0}" in numbers
     assert out["out_figure"].read_bytes().startswith(b"%PDF")
-    # the abstract's numbers, both runs side by side: the same run gives the same numbers
-    assert r"\label{tab:reproduction_headlines}" in snippet
-    cudnn = f"{macros['FlexFwdCausalVsCudnn']} {macros['FlexFwdCausalVsCudnnCi']}"  # each with its interval
-    assert rf"the same over cuDNN, × & {cudnn} & {cudnn} \\" in snippet
-
-
-def test_headline_table_sets_each_studys_abstract_numbers_of_both_runs_side_by_side():
-    """Each study's report.HEADLINES, in the studies' order, with each run's macro text; n/a where a
-    run has none."""
-    from kernels.flex import report as flex
-    from kernels.gdn import report as gdn
-
-    first = next(iter(gdn.HEADLINES))
-    table = reproduce.headline_table({first: "1.07", "FlexFwdCausalTflops": "412"}, {first: "1.05"}, ["gdn", "flex"])
-    assert list(table["number"]) == [*gdn.HEADLINES.values(), *flex.HEADLINES.values()]
-    assert table.iloc[0].tolist() == [gdn.HEADLINES[first], "1.07", "1.05"]
-    flops = table[table["number"] == flex.HEADLINES["FlexFwdCausalTflops"]].iloc[0]
-    assert (flops["reference"], flops["second run"]) == ("412", "n/a")
-    # a ratio with its interval in each run
-    table = reproduce.headline_table({first: "1.07", f"{first}Ci": "[1.068, 1.070]"},
-                                     {first: "0.99", f"{first}Ci": "[0.985, 1.002] (tie)"}, ["gdn"])
-    assert table.iloc[0].tolist() == [gdn.HEADLINES[first], "1.07 [1.068, 1.070]", "0.99 [0.985, 1.002] (tie)"]
+    # the tables of the claims and of each value across GPUs give the second run's verdicts and numbers
+    assert r"\label{tab:reproduction_headlines}" not in snippet and r"\ref{tab:uncertainty}" in snippet
 
 
 def test_a_perturbed_second_run_is_caught(tmp_path):

@@ -29,8 +29,7 @@ When the candidate was meant to measure only some cases (the quick profile),
 the reference to them. The report splits the rows timed in both by the reference's device time
 (:data:`kernels.paper.reproduce_tables.SIZE_CLASSES`). The claims are re-derived too (:func:`claim_verdicts`):
 each study's ``report.macros`` runs on both runs' tidy tables (:func:`study_macros`) and every macro
-whose name ends in ``Verdict`` is compared (:func:`compare_claims`); the abstract's numbers, each
-study's ``report.HEADLINES``, are set side by side (:func:`headline_table`).
+whose name ends in ``Verdict`` is compared (:func:`compare_claims`).
 
 Each study is judged in three terms, claims first (:func:`study_outcomes`): its
 verdicts, its GPU factor (:mod:`kernels.paper.gpu_factor`) and its rows. :func:`kernels.paper.reproduce_report.check`
@@ -199,22 +198,6 @@ def compare(candidate: list[dict], reference: list[dict], tolerance: float,
 
 # ----------------------------------------------------------------------------
 # the claims
-
-
-def headline_table(reference: dict[str, str], candidate: dict[str, str], studies) -> pd.DataFrame:
-    """The abstract's numbers of both runs (each study's ``report.HEADLINES``, in ``studies``' order,
-    from :func:`study_macros` of each run): columns ``number`` (its words), ``reference`` and
-    ``second run`` (the macros' text, followed by its interval where the run has one, the macro of the
-    same name with ``Ci``, :func:`kernels.paper.report_kit.interval`; "n/a" where a run lacks it)."""
-    def text(macros: dict[str, str], name: str) -> str:
-        value = macros.get(name, style.MISSING)
-        return f"{value} {macros[name + 'Ci']}" if value != style.MISSING and name + "Ci" in macros else value
-
-    rows = []
-    for study in studies:
-        for name, words in getattr(render.report_module(study), "HEADLINES", {}).items():
-            rows.append({"number": words, "reference": text(reference, name), "second run": text(candidate, name)})
-    return pd.DataFrame(rows, columns=["number", "reference", "second run"])
 
 
 def compare_claims(reference: dict[str, str], candidate: dict[str, str], partial: bool = False) -> pd.DataFrame:

@@ -193,11 +193,10 @@ def numbers(values: dict[str, str]) -> str:
 
 
 def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes: pd.DataFrame,
-            impls: pd.DataFrame, headlines: pd.DataFrame, without=()) -> str:
+            impls: pd.DataFrame, without=()) -> str:
     """The appendix paragraph on the second run with its figure and tables (``values``:
     :func:`macros`, defined in :func:`numbers`; only their names are used here; ``studies``: those compared; ``has_outside``: whether any row is
-    outside the tolerance; ``sizes``: :func:`size_table`; ``impls``: :func:`impl_table`;
-    ``headlines``: :func:`headline_table`; ``without``: the
+    outside the tolerance; ``sizes``: :func:`size_table`; ``impls``: :func:`impl_table`; ``without``: the
     studies without a second run of their code, which the paragraph names)."""
     per_study = ", ".join(rf"{style.study_name(study)} \ReproRowsWithin{kit.camel(study)}{{}} of"
                           rf" \ReproRowsCompared{kit.camel(study)}{{}} (\ReproPercentWithin{kit.camel(study)}\,\%)"
@@ -232,7 +231,8 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
         r"\ReproClaimsCompared{} verdicts of Table~\ref{tab:claims} that both runs decide are the same; on their",
         r"claim's line (a value whose interval holds the threshold): \ReproClaimsOnLine{} (\ReproClaimsOnLineList);",
         r"different: \ReproClaimsDifferent{} (Table~\ref{tab:claims} gives the second run's verdict under each).",
-        r"Table~\ref{tab:reproduction_headlines} sets each study's headline numbers of the two runs side by side."])
+        r"Table~\ref{tab:uncertainty} sets each headline number and each value the verdicts compare beside its range",
+        r"over the GPUs that measured it."])
     if without:
         names = kit.and_list([style.study_name(s) for s in without])
         text += ("\n" + rf"No second run of the code that measured the rows of {names} is committed yet:"
@@ -243,12 +243,7 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
                r"\caption{Rows timed in both runs by the reference's device time: how many agree within",
                r"the tolerance, how many either run flags host-bound (the spin before the call was too",
                r"short in more than 5\,\% of the repetitions) and how many of the others agree.}",
-               r"\label{tab:reproduction_sizes}", render.table_to_latex(sizes).rstrip("\n"), r"\end{table}",
-               r"\begin{table}[tbp]", r"\centering", r"\small",
-               r"\caption{Each study's headline numbers (its report's \texttt{HEADLINES}) from each run.}", r"\label{tab:reproduction_headlines}",
-               with_columns(render.table_to_latex(headlines.set_index("number")),
-                            r"p{0.40\linewidth}" + 2 * r">{\raggedright\arraybackslash}p{0.24\linewidth}"),
-               r"\end{table}"]
+               r"\label{tab:reproduction_sizes}", render.table_to_latex(sizes).rstrip("\n"), r"\end{table}"]
     if has_outside:
         floats += [r"\begin{table}[tbp]", r"\centering", r"\small",
                    r"\caption{Implementations with rows outside the tolerance: rows timed in both runs,",
@@ -358,8 +353,7 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
               | {"ReproCompileAhead": compile_ahead_differences(cand, ref)})
     write_atomic(out_numbers, numbers(values))
     write_atomic(out_snippet, snippet(values, studies, not outside.empty, size_table(table),
-                                           impl_table(table), judge.headline_table(ref_macros, cand_macros, studies),
-                                           without))
+                                           impl_table(table), without))
     write_atomic(out_summary, line + "\n")
     log.info("%s", line)
     for r in claims.itertuples():
