@@ -341,7 +341,7 @@ def _check(tmp_path, candidate_files, sections=SWEEP, reference=None, stale=None
     (files; all the committed rows where None): its line, its CSV and its outputs' paths."""
     candidate_files = on_another_gpu(candidate_files, tmp_path / "second_run")
     out = {k: str(tmp_path / name) for k, name in (("out_csv", "r.csv"), ("out_summary", "r.txt"),
-                                                   ("out_figure", "r.pdf"), ("out_table", "t.tex"),
+                                                   ("out_figure", "r.pdf"), ("out_table", "t.csv"),
                                                    ("out_snippet", "s.tex"), ("out_numbers", "n.tex"))}
     reference = reference or sorted(str(p) for p in DATA.glob("*/*.jsonl"))
     line = reproduce_report.check(candidate_files, reference, gpu="h200", tolerance=0.05, min_within=0.95,
@@ -409,10 +409,12 @@ def test_a_perturbed_second_run_is_caught(tmp_path):
     assert table.loc[(table["impl"] == "eager") & (table["case"] == rows.case_label(removed)), "verdict"].tolist() == [
         "missing"]
     assert table.loc[table["impl"] == "flash_qla", "verdict"].value_counts()["status changed"] == 1
-    latex = out["out_table"].read_text()
-    assert latex.index("ok to unsupported") < latex.index("missing") < latex.index("faster")
+    outside = out["out_table"].read_text()  # its caption first, then every row outside, worst first
+    assert outside.startswith("# Rows of the second run (2nd) outside the tolerance, worst first")
+    body = outside.split("\n", 1)[1]
+    assert body.index("ok to unsupported") < body.index("missing") < body.index("faster")
     snippet, numbers = out["out_snippet"].read_text(), out["out_numbers"].read_text()
-    assert r"\newcommand{\ReproOutcome}{not reproduced}" in numbers and "tab:reproduction" in snippet
+    assert r"\newcommand{\ReproOutcome}{not reproduced}" in numbers and r"\tablecsv{reproduction_outside}" in snippet
     assert r"\newif\ifReproOutside\ReproOutsidetrue" in numbers
     assert (r"\newcommand{\ReproClaimsDifferent}{SwiGLU kernel reaches 85–92 \% of peak HBM bandwidth; "
             r"Fusing memory-bound pointwise operations: 2–4× faster; "
@@ -522,12 +524,15 @@ def test_the_line_names_the_stale_studies_it_compared(tmp_path):
     assert "stale" not in reproduce.summary_line(table, claims, 0.05, 0.95, stale={"gdn": why})
 
 
-def test_outside_table_shows_the_worst_rows_and_counts_the_rest():
+def test_outside_table_lists_every_row_outside_worst_first():
     ref = [row(numel=n) for n in range(1, 31)]
     cand = [row(numel=n, times=(1 + n / 10,)) for n in range(1, 31)]
-    table = reproduce_tables.outside_table(reproduce.compare(cand, ref, 0.05), limit=20)
-    assert len(table) == 21 and table["case"].iloc[-1] == "and 10 more rows"
-    assert table["case"].iloc[0] == "fwd float32 numel=30" and table["ratio"].iloc[0] == "4.00"
+    table = reproduce_tables.outside_table(reproduce.compare(cand, ref, 0.05))
+    assert len(table) == 30 and table["ratio"].tolist() == sorted(table["ratio"].tolist(), key=float, reverse=True)
+    assert table["case"].iloc[0] == rows.case_label(cand[-1]) and table["ratio"].iloc[0] == "4.00"
+    none = reproduce_tables.outside_table(reproduce.compare(ref, ref, 0.05))
+    assert none.empty and "verdict" in none.columns  # its columns without a row
+    assert reproduce_tables.outside_csv(table).count("\n") == 32  # its caption, its header and each row
 
 
 def test_the_figure_shows_every_study():
