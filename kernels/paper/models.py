@@ -298,8 +298,8 @@ def claims_float(table: pd.DataFrame, models: list[str]) -> str:
                              for m in others}})
     column = r">{\raggedright\arraybackslash}p{%.2f\linewidth}"
     tabular = render.table_to_latex(frame if others else pd.DataFrame())
-    tabular = tabular.replace("\\begin{tabular}{" + "l" * (len(others) + 1) + "}", "\\begin{tabular}{" + column % 0.28
-                              + column % (0.66 / max(len(others), 1)) * len(others) + "}", 1)
+    tabular = tabular.replace("\\begin{tabular}{" + "l" * (len(others) + 1) + "}", "\\begin{tabular}{" + column % 0.38
+                              + column % (0.56 / max(len(others), 1)) * len(others) + "}", 1)
     names = kit.escape_latex(kit.and_list([rows.model_label(m) for m in others]) or "none")
     return "\n".join([r"\begin{table}[tbp]", r"\centering", r"\scriptsize",
                       r"\caption{The values each claim's verdict compares on each other GPU model with committed rows ("
