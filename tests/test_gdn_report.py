@@ -10,6 +10,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from kernels.gdn import report  # noqa: E402
+from kernels.paper import render  # noqa: E402
 
 
 #: The roles of the shapes of these tables, as config/studies/gdn.yaml's sweep gives them.
@@ -251,6 +252,12 @@ def test_published_table_sets_flash_qlas_times_beside_this_runs():
     theirs = published.TIMES[("fwd", 16, 32, 1, 32768)]
     assert (row["FlashQLA, published"], row["FLA, published"]) == (theirs["flash_qla"], theirs["fla_chunk"])
     assert np.isnan(t.loc[("forward", "2/8, 1 × 32768"), "FlashQLA"])
+    # a main shape of role published (tidy()'s 16/16 at 4 x 8192): its times are the main table's alone, its
+    # FLA over FlashQLA here stays
+    main = t.loc[("forward", "16/16, 4 × 8192")]
+    assert (main["FlashQLA"], main["FLA"], main["chunked (ours)"]) == (report.MAIN_SHAPE,) * 3
+    assert main["FLA/FlashQLA"] == 2.5 and main["FlashQLA, published"] > 0
+    assert f"{{{report.MAIN_SHAPE}}}" in render.table_to_latex(t)
     m = report.published_verdicts(df)
     # 16/32 (2.0) and the main shapes of role published in tidy(): 16/16 at 4 x 8192 and 32/32 (2.5 each)
     assert (m["GdnPublishedFwdSpeedups"], m["GdnPublishedFwdConfigs"], m["GdnPublishedFwdVerdict"]) == \

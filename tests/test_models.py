@@ -160,41 +160,6 @@ def test_a_study_without_claims_gives_an_empty_table_with_its_columns():
     assert r"\label{tab:models_claims}" in models.claims_float(table, ["cpu"])
 
 
-def test_every_second_run_gets_its_gpu_factor_against_its_models_committed_rows(tmp_path):
-    """The same-model spread: each study's second (and third) run in data/reproductions/ against the
-    committed rows of its model, with the GPU factor's interval, both GPUs named; a run made 10 % slower
-    in every row reads 1.10."""
-    from kernels.paper import reproduce
-
-    raw, runs = tmp_path / "raw", tmp_path / "reproductions"
-    _copy(raw, "h200", "tensorcore")
-    for name in ("h200-deab70f9", "h200-ecdad917-tensorcore"):
-        shutil.copytree(ROOT / "data" / "reproductions" / name / "tensorcore", runs / name / "tensorcore")
-    slow = runs / "h200-slow" / "tensorcore"
-    slow.mkdir(parents=True)
-    for path in (RAW / "h200" / "tensorcore").glob("*.jsonl"):
-        lines = [json.loads(x) for x in path.read_text().splitlines()]
-        for r in lines:
-            if r["status"] == "ok":
-                for key in ("times_ms", "device_times_ms"):
-                    r[key] = [t * 1.1 for t in r[key]]
-                r["median_ms"], r["device_ms"] = r["median_ms"] * 1.1, r["device_ms"] * 1.1
-            r["env"]["gpu_uuid"] = "GPU-slow0000"
-        (slow / path.name).write_text("".join(json.dumps(r) + "\n" for r in lines))
-    committed = {"h200": models.model_run(raw, "h200", ["tensorcore", "gdn"])}
-    second = reproduce.second_runs(runs, ["tensorcore", "gdn"])
-    spread = reproduce.spread_table(committed, second, 0.05).set_index("run")
-    assert list(spread.index) == ["h200-deab70f9", "h200-ecdad917-tensorcore", "h200-slow"]
-    assert set(spread["model"]) == {"h200"} and (spread["rows"] == 12).all()
-    assert spread.loc["h200-slow", "factor"] == pytest.approx(1.1)
-    assert spread.loc["h200-slow", "gpu"] == "GPU-slow0000"
-    assert (spread["low"] <= spread["factor"]).all() and (spread["factor"] <= spread["high"]).all()
-    assert (spread.loc["h200-deab70f9", ["power_w", "sm_mhz"]] == "n/a / n/a").all()  # rows before the GPU state
-    assert models.spread_range(spread) == f"{spread['factor'].min():.2f}--{spread['factor'].max():.2f}"
-    assert r"\label{tab:gpu_spread}" in models.spread_float(spread)
-    assert r"\label{tab:gpu_spread}" in models.spread_float(spread.iloc[0:0])  # none: says so
-
-
 def test_panels_split_the_studies_in_order_into_two_of_about_as_many_implementations():
     impls = pd.DataFrame({"study": ["a"] * 2 + ["b"] * 10 + ["c"] * 8 + ["d"] * 6 + ["e"] * 9})
     assert bounds._panels(impls, ["a", "b", "c", "d", "e"]) == [["a", "b", "c"], ["d", "e"]]

@@ -27,6 +27,12 @@ def test_missing_values_print_as_one_marker_and_columns_keep_their_decimals():
     assert "{n/a}" in tex and "1.00 & 2 \\\\" in tex and "0.25 & 4" in tex
 
 
+def test_words_in_a_column_of_numbers_print_as_text_and_the_numbers_keep_their_decimals():
+    tex = render.table_to_latex(pd.DataFrame({"a": [1.5, "main", float("nan"), 0.25], "b": ["x", "y", "z", "w"]}))
+    assert tex.splitlines()[0] == r"\begin{tabular}{Sl}"
+    assert "1.50 & x" in tex and "{main} & y" in tex and "{n/a} & z" in tex and "0.25 & w" in tex
+
+
 def test_long_headers_break_into_two_lines_at_a_space_or_after_a_hyphen():
     tex = render.table_to_latex(pd.DataFrame({"SDPA + mask": [1.0], "mem.-efficient": [2.0], "x": [3.0]}))
     head = tex.split("\\midrule")[0]

@@ -258,7 +258,6 @@ def test_verdicts_that_differ_on_the_line_are_neither_the_same_nor_different():
                                     {"FlexFlashPrefillVerdict": "not reached; 1 on the line"})
     assert reproduce.claim_status(real, ["flex"], ["flex"])["ReproFlexFlashPrefillVerdict"] == \
         "2nd run: not reached; 1 on the line"  # the second run's words say it, once
-    assert reproduce_tables.claims_latex(claims, {})["same"].tolist() == ["on the line", "no"]
 
 
 def test_summary_line_says_where_not():
@@ -342,7 +341,7 @@ def _check(tmp_path, candidate_files, sections=SWEEP, reference=None, stale=None
     (files; all the committed rows where None): its line, its CSV and its outputs' paths."""
     candidate_files = on_another_gpu(candidate_files, tmp_path / "second_run")
     out = {k: str(tmp_path / name) for k, name in (("out_csv", "r.csv"), ("out_summary", "r.txt"),
-                                                   ("out_figure", "r.pdf"), ("out_table", "t.tex"),
+                                                   ("out_figure", "r.pdf"), ("out_table", "t.csv"),
                                                    ("out_snippet", "s.tex"), ("out_numbers", "n.tex"))}
     reference = reference or sorted(str(p) for p in DATA.glob("*/*.jsonl"))
     line = reproduce_report.check(candidate_files, reference, gpu="h200", tolerance=0.05, min_within=0.95,
@@ -367,32 +366,11 @@ def test_committed_data_reproduce_themselves(tmp_path):
     assert r"\newcommand{\ReproCandidate}{\texttt{second\_run}}" in numbers
     assert r"\label{tab:reproduction}" not in snippet  # no row outside: no table
     assert r"\newif\ifReproOutside  %" in numbers  # nor the text that cites the tables of those rows
-    assert r"\label{tab:reproduction_sizes}" in snippet and r"\label{tab:reproduction_claims}" in snippet
+    assert r"\label{tab:reproduction_sizes}" in snippet and r"\label{tab:reproduction_claims}" not in snippet
     assert r"\newcommand{\ReproPercentWithinHostFree}{100.0}" in numbers
-    assert "FlashQLA 2–3× FLA's forward on Hopper & " in snippet  # claims in words
     assert out["out_figure"].read_bytes().startswith(b"%PDF")
-    # the abstract's numbers, both runs side by side: the same run gives the same numbers
-    assert r"\label{tab:reproduction_headlines}" in snippet
-    cudnn = f"{macros['FlexFwdCausalVsCudnn']} {macros['FlexFwdCausalVsCudnnCi']}"  # each with its interval
-    assert rf"the same over cuDNN, × & {cudnn} & {cudnn} \\" in snippet
-
-
-def test_headline_table_sets_each_studys_abstract_numbers_of_both_runs_side_by_side():
-    """Each study's report.HEADLINES, in the studies' order, with each run's macro text; n/a where a
-    run has none."""
-    from kernels.flex import report as flex
-    from kernels.gdn import report as gdn
-
-    first = next(iter(gdn.HEADLINES))
-    table = reproduce.headline_table({first: "1.07", "FlexFwdCausalTflops": "412"}, {first: "1.05"}, ["gdn", "flex"])
-    assert list(table["number"]) == [*gdn.HEADLINES.values(), *flex.HEADLINES.values()]
-    assert table.iloc[0].tolist() == [gdn.HEADLINES[first], "1.07", "1.05"]
-    flops = table[table["number"] == flex.HEADLINES["FlexFwdCausalTflops"]].iloc[0]
-    assert (flops["reference"], flops["second run"]) == ("412", "n/a")
-    # a ratio with its interval in each run
-    table = reproduce.headline_table({first: "1.07", f"{first}Ci": "[1.068, 1.070]"},
-                                     {first: "0.99", f"{first}Ci": "[0.985, 1.002] (tie)"}, ["gdn"])
-    assert table.iloc[0].tolist() == [gdn.HEADLINES[first], "1.07 [1.068, 1.070]", "0.99 [0.985, 1.002] (tie)"]
+    # the tables of the claims and of each value across GPUs give the second run's verdicts and numbers
+    assert r"\label{tab:reproduction_headlines}" not in snippet and r"\ref{tab:uncertainty}" in snippet
 
 
 def test_a_perturbed_second_run_is_caught(tmp_path):
@@ -431,10 +409,12 @@ def test_a_perturbed_second_run_is_caught(tmp_path):
     assert table.loc[(table["impl"] == "eager") & (table["case"] == rows.case_label(removed)), "verdict"].tolist() == [
         "missing"]
     assert table.loc[table["impl"] == "flash_qla", "verdict"].value_counts()["status changed"] == 1
-    latex = out["out_table"].read_text()
-    assert latex.index("ok to unsupported") < latex.index("missing") < latex.index("faster")
+    outside = out["out_table"].read_text()  # its caption first, then every row outside, worst first
+    assert outside.startswith("# Rows of the second run (2nd) outside the tolerance, worst first")
+    body = outside.split("\n", 1)[1]
+    assert body.index("ok to unsupported") < body.index("missing") < body.index("faster")
     snippet, numbers = out["out_snippet"].read_text(), out["out_numbers"].read_text()
-    assert r"\newcommand{\ReproOutcome}{not reproduced}" in numbers and "tab:reproduction" in snippet
+    assert r"\newcommand{\ReproOutcome}{not reproduced}" in numbers and r"\tablecsv{reproduction_outside}" in snippet
     assert r"\newif\ifReproOutside\ReproOutsidetrue" in numbers
     assert (r"\newcommand{\ReproClaimsDifferent}{SwiGLU kernel reaches 85–92 \% of peak HBM bandwidth; "
             r"Fusing memory-bound pointwise operations: 2–4× faster; "
@@ -544,12 +524,15 @@ def test_the_line_names_the_stale_studies_it_compared(tmp_path):
     assert "stale" not in reproduce.summary_line(table, claims, 0.05, 0.95, stale={"gdn": why})
 
 
-def test_outside_table_shows_the_worst_rows_and_counts_the_rest():
+def test_outside_table_lists_every_row_outside_worst_first():
     ref = [row(numel=n) for n in range(1, 31)]
     cand = [row(numel=n, times=(1 + n / 10,)) for n in range(1, 31)]
-    table = reproduce_tables.outside_table(reproduce.compare(cand, ref, 0.05), limit=20)
-    assert len(table) == 21 and table["case"].iloc[-1] == "and 10 more rows"
-    assert table["case"].iloc[0] == "fwd float32 numel=30" and table["ratio"].iloc[0] == "4.00"
+    table = reproduce_tables.outside_table(reproduce.compare(cand, ref, 0.05))
+    assert len(table) == 30 and table["ratio"].tolist() == sorted(table["ratio"].tolist(), key=float, reverse=True)
+    assert table["case"].iloc[0] == rows.case_label(cand[-1]) and table["ratio"].iloc[0] == "4.00"
+    none = reproduce_tables.outside_table(reproduce.compare(ref, ref, 0.05))
+    assert none.empty and "verdict" in none.columns  # its columns without a row
+    assert reproduce_tables.outside_csv(table).count("\n") == 32  # its caption, its header and each row
 
 
 def test_the_figure_shows_every_study():
@@ -562,14 +545,12 @@ def test_the_figure_shows_every_study():
     assert len(labels) == len(studies) and all(label.endswith("(1 of 1)") for label in labels)
 
 
-def test_what_a_gpu_recorded_is_read_whole_and_apart():
-    """The power limit and the median SM clock at the end of the timed repetitions: together for the
-    check's terms, apart for the same-model table; rows before the GPU's state read "not recorded"."""
+def test_what_a_gpu_recorded_is_read_as_its_power_limit_and_median_clock():
+    """The power limit and the median SM clock at the end of the timed repetitions; rows before the GPU's
+    state was recorded read "not recorded"."""
     run = [{"study": "toy", "gpu_state": {"power_limit_w": 700.0, "after": {"sm_clock_mhz": mhz}}}
            for mhz in (1755, 1980, 1980)] + [{"study": "other"}]
-    assert (gpu_factor.power_limit(run, "toy"), gpu_factor.sm_clock(run, "toy")) == ("700", "1980")
     assert gpu_factor.gpu_settings(run, "toy") == "700 W limit, SM 1980 MHz"
-    assert (gpu_factor.power_limit(run, "other"), gpu_factor.sm_clock(run, "other")) == ("n/a", "n/a")
     assert gpu_factor.gpu_settings(run, "other") == "not recorded"
 
 
@@ -610,14 +591,6 @@ def test_a_second_run_without_rows_is_all_missing():
     assert fig.axes[0].get_legend_handles_labels()[1] == ["missing (2)"]
     plt.close(fig)
     assert len(reproduce_tables.outside_table(table)) == 2
-
-
-def test_claims_listed_in_the_claims_tables_order_and_words():
-    claims = reproduce.compare_claims({"AVerdict": "holds", "BVerdict": "holds", "ZVerdict": "holds"},
-                                      {"AVerdict": "holds", "BVerdict": "not reached", "ZVerdict": "holds"})
-    table = reproduce_tables.claims_latex(claims, {"BVerdict": "claim B", "AVerdict": "claim A"})
-    assert table["claim"].tolist() == ["claim B", "claim A", "ZVerdict"]
-    assert table["same"].tolist() == ["no", "yes", "yes"] and table.index.tolist() == [0, 1, 2]
 
 
 def test_the_quick_profile_leaves_out_a_claim_it_cannot_derive():

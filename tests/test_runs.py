@@ -105,7 +105,10 @@ def test_each_run_reads_the_checks_outcome_against_the_committed_rows(tmp_path, 
     assert t.loc["h200", "outcome"] == runs.PAPERS and t.loc["h200", "rows_timed"] == t.loc["h200", "rows"] == 12
     a = t.loc["h200-a"]
     assert a["outcome"] == runs.REPRODUCED and a["factor"] == pytest.approx(1.1) and a["low"] <= 1.1 <= a["high"]
-    assert (a["rows_within"], a["rows_compared"], a["claims_same"], a["claims"]) == (0, 12, 2, 2)
+    assert (a["rows_within"], a["rows_compared"], a["claims_same"], a["claims"]) == (0, 12, 1, 1)  # FP8: not tested
+    # every row of 10 µs or more within once the GPU factor is divided out; what the GPU recorded beside it
+    assert (a["within_after"], a["rows_long"], a["within_short"], a["rows_short"]) == (12, 12, 0, 0)
+    assert set(t["settings"]) == {"not recorded"}  # rows measured before the GPU's state was recorded
     assert a["commit"] == "0123456" and a["gpu"] == "GPU-aaaaaaaa" and a["date"] == "2026-12-07"
     b = t.loc["h200-b"]
     assert b["outcome"] == runs.NOT_REPRODUCED and b["within_pct"] == "91.6" and "needs 95 %" in b["why"]
@@ -116,6 +119,11 @@ def test_each_run_reads_the_checks_outcome_against_the_committed_rows(tmp_path, 
     assert r"\newcommand{\RunsCount}{6}" in tex and r"\newcommand{\RunsByModel}{6 on the H200}" in tex
     assert r"\newcommand{\RunsChecked}{1}" in tex and r"\newcommand{\RunsFailed}{1}" in tex
     assert r"\newcommand{\RunsReproducedByModel}{1 of 1 studies on the H200}" in tex  # the checked run alone
+    assert r"\newcommand{\RunsFactorRange}{1.00--1.10}" in tex  # the compared runs' GPU factors
+    # one table gives each run's GPU factor, its rows within after it and what its GPU recorded; the caption
+    # counts the failed runs
+    assert "& 1.100 [1.100, 1.100] & 12 of 12 & 1 of 1 \\\\" in tex and "& not recorded &" in tex
+    assert "none of whose rows was timed (1)" in tex
     # each run by its GPU (its folder is in the CSV): the five runs of data/reproductions/ and the committed one
     assert r"\label{tab:runs}" in tex and all(f"{x * 8} &" in tex for x in "abcd") and "h200-a" not in tex
     assert (r"(1.385\,ms against 1.385\,ms on GPU-8adc1d21, 1.385\,ms on GPU-dddddddd, 1.524\,ms on GPU-aaaaaaaa"
@@ -141,6 +149,7 @@ def test_a_committed_run_alone_says_so_and_no_run_gives_the_empty_table(tensorco
     assert runs.runs_macros([], empty, "h200", {}, 0.05)["RunsTensorcoreText"] == "."
     assert values["RunsReproducedByModel"] == "n/a"  # no second run checked
     assert r"\label{tab:runs}" in runs.runs_float(empty, 0.05)
+    assert "none of whose rows was timed (none)" in runs.runs_float(table, 0.05)
 
 
 def test_every_study_folder_in_the_data_is_a_run_of_the_table():

@@ -36,7 +36,7 @@ def test_a_value_on_three_gpus_gets_its_range_their_count_and_what_dominates():
     assert a["across"] == "2.03--2.13 (3 GPUs)" and a["gpus"] == 3
     assert a["across_width"] == pytest.approx(0.10) and a["within_width"] == pytest.approx(0.02)
     assert a["dominates"] == uncertainty.ACROSS and a["spread_pct"] == pytest.approx(100 * 0.10 / 2.11)
-    assert a["runs"] == "GPU-a: 2.11; GPU-b: 2.03; GPU-c: 2.13" and a["interval"] == "[2.10, 2.12]"
+    assert a["runs"] == "GPU-a: 2.11 [2.10, 2.12]; GPU-b: 2.03; GPU-c: 2.13" and a["interval"] == "[2.10, 2.12]"
     r = t.loc[("h200", "R")]  # a range: from the lowest to the highest end; each end's move against the noise
     assert r["across"] == "1.50--1.71 (3 GPUs)" and r["across_width"] == pytest.approx(0.02)
     assert r["within_width"] == pytest.approx(0.04) and r["dominates"] == uncertainty.WITHIN

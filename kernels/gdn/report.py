@@ -206,24 +206,31 @@ def _configured_published() -> set[tuple]:
     return out
 
 
+#: This run's times in :func:`table_published` at a main shape (the table of the main shapes gives them).
+MAIN_SHAPE = "main"
+
+
 def table_published(df: pd.DataFrame) -> pd.DataFrame:
     """FlashQLA's published H200 times (ms; FlashQLA, FLA and FlashInfer in its repository's
     benchmark file at commit 6e5d2ea, timed from CUDA graphs with an initial state, with torch 2.9.1,
     FLA 0.5.1, FlashInfer 0.6.13 and TileLang 0.1.9; FlashInfer's forward only) beside this run's
     median device times at the same configurations (query/key heads / value heads, B sequences x T
     tokens; here B batches without an initial state, which FlashInfer's adapter packs as B
-    sequences), and FLA's time over FlashQLA's; n/a: not measured (here) or not published
-    (FlashInfer has no backward)."""
+    sequences), and FLA's time over FlashQLA's in each; main: one of the main shapes, whose times here
+    the table of the main shapes gives; n/a: not measured (here) or not published (FlashInfer has no
+    backward)."""
     # the configurations: the sweep's (config key gdn.sweep.published), of those published.TIMES holds
     from kernels.gdn import published
 
     d = _published_rows(df)
     configured = _configured_published()
-    rows = []
+    rows, main = [], []  # main: whether each configuration is a main shape
     for (pas, h, hv, b, t), theirs in published.TIMES.items():
         if (pas, h, hv, b, t) not in configured:
             continue
-        ours = d[d["config"].isin([(pas, h, hv, b, t)])].set_index("impl")["device_ms"]
+        mine = d[d["config"].isin([(pas, h, hv, b, t)])]
+        main.append(len(mine) > 0 and bool(kit.has_role(mine, "main").all()))
+        ours = mine.set_index("impl")["device_ms"]
         ours = ours[~ours.index.duplicated()]
         got = {i: ours.get(i, np.nan) for i in ("chunk", "fla_chunk", "flash_qla", "flashinfer")}
         rows.append({"pass": style.pass_label(pas), "configuration": f"{h}/{hv}, {b} × {t}",
@@ -236,6 +243,9 @@ def table_published(df: pd.DataFrame) -> pd.DataFrame:
     t = pd.DataFrame(rows).set_index(["pass", "configuration"]).astype(float).round(3)
     ratios = [c for c in t.columns if c.startswith("FLA/FlashQLA")]
     t[ratios] = t[ratios].round(2)
+    here = ["FlashQLA", "FLA", "FlashInfer", _label("chunk")]
+    t[here] = t[here].astype(object)
+    t.loc[main, here] = MAIN_SHAPE
     return t
 
 

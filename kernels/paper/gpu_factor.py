@@ -17,9 +17,9 @@ row by the same factor while every ratio the claims rest on holds. The reproduct
     that short are bound by their launch and the host, and are counted apart.
 
 Beside it, what each GPU recorded while it measured (:func:`gpu_settings`: power limit, median SM
-clock at the end of the timed repetitions, :func:`power_limit` and :func:`sm_clock` apart; rows
-measured before the GPU state was recorded read "not recorded", or "n/a" apart). :func:`kernels.paper.reproduce.spread_table` gives the factor of every second and third
-run in ``data/`` against its model's committed rows: the same-model spread behind every headline number.
+clock at the end of the timed repetitions; rows measured before the GPU state was recorded read "not
+recorded"). :mod:`kernels.paper.runs` gives the factor of every second and third run in ``data/``
+against its model's committed rows: the same-model spread behind every headline number.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import numpy as np
 import pandas as pd
 
 from kernels.paper import report_kit as kit
-from kernels.paper import rows, style
 
 #: Rows whose device time on the first GPU is shorter than this (ms, 10 µs) are counted apart.
 SHORT_MS = 0.01
@@ -64,36 +63,22 @@ def factor_table(table: pd.DataFrame, tolerance: float) -> pd.DataFrame:
     return pd.DataFrame(records, columns=COLUMNS)
 
 
-def _states(run: list[dict], study: str) -> list[dict]:
-    """The GPU states (``gpu_state``, :mod:`kernels.core.gpustate`) that ``run``'s rows of ``study`` recorded."""
-    return [r["gpu_state"] for r in run if r["study"] == study and isinstance(r.get("gpu_state"), dict)
-            and "error" not in r["gpu_state"]]
-
-
-def power_limit(run: list[dict], study: str) -> str:
-    """The power limit (W) under which ``run``'s rows of ``study`` were measured, ``"700"`` (several
-    joined by "/"); :data:`kernels.paper.style.MISSING` where none was recorded."""
-    limits = sorted({s["power_limit_w"] for s in _states(run, study) if s.get("power_limit_w")})
-    return "/".join(f"{w:.0f}" for w in limits) or style.MISSING
-
-
-def sm_clock(run: list[dict], study: str) -> str:
-    """The median over ``run``'s rows of ``study`` of the SM clock (MHz) read at the end of each case's
-    timed repetitions, ``"1755"``; :data:`kernels.paper.style.MISSING` where none was recorded."""
-    clocks = [s["after"]["sm_clock_mhz"] for s in _states(run, study) if (s.get("after") or {}).get("sm_clock_mhz")]
-    return f"{np.median(clocks):.0f}" if clocks else style.MISSING
-
-
 def gpu_settings(run: list[dict], study: str) -> str:
-    """What the GPU of ``run``'s rows of ``study`` recorded while it measured: ``"700 W limit, SM 1755
-    MHz"`` (:func:`power_limit`, :func:`sm_clock`); :data:`NOT_RECORDED` without either."""
-    limit, clock = power_limit(run, study), sm_clock(run, study)
+    """What the GPU of ``run``'s rows of ``study`` recorded while it measured (``gpu_state``,
+    :mod:`kernels.core.gpustate`): ``"700 W limit, SM 1755 MHz"`` (the power limit, and the median
+    SM clock read at the end of each case's timed repetitions); :data:`NOT_RECORDED` without."""
+    states = [r["gpu_state"] for r in run if r["study"] == study and isinstance(r.get("gpu_state"), dict)
+              and "error" not in r["gpu_state"]]
+    limits = sorted({s["power_limit_w"] for s in states if s.get("power_limit_w")})
+    clocks = [s["after"]["sm_clock_mhz"] for s in states if (s.get("after") or {}).get("sm_clock_mhz")]
+    if not limits and not clocks:
+        return NOT_RECORDED
     parts = []
-    if limit != style.MISSING:
-        parts.append(f"{limit} W limit")
-    if clock != style.MISSING:
-        parts.append(f"SM {clock} MHz")
-    return ", ".join(parts) or NOT_RECORDED
+    if limits:
+        parts.append("/".join(f"{w:.0f}" for w in limits) + " W limit")
+    if clocks:
+        parts.append(f"SM {np.median(clocks):.0f} MHz")
+    return ", ".join(parts)
 
 
 def run_gpu(run: list[dict], study: str) -> str:
@@ -101,17 +86,3 @@ def run_gpu(run: list[dict], study: str) -> str:
     joined by "/" where several measured them."""
     uuids = sorted({str(r["env"].get("gpu_uuid") or "n/a")[:12] for r in run if r["study"] == study})
     return "/".join(uuids) or "n/a"
-
-
-def spread_latex(spread: pd.DataFrame) -> pd.DataFrame:
-    """:func:`kernels.paper.reproduce.spread_table` for the paper: columns model, study, GPU (second /
-    committed), rows, GPU factor with its interval, and what both GPUs recorded, the power limit (W)
-    and the SM clock (MHz) apart, each as second / committed."""
-    return pd.DataFrame({
-        "model": [rows.model_label(m) for m in spread["model"]],
-        "study": [style.study_name(s) for s in spread["study"]],
-        "GPU (2nd / committed)": [f"{g} / {r}" for g, r in zip(spread["gpu"], spread["reference gpu"])],
-        "rows": spread["rows"],
-        "GPU factor": [f"{f:.3f} [{lo:.3f}, {hi:.3f}]" for f, lo, hi in zip(spread["factor"], spread["low"],
-                                                                            spread["high"])],
-        "power limit (W)": spread["power_w"], "SM clock (MHz)": spread["sm_mhz"]})

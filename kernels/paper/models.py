@@ -21,7 +21,6 @@ import pandas as pd
 from kernels.core.files import write_atomic
 from kernels.paper import (
     bounds,
-    gpu_factor,
     provenance,
     render,
     reproduce,
@@ -197,37 +196,9 @@ def differ_claims(table: pd.DataFrame, paper: str, other: str) -> str:
     return "; ".join(texts) or style.MISSING
 
 
-def spread_float(spread: pd.DataFrame) -> str:
-    """The same-model spread (:func:`kernels.paper.reproduce.spread_table`) as a LaTeX table float
-    (label ``tab:gpu_spread``): per model, study and second or third run, its GPU and the committed
-    one, the rows timed on both, the GPU factor with its interval and what both GPUs recorded (the
-    power limit and the SM clock apart), in footnotesize at its natural width."""
-    frame = gpu_factor.spread_latex(spread)
-    body = (render.table_to_latex(frame) if len(frame) else
-            r"\begin{tabular}{l}\toprule no second run in \texttt{data/reproductions/} \\ \bottomrule\end{tabular}")
-    caption = (r"\caption{GPUs of one model: every second and third run in \texttt{data/reproductions/} against"
-               r" its model's committed rows of the study, its GPU factor (second over committed device time, the"
-               r" median over the rows of 10\,\textmu{}s or more timed on both, \emph{rows}, with a 95\,\% bootstrap"
-               r" interval over them) and what each GPU recorded: its power limit and the median over the rows of the"
-               r" SM clock read at the end of each case's timed repetitions (second / committed; n/a: not recorded,"
-               r" rows measured before the GPU's state was). The reproduction check compares"
-               r" each study's second run that config \texttt{reproduce.committed} names. Every number of this paper"
-               r" comes from the committed GPU of its study (Table~\ref{tab:provenance}).}")
-    return "\n".join([r"\begin{table}[tbp]", r"\centering", r"\footnotesize", r"\setlength{\tabcolsep}{4pt}",
-                      caption, r"\label{tab:gpu_spread}", r"\fitwidth{" + body.rstrip("\n") + "}", r"\end{table}"])
-
-
-def spread_range(spread: pd.DataFrame) -> str:
-    """The lowest and highest GPU factor of ``spread`` (:func:`kernels.paper.reproduce.spread_table`),
-    ``0.99--1.14``; :data:`kernels.paper.style.MISSING` without a run."""
-    if spread.empty:
-        return style.MISSING
-    return kit.span(spread["factor"].tolist())
-
-
 def render_models(raw: str | Path, paper: str, studies: list[str], sections: dict[str, dict], timing: dict,
                   out_tex: str, out_claims: str, out_ratios: str, out_figure: str,
-                  reproductions: str | Path | None = None, out_spread: str | None = None,
+                  reproductions: str | Path | None = None,
                   tolerance: float = 0.05, runs_out: tuple[str, str] | None = None, checked: dict | None = None,
                   min_within: float = 0.95, uncertainty_out: tuple[str, str] | None = None) -> list[str]:
     """Write the models' comparison: ``out_claims`` (CSV, :func:`claims_table`), ``out_ratios`` (CSV,
@@ -243,12 +214,10 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
     and of those between the two), ``ModelsDifferClaims`` (:func:`differ_claims`), ``Models<verdict macro>``
     (:func:`other_verdicts`), ``ModelsSentence<Study>`` (:func:`kernels.paper.bounds.study_sentence`) and
     ``ModelsClaimsTable`` (a table float, ``tab:models_claims``); with ``reproductions``
-    (``data/reproductions``) and ``out_spread``, the GPU factor of every second and third run there
-    against its model's committed rows (:func:`kernels.paper.reproduce.spread_table`, ``tolerance``:
-    config ``reproduce.tolerance``) as CSV, ``ModelsSpreadRange`` (:func:`spread_range`) and
-    ``ModelsSpreadTable`` (:func:`spread_float`); with ``runs_out`` too (the CSV and the macros' file), every
-    measuring run of the committed models with its role and outcome (:func:`kernels.paper.runs.render_runs`;
-    ``checked``: config ``reproduce.committed``, ``min_within``: config ``reproduce.min_within``); with
+    (``data/reproductions``) and ``runs_out`` (the CSV and the macros' file), every measuring run of the
+    committed models with its role, outcome and GPU factor (:func:`kernels.paper.runs.render_runs`;
+    ``tolerance``: config ``reproduce.tolerance``, ``checked``: config ``reproduce.committed``,
+    ``min_within``: config ``reproduce.min_within``); with ``reproductions`` and
     ``uncertainty_out`` too (the CSV and the macros' file), each quoted value on every GPU of each model that
     measured it (:func:`kernels.paper.uncertainty.render_uncertainty`). Returns the models."""
     models = committed_models(raw, paper)
@@ -306,11 +275,8 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
     columns = [*bounds.impl_ratios(bounds.case_ratios([], []), 1.0, 1.0).columns, "model"]
     write_atomic(out_ratios, (pd.concat(ratios) if ratios else pd.DataFrame(columns=columns)).to_csv(index=False))
     values["ModelsClaimsTable"] = claims_float(table, models)
-    if reproductions is not None and out_spread is not None:
+    if reproductions is not None:
         second = reproduce.second_runs(reproductions, studies)
-        spread = reproduce.spread_table(runs, second, tolerance)
-        write_atomic(out_spread, spread.to_csv(index=False))
-        values.update(ModelsSpreadRange=spread_range(spread), ModelsSpreadTable=spread_float(spread))
         if runs_out is not None:
             measuring_runs.render_runs(runs, by_model, second, raw, paper, studies, sections, checked or {}, tolerance,
                                        min_within, *runs_out)
@@ -322,19 +288,21 @@ def render_models(raw: str | Path, paper: str, studies: list[str], sections: dic
 
 
 def claims_float(table: pd.DataFrame, models: list[str]) -> str:
-    """The claims on every model as a LaTeX table float (label ``tab:models_claims``): a row per claim,
-    per model its verdict and the values it compares."""
+    """The claims on the models after the paper's (``models[0]``, whose values and verdicts the claims
+    table gives, as it gives the others' verdicts under them) as a LaTeX table float (label
+    ``tab:models_claims``): a row per claim, per other model the values its verdict compares."""
+    others = models[1:]
     frame = pd.DataFrame({"Claim": table["claim"],
-                          **{rows.model_label(m): [f"{v}: {t}" if t else v for v, t in
-                                                   zip(table[f"{m} verdict"], table[f"{m} values"])]
-                             for m in models}})
+                          **{rows.model_label(m): [t or v for v, t in zip(table[f"{m} verdict"], table[f"{m} values"])]
+                             for m in others}})
     column = r">{\raggedright\arraybackslash}p{%.2f\linewidth}"
-    tabular = render.table_to_latex(frame)
-    tabular = tabular.replace("\\begin{tabular}{" + "l" * (len(models) + 1) + "}", "\\begin{tabular}{" + column % 0.22
-                              + column % (0.66 / len(models)) * len(models) + "}", 1)
+    tabular = render.table_to_latex(frame if others else pd.DataFrame())
+    tabular = tabular.replace("\\begin{tabular}{" + "l" * (len(others) + 1) + "}", "\\begin{tabular}{" + column % 0.38
+                              + column % (0.56 / max(len(others), 1)) * len(others) + "}", 1)
+    names = kit.escape_latex(kit.and_list([rows.model_label(m) for m in others]) or "none")
     return "\n".join([r"\begin{table}[tbp]", r"\centering", r"\scriptsize",
-                      r"\caption{Each claim on every GPU model with committed rows (" + kit.escape_latex(
-                          kit.and_list([rows.model_label(m) for m in models])) + r"): the verdict, then the values"
-                      r" it compares with their intervals, as the claims table derives them from that model's"
-                      r" rows (Table~\ref{tab:claims}); a study not measured on a model says so.}",
+                      r"\caption{The values each claim's verdict compares on each other GPU model with committed rows ("
+                      + names + r"), with their intervals, as the claims table derives them from that model's rows;"
+                      r" Table~\ref{tab:claims} gives the " + kit.escape_latex(rows.model_label(models[0]))
+                      + r"'s values and each model's verdict. A study not measured on a model says so.}",
                       r"\label{tab:models_claims}", tabular.rstrip("\n"), r"\end{table}"])

@@ -340,7 +340,8 @@ def write_states(record: dict, out: str | Path) -> None:
 def render_provenance(studies: list[str], folders: list[str | Path], sections: dict[str, dict], timing: dict,
                       out: str | Path, root: str | Path = ROOT) -> list[StudyState]:
     """Write the paper's provenance macros to ``out`` (LaTeX): ``ProvenanceTable`` (a table float,
-    label ``tab:provenance``: per GPU model and study its state, commit, GPU, date, minutes and rows),
+    label ``tab:provenance``: per GPU model and study its state and GPU minutes; the table of every run,
+    :mod:`kernels.paper.runs`, gives its commit, GPU, date and rows),
     ``ProvenanceTree`` (the tree the paper is built from: :func:`tree_name` of ``root`` when this
     runs, so that a measuring run's paper says that its rows are not committed yet),
     ``ProvenanceCurrent``, ``ProvenanceStudies`` and ``ProvenanceModels`` (how many of the models'
@@ -351,17 +352,14 @@ def render_provenance(studies: list[str], folders: list[str | Path], sections: d
     codes = {s: fingerprint(s, sections[s], timing, Path(root)) for s in studies}  # one per study, for every model
     found = {Path(f).name: [study_state(s, f, sections[s], timing, root, codes[s]) for s in studies] for f in folders}
     frame = pd.DataFrame([{"Model": model_short(model), "Study": study_label(s.study), "State": s.state,
-                           "Commit": s.commit if s.rows else "", "GPU": s.gpu if s.rows else "",
-                           "Date": s.date if s.rows else "",
-                           "Minutes": "" if s.minutes is None else f"{s.minutes:.1f}",
-                           "Rows": str(s.rows)} for model, states in found.items() for s in states])
+                           "GPU minutes": "" if s.minutes is None else f"{s.minutes:.1f}"}
+                          for model, states in found.items() for s in states])
     table = "\n".join([r"\begin{table}[tbp]", r"\centering", r"\small",
                         r"\caption{Each study's measurement on each GPU model: its state against the code of this"
                         r" tree (current: its rows carry the fingerprint of today's code and config,"
-                        r" Section~\ref{sec:method}; stale: they were measured by other code or config), the commit"
-                        r" and GPU of its run, the day (n/a: rows measured before they recorded it), the GPU minutes"
-                        r" of its jobs and its rows. Each study is one run; different studies may come from"
-                        r" different runs and GPUs.}",
+                        r" Section~\ref{sec:method}; stale: they were measured by other code or config) and the GPU"
+                        r" minutes of its jobs. Each study is one run, whose commit, GPU, day and rows"
+                        r" Table~\ref{tab:runs} gives; different studies may come from different runs and GPUs.}",
                         r"\label{tab:provenance}", table_to_latex(frame.set_index(["Model", "Study"])).rstrip("\n"),
                         r"\end{table}"])
     every = [s for states in found.values() for s in states]

@@ -69,9 +69,10 @@ def table_to_latex(table: pd.DataFrame, caption: str | None = None) -> str:
 
     A default integer index (row numbers) is left out; a float column prints
     every value with the same decimals (those of its most precise value, as
-    the report rounded it, at most three); a missing value prints as
-    :data:`kernels.paper.style.MISSING`. An empty table becomes a one-cell tabular
-    saying that it was not measured.
+    the report rounded it, at most three), and so do the numbers of a column
+    where a report wrote words in some cells (``"main"``), the words as text; a
+    missing value prints as :data:`kernels.paper.style.MISSING`. An empty table
+    becomes a one-cell tabular saying that it was not measured.
     """
     if table.empty:
         return ("\\begin{tabular}{l}\n\\toprule\n" + escape_latex(report_kit.NOT_MEASURED)
@@ -84,15 +85,28 @@ def table_to_latex(table: pd.DataFrame, caption: str | None = None) -> str:
         styler = styler.hide(axis="index")
     # the report rounded the numbers: each column prints with the decimals of its most precise value
     styler = styler.format(escape="latex", na_rep="{" + style.MISSING + "}")
+    worded = [c for c in table.columns if _numbers_and_words(table[c])]
     for column in table.columns:
         if pd.api.types.is_float_dtype(table[column]):
             styler = styler.format(f"{{:.{_decimals(table[column])}f}}", subset=[column],
                                    na_rep="{" + style.MISSING + "}")
+        elif column in worded:
+            digits = _decimals(pd.to_numeric(table[column], errors="coerce"))
+            styler = styler.format(lambda v, d=digits: "{" + escape_latex(v) + "}" if isinstance(v, str)
+                                   else f"{v:.{d}f}", subset=[column], na_rep="{" + style.MISSING + "}")
     styler = styler.format_index(escape="latex", axis=0).format_index(escape="latex", axis=1)
+    spec = "l" * (0 if isinstance(table.index, pd.RangeIndex) else table.index.nlevels) + "".join(
+        "S" if pd.api.types.is_numeric_dtype(table[c]) or c in worded else "l" for c in table.columns)
     latex = styler.to_latex(hrules=True, siunitx=True, caption=caption, sparse_index=False,
-                            sparse_columns=True, multicol_align="c")
+                            sparse_columns=True, multicol_align="c", column_format=spec)
     head, rule, body = latex.partition("\\midrule")
     return re.sub(r"\{([^{}]{8,})\}", lambda m: _two_lines(m.group(1)), head) + rule + body
+
+
+def _numbers_and_words(values: pd.Series) -> bool:
+    """Whether ``values`` hold numbers and, in some cells, words (a column of numbers where a report
+    wrote what stands in place of one)."""
+    return values.dtype == object and {isinstance(v, str) for v in values.dropna()} == {True, False}
 
 
 def _two_lines(header: str) -> str:

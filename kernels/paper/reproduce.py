@@ -29,8 +29,7 @@ When the candidate was meant to measure only some cases (the quick profile),
 the reference to them. The report splits the rows timed in both by the reference's device time
 (:data:`kernels.paper.reproduce_tables.SIZE_CLASSES`). The claims are re-derived too (:func:`claim_verdicts`):
 each study's ``report.macros`` runs on both runs' tidy tables (:func:`study_macros`) and every macro
-whose name ends in ``Verdict`` is compared (:func:`compare_claims`); the abstract's numbers, each
-study's ``report.HEADLINES``, are set side by side (:func:`headline_table`).
+whose name ends in ``Verdict`` is compared (:func:`compare_claims`).
 
 Each study is judged in three terms, claims first (:func:`study_outcomes`): its
 verdicts, its GPU factor (:mod:`kernels.paper.gpu_factor`) and its rows. :func:`kernels.paper.reproduce_report.check`
@@ -199,22 +198,6 @@ def compare(candidate: list[dict], reference: list[dict], tolerance: float,
 
 # ----------------------------------------------------------------------------
 # the claims
-
-
-def headline_table(reference: dict[str, str], candidate: dict[str, str], studies) -> pd.DataFrame:
-    """The abstract's numbers of both runs (each study's ``report.HEADLINES``, in ``studies``' order,
-    from :func:`study_macros` of each run): columns ``number`` (its words), ``reference`` and
-    ``second run`` (the macros' text, followed by its interval where the run has one, the macro of the
-    same name with ``Ci``, :func:`kernels.paper.report_kit.interval`; "n/a" where a run lacks it)."""
-    def text(macros: dict[str, str], name: str) -> str:
-        value = macros.get(name, style.MISSING)
-        return f"{value} {macros[name + 'Ci']}" if value != style.MISSING and name + "Ci" in macros else value
-
-    rows = []
-    for study in studies:
-        for name, words in getattr(render.report_module(study), "HEADLINES", {}).items():
-            rows.append({"number": words, "reference": text(reference, name), "second run": text(candidate, name)})
-    return pd.DataFrame(rows, columns=["number", "reference", "second run"])
 
 
 def compare_claims(reference: dict[str, str], candidate: dict[str, str], partial: bool = False) -> pd.DataFrame:
@@ -455,30 +438,3 @@ def second_runs(reproductions: str | Path, studies) -> list[tuple[Path, str, lis
             if paths:
                 out.append((folder, study, load_run(paths)))
     return out
-
-
-def spread_table(committed: dict[str, list[dict]], second: list[tuple[Path, str, list[dict]]],
-                 tolerance: float) -> pd.DataFrame:
-    """Every second and third run (``second``: :func:`second_runs`) against its model's committed rows
-    (``committed``: {model: its rows, as the caller loaded them}; the model of the run's GPU; a model or
-    study without rows there is left out): per run and study, columns ``model``, ``study``, ``gpu`` (the
-    second GPU), ``reference gpu`` (the committed rows'), ``run`` (its folder's name), ``rows`` (timed in
-    both, of 10 µs or more: those of the factor), ``factor``, ``low``, ``high``
-    (:func:`kernels.paper.gpu_factor.study_factor`), ``power_w`` and ``sm_mhz``
-    (:func:`kernels.paper.gpu_factor.power_limit` and :func:`~kernels.paper.gpu_factor.sm_clock` of
-    both, "second / committed"); sorted by model, study and run."""
-    records = []
-    for folder, study, rows_of in second:
-        model = rows.row_model(rows_of[0])
-        first = [r for r in committed.get(model, []) if r["study"] == study]
-        if not first:
-            continue
-        f = gpu_factor.study_factor(compare(rows_of, first, tolerance), tolerance)
-        records.append({"model": model, "study": study, "gpu": gpu_factor.run_gpu(rows_of, study),
-                        "reference gpu": gpu_factor.run_gpu(first, study), "run": Path(folder).name,
-                        "rows": f["rows_long"], "factor": f["factor"], "low": f["low"], "high": f["high"],
-                        **{col: f"{get(rows_of, study)} / {get(first, study)}" for col, get in
-                           (("power_w", gpu_factor.power_limit), ("sm_mhz", gpu_factor.sm_clock))}})
-    columns = ["model", "study", "gpu", "reference gpu", "run", "rows", "factor", "low", "high", "power_w", "sm_mhz"]
-    return pd.DataFrame(records, columns=columns).sort_values(["model", "study", "run"], kind="stable",
-                                                             ignore_index=True)

@@ -24,8 +24,7 @@ from kernels.paper.claims import (
     study_macros,
     tidy_tables,
 )
-from kernels.paper.reproduce_tables import (OUTSIDE_COLUMNS, _ms, claims_latex, figure, impl_table, outside_table,
-                                            size_table, terms_table, with_columns)
+from kernels.paper.reproduce_tables import _ms, figure, impl_table, outside_csv, outside_table, size_table
 
 
 def second_runs(run: list[dict]) -> str:
@@ -193,23 +192,20 @@ def numbers(values: dict[str, str]) -> str:
 
 
 def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes: pd.DataFrame,
-            impls: pd.DataFrame, claims: pd.DataFrame, headlines: pd.DataFrame, without=(),
-            terms: pd.DataFrame | None = None) -> str:
+            impls: pd.DataFrame, without=()) -> str:
     """The appendix paragraph on the second run with its figure and tables (``values``:
     :func:`macros`, defined in :func:`numbers`; only their names are used here; ``studies``: those compared; ``has_outside``: whether any row is
-    outside the tolerance; ``sizes``: :func:`size_table`; ``impls``: :func:`impl_table`;
-    ``claims``: :func:`compare_claims`; ``headlines``: :func:`headline_table`; ``without``: the
-    studies without a second run of their code, which the paragraph names; ``terms``:
-    :func:`terms_table`, each study's three terms)."""
+    outside the tolerance; ``sizes``: :func:`size_table`; ``impls``: :func:`impl_table`; ``without``: the
+    studies without a second run of their code, which the paragraph names)."""
     per_study = ", ".join(rf"{style.study_name(study)} \ReproRowsWithin{kit.camel(study)}{{}} of"
                           rf" \ReproRowsCompared{kit.camel(study)}{{}} (\ReproPercentWithin{kit.camel(study)}\,\%)"
                           for study in studies)
     table_ref = (r"Table~\ref{tab:reproduction_impls} counts the rows outside it per implementation and"
-                 r" Table~\ref{tab:reproduction} lists them, worst first" if has_outside else "no row is outside it")
+                 r" \tablecsv{reproduction_outside} lists them, worst first" if has_outside else "no row is outside it")
     text = "\n".join([
         r"\paragraph{Criterion.} Section~\ref{sec:method} states when a second run reproduces a study. The runs are",
-        r"reproduced when every study is (config \texttt{reproduce}); the \ReproRowsNotTimed{} cases that neither run",
-        r"timed, with the same status in both, are left out. Shares are given to one decimal, rounded down.",
+        r"reproduced when every study is; the \ReproRowsNotTimed{} cases that neither run timed, with the same status",
+        r"in both, are left out. Shares are given to one decimal, rounded down.",
         "",
         r"\paragraph{Reproduction.} A second cold run of the code of each study compared here (\ReproStudies) on",
         r"another GPU than its rows'",
@@ -224,62 +220,35 @@ def snippet(values: dict[str, str], studies: list[str], has_outside: bool, sizes
         r"(the host's launch included) instead, \ReproRowsWithinLatency{} of the \ReproRowsCompared{} rows",
         r"(\ReproPercentWithinLatency\,\%) agree.",
         r"Rows missing from the second run: \ReproRowsMissing; rows whose status changed:",
-        r"\ReproRowsStatusChanged. The compile-ahead job (config \texttt{compile\_ahead}) compiles an",
-        r"implementation's cases in parallel processes before they are timed; implementations that it",
-        r"prepared in one run of a study and not in the other: \ReproCompileAhead. Either run warms each",
-        r"case up before timing it, so only the cases' one-off costs differ there.",
+        r"\ReproRowsStatusChanged. A run may compile an implementation's cases in parallel processes before",
+        r"they are timed; implementations compiled so in one run of a study and not in the other:",
+        r"\ReproCompileAhead. Either run warms each case up before timing it, so only the cases' one-off costs",
+        r"differ there.",
         "",
-        r"\paragraph{Outcome.} \ReproOutcome{} (\ReproOutcomeByStudy; Table~\ref{tab:reproduction_terms} gives each",
-        r"study's three terms and what each GPU recorded). Re-derived from each run, \ReproClaimsSame{} of the",
+        r"\paragraph{Outcome.} \ReproOutcome{} (\ReproOutcomeByStudy; Table~\ref{tab:runs} gives each second run's",
+        r"GPU factor and what its GPU recorded). Re-derived from each run, \ReproClaimsSame{} of the",
         r"\ReproClaimsCompared{} verdicts of Table~\ref{tab:claims} that both runs decide are the same; on their",
-        r"claim's line (a value whose interval holds the threshold): \ReproClaimsOnLine{} (\ReproClaimsOnLineList;",
-        r"Table~\ref{tab:reproduction_claims}); different: \ReproClaimsDifferent.",
-        r"Table~\ref{tab:reproduction_headlines} sets each study's headline numbers of the two runs side by side."])
+        r"claim's line (a value whose interval holds the threshold): \ReproClaimsOnLine{} (\ReproClaimsOnLineList);",
+        r"different: \ReproClaimsDifferent{} (Table~\ref{tab:claims} gives the second run's verdict under each).",
+        r"Table~\ref{tab:uncertainty} sets each headline number and each value the verdicts compare beside its range",
+        r"over the GPUs that measured it."])
     if without:
         names = kit.and_list([style.study_name(s) for s in without])
         text += ("\n" + rf"No second run of the code that measured the rows of {names} is committed yet:"
                  r" their rows are not compared, and the outcome holds for the studies named above only.")
     floats = [r"\begin{figure}[tbp]", r"\centering", r"\fitgraphics{reproduction.pdf}",
               rf"\caption{{{render.caption(figure)}}}", r"\label{fig:reproduction}", r"\end{figure}"]
-    if terms is not None and len(terms):
-        floats += [r"\begin{table}[tbp]", r"\centering", r"\scriptsize",
-                   r"\caption{Each study's second run in the check's three terms: its verdicts of",
-                   r"Table~\ref{tab:claims} the same, its GPU factor (second over first device time, median over",
-                   r"the rows of 10\,\textmu{}s or more, 95\,\% bootstrap interval) and how many of those rows agree",
-                   r"within the tolerance once it is divided out, its rows as measured and those under 10\,\textmu{}s,",
-                   r"and each run's GPU with its power limit and median SM clock at the end of the timed repetitions",
-                   r"(``not recorded'' for rows measured before the GPU's state was).}",
-                   r"\label{tab:reproduction_terms}",
-                   r"\fitwidth{" + render.table_to_latex(terms).rstrip("\n") + "}", r"\end{table}"]
     floats += [r"\begin{table}[tbp]", r"\centering", r"\small",
                r"\caption{Rows timed in both runs by the reference's device time: how many agree within",
                r"the tolerance, how many either run flags host-bound (the spin before the call was too",
                r"short in more than 5\,\% of the repetitions) and how many of the others agree.}",
-               r"\label{tab:reproduction_sizes}", render.table_to_latex(sizes).rstrip("\n"), r"\end{table}",
-               r"\begin{table}[tbp]", r"\centering", r"\small",
-               r"\caption{The verdicts of Table~\ref{tab:claims} derived from each run.}",
-               r"\label{tab:reproduction_claims}",
-               with_columns(render.table_to_latex(claims_latex(claims, claim_labels(studies))),
-                        r"p{0.48\linewidth}" + 2 * r">{\raggedright\arraybackslash}p{0.16\linewidth}" + "l"),
-               r"\end{table}",
-               r"\begin{table}[tbp]", r"\centering", r"\small",
-               r"\caption{Each study's headline numbers (its report's \texttt{HEADLINES}) from each run.}", r"\label{tab:reproduction_headlines}",
-               with_columns(render.table_to_latex(headlines.set_index("number")),
-                            r"p{0.40\linewidth}" + 2 * r">{\raggedright\arraybackslash}p{0.24\linewidth}"),
-               r"\end{table}"]
+               r"\label{tab:reproduction_sizes}", render.table_to_latex(sizes).rstrip("\n"), r"\end{table}"]
     if has_outside:
         floats += [r"\begin{table}[tbp]", r"\centering", r"\small",
                    r"\caption{Implementations with rows outside the tolerance: rows timed in both runs,",
                    r"those slower and faster in the second run, how many of those either run flags",
                    r"host-bound, and the median ratio of the device time over all the rows.}",
                    r"\label{tab:reproduction_impls}", render.table_to_latex(impls).rstrip("\n"), r"\end{table}"]
-        floats += [r"\begin{table}[tbp]", r"\centering", r"\small",
-                   r"\caption{Rows of the second run (2nd) outside the tolerance, worst first (ratio: of the",
-                   r"device time; band: each run's q10 and q90 over its median; case fields that most cases of",
-                   r"their study share are left out; every case of both runs: \texttt{results/reproduction.csv}).}",
-                   r"\label{tab:reproduction}", r"\scriptsize", r"\setlength{\tabcolsep}{3pt}",
-                   r"\fitwidth{\input{generated/reproduction_outside.tex}}",
-                   r"\end{table}"]
     header = "% Generated by the rule `reproduce` (kernels/paper/reproduce.py); do not edit."
     return "\n".join([header, text, "", *floats]) + "\n"
 
@@ -293,8 +262,8 @@ def no_second_run(other_code: str | None = None) -> str:
              r" committed yet. " if other_code else
              r"\paragraph{Reproduction.} No second run of these measurements is committed. ")
     return ("% Generated by the rule `reproduction_none` (kernels/paper/reproduce.py); do not edit.\n" + first
-            + r"\texttt{snakemake --profile profiles/quick} measures the main cases of each study on a GPU "
-            "and compares them with these data case by case (\\texttt{docs/reproducing.md}).\n")
+            + "A quick run on any GPU measures the main cases of each study and compares them with these data case"
+            " by case (the artifact's \\texttt{README.md} gives its command).\n")
 
 
 def no_second_run_numbers(other_code: str | None = None, studies=(), tolerance: float = 0.05,
@@ -339,7 +308,7 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
         stale: {study: why} of the reference's studies whose rows are not current
             (:func:`stale_studies`): the summary line names those it compares.
         out_*: the comparison (CSV), the one-line summary (text), the figure (PDF), the
-            table of rows outside the tolerance (LaTeX), the paper's snippet (appendix) and
+            table of rows outside the tolerance (CSV, :func:`kernels.paper.reproduce_tables.outside_csv`), the paper's snippet (appendix) and
             its macros (:func:`macros`).
 
     Returns:
@@ -366,9 +335,7 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
     outside = outside_table(table)
     write_atomic(out_csv, table.to_csv(index=False))
     style.save(figure(table, tolerance), out_figure)
-    outside_latex = render.table_to_latex(outside)  # the one-cell "not measured" tabular when empty
-    write_atomic(out_table, outside_latex if outside.empty
-                 else with_columns(outside_latex, OUTSIDE_COLUMNS) + "\n")
+    write_atomic(out_table, outside_csv(outside))
     found = sorted(table["study"].unique())  # in the config's order (sections), as the claims table
     studies = [s for s in (sections or {}) if s in found] + [s for s in found if s not in (sections or {})]
     values = (macros(table, claims, tolerance, min_within, candidate, claim_labels(studies), cand, refused)
@@ -376,8 +343,7 @@ def check(candidate_files: list[str], reference_files: list[str], *, gpu: str, t
               | {"ReproCompileAhead": compile_ahead_differences(cand, ref)})
     write_atomic(out_numbers, numbers(values))
     write_atomic(out_snippet, snippet(values, studies, not outside.empty, size_table(table),
-                                           impl_table(table), claims, judge.headline_table(ref_macros, cand_macros, studies),
-                                           without, terms_table(table, claims, tolerance, cand, ref)))
+                                           impl_table(table), without))
     write_atomic(out_summary, line + "\n")
     log.info("%s", line)
     for r in claims.itertuples():

@@ -1,7 +1,7 @@
 """The reproduction check's tables and figure (:mod:`kernels.paper.reproduce` judges,
 :mod:`kernels.paper.reproduce_report` writes them): the rows timed in both runs by size and by
-implementation, the claims of both runs, each study's three terms, the rows outside the tolerance, the
-figure of the ratios, and a LaTeX table's column spec (:func:`with_columns`)."""
+implementation, the rows outside the tolerance, the figure of the ratios, and a LaTeX table's column spec
+(:func:`with_columns`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from kernels.paper import gpu_factor, style
+from kernels.paper import style
 from kernels.paper import reproduce as judge
 
 #: Verdicts that make a run not reproduced; the table lists these rows, in this order.
@@ -19,10 +19,6 @@ OUTSIDE = ("status changed", "missing", "slower", "faster")
 #: Marker and colour of each study's cases in the figure, in turn (one per study of the project;
 #: a study beyond them starts the list again).
 STUDY_MARKERS = (("o", "#4C72B0"), ("s", "#DD8452"), ("^", "#55A868"), ("D", "#C44E52"), ("v", "#8172B3"))
-#: Rows shown in the LaTeX table of the rows outside the tolerance (with case labels of two or three
-#: lines, they share a page with the table of those rows per implementation); the rest are counted
-#: (every row of both runs is in the rule's CSV, results/reproduction.csv).
-TABLE_ROWS = 20
 #: Classes of the reference's device time, ms (lower bounds; the last is open), with their labels.
 SIZE_CLASSES = ((0.0, "below 10 µs"), (0.01, "10–100 µs"), (0.1, "0.1–1 ms"), (1.0, "1–10 ms"),
                 (10.0, "10 ms and more"))
@@ -67,72 +63,40 @@ def impl_table(table: pd.DataFrame) -> pd.DataFrame:
     return d.loc[most].reset_index(drop=True)
 
 
-def claims_latex(claims: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
-    """The claims' verdicts of both runs for the paper: columns ``claim`` (its words in
-    ``labels``, else the macro's name), ``reference``, ``second run`` and ``same``; in the order
-    of ``labels`` (the claims table's), the others after them."""
-    order = {name: i for i, name in enumerate(labels)}
-    rank = claims["claim"].map(lambda c: order.get(c, len(order)))
-    claims = claims.loc[rank.sort_values(kind="stable").index].reset_index(drop=True)
-    return pd.DataFrame({"claim": [labels.get(c, c) for c in claims["claim"]],
-                         "reference": claims["reference"], "second run": claims["candidate"],
-                         "same": [("yes" if s else "on the line" if line else "no")
-                                  for s, line in zip(claims["same"], claims["on_line"])]})
+def outside_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows of the second run (2nd) outside the tolerance, worst first: status changes, missing rows, then
+    slower and faster rows by how far their ratio (of the device time) lies from 1; band: each run's q10
+    and q90 over its median; every case of both runs: results/reproduction.csv.
 
-
-def terms_table(table: pd.DataFrame, claims: pd.DataFrame, tolerance: float, candidate: list[dict],
-                reference: list[dict]) -> pd.DataFrame:
-    """Each study's three terms for the paper, claims first: columns ``study``, ``claims the same``,
-    ``GPU factor`` (with its interval, :func:`kernels.paper.gpu_factor.study_factor`), ``within after
-    it`` (of the rows of 10 µs or more), ``rows within`` (as measured), ``under 10 µs within`` and
-    ``GPUs (2nd / 1st)`` (each run's GPU and what it recorded: :func:`kernels.paper.gpu_factor.gpu_settings`)."""
-    out = []
-    for study, mine in judge.study_claims(table, claims).items():
-        f = gpu_factor.study_factor(table[table["study"] == study], tolerance)
-        out.append({"study": style.study_name(study),
-                    "claims the same": f"{int(mine['same'].sum())} of {len(mine)}",
-                    "GPU factor": f"{f['factor']:.2f} [{f['low']:.2f}, {f['high']:.2f}]" if f["rows"] else "n/a",
-                    "within after it": f"{f['within_after']} of {f['rows_long']}",
-                    "rows within": f"{f['within']} of {f['rows']}",
-                    "under 10 µs within": f"{f['within_short']} of {f['rows_short']}",
-                    "GPUs (2nd / 1st)": " / ".join(f"{gpu_factor.run_gpu(run, study)}: {gpu_factor.gpu_settings(run, study)}"
-                                                   for run in (candidate, reference))})
-    return pd.DataFrame(out)
-
-
-def outside_table(table: pd.DataFrame, limit: int = TABLE_ROWS) -> pd.DataFrame:
-    """The rows outside the tolerance (:data:`OUTSIDE`), worst first: status changes, missing
-    rows, then slower and faster by how far their ratio is from 1 (in log); at most ``limit``
-    rows, then one row counting the rest. Each run's noise band is its q10 and q90 over the
-    median; a case's ``field=value`` parts that most of its study's cases share are left out."""
+    The paper names it by its CSV file (:func:`outside_csv`); its columns without a row where none is
+    outside."""
     d = table[table["verdict"].isin(OUTSIDE)].copy()
-    if d.empty:
-        return pd.DataFrame()
     d["_rank"] = d["verdict"].map({v: i for i, v in enumerate(OUTSIDE[:2])}).fillna(len(OUTSIDE))
     d["_far"] = -np.abs(np.log(d["ratio"].astype(float)))
     d = d.sort_values(["_rank", "_far", "study", "impl", "case"], kind="stable")
-    shown = d.head(limit)
-    common = {study: _common_parts(g["case"]) for study, g in table.groupby("study")}
 
     def band(r, run):
         lo, hi = getattr(r, f"band_lo_{run}"), getattr(r, f"band_hi_{run}")
         return "" if pd.isna(lo) else f"{lo:.2f}-{hi:.2f}"
 
-    out = pd.DataFrame({
-        "study": [style.study_label(x) for x in shown["study"]],
-        "implementation": [style.label(a, b) for a, b in zip(shown["study"], shown["impl"])],
-        "case": [" ".join(p for p in r.case.split(" ") if p not in common[r.study]) for r in shown.itertuples()],
-        "ref. ms": shown["ms_reference"].map(_ms), "2nd ms": shown["ms_candidate"].map(_ms),
-        "ratio": shown["ratio"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}"),
-        "ref. band": [band(r, "reference") for r in shown.itertuples()],
-        "2nd band": [band(r, "candidate") for r in shown.itertuples()],
+    return pd.DataFrame({
+        "study": [style.study_label(x) for x in d["study"]],
+        "implementation": [style.label(a, b) for a, b in zip(d["study"], d["impl"])],
+        "case": d["case"].tolist(),
+        "ref. ms": d["ms_reference"].map(_ms).tolist(), "2nd ms": d["ms_candidate"].map(_ms).tolist(),
+        "ratio": d["ratio"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}").tolist(),
+        "ref. band": [band(r, "reference") for r in d.itertuples()],
+        "2nd band": [band(r, "candidate") for r in d.itertuples()],
         "verdict": [f"{a} to {b}" if v == "status changed" else v + (", host-bound" if h is True else "")
-                    for v, a, b, h in zip(shown["verdict"], shown["status_reference"], shown["status_candidate"],
-                                          shown["host_bound"])]})
-    if len(d) > limit:
-        rest = pd.DataFrame([{c: "" for c in out.columns} | {"case": f"and {len(d) - limit} more rows"}])
-        out = pd.concat([out, rest], ignore_index=True)
-    return out.reset_index(drop=True)
+                    for v, a, b, h in zip(d["verdict"], d["status_reference"], d["status_candidate"], d["host_bound"])]})
+
+
+def outside_csv(outside: pd.DataFrame) -> str:
+    """``outside`` (:func:`outside_table`) as the CSV file a reader opens in place of a page of the paper
+    (``results/tables/reproduction_outside.csv``): a first line ``# <its caption>`` (read it with
+    ``pandas.read_csv(path, comment="#")``), then its rows."""
+    caption = " ".join(outside_table.__doc__.strip().split("\n\n")[0].split())
+    return f"# {caption}\n" + outside.to_csv(index=False, lineterminator="\n")
 
 
 def with_columns(tabular: str, spec: str) -> str:
@@ -141,22 +105,11 @@ def with_columns(tabular: str, spec: str) -> str:
     return re.sub(r"\{[^{}]*\}$", lambda _: "{" + spec + "}", head) + "\n" + rest.rstrip("\n")
 
 
-#: Column spec of the table of the rows outside the tolerance (the case wraps).
-OUTSIDE_COLUMNS = r"ll>{\raggedright\arraybackslash}p{0.27\linewidth}rrrll>{\raggedright\arraybackslash}p{0.09\linewidth}"
-
-
 def _ms(value) -> str:
     """A time in ms without an exponent: four decimals below 1 ms, three to 100 ms, none above."""
     if pd.isna(value):
         return ""
     return f"{value:.4f}" if value < 1 else f"{value:.3f}" if value < 100 else f"{value:.0f}"
-
-
-def _common_parts(cases: pd.Series) -> set[str]:
-    """The ``field=value`` parts of case labels held by more than half of ``cases`` (a study's defaults)."""
-    parts = pd.Series([p for case in cases for p in set(case.split(" ")) if "=" in p])
-    counts = parts.value_counts()
-    return set(counts[counts > len(cases) / 2].index)
 
 
 def figure(table: pd.DataFrame, tolerance: float):

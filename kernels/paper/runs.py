@@ -15,10 +15,11 @@ of one commit, GPU and fingerprint (:func:`kernels.paper.provenance.runs_of`). I
 
 The outcome of a run other than the committed one is the check's own (:mod:`kernels.paper.reproduce`)
 against its model's committed rows of the study (:func:`check_outcome`): reproduced or not and why,
-its rows within the tolerance, its GPU factor with a 95 % interval
-(:func:`kernels.paper.gpu_factor.study_factor`) and how many of its verdicts are the same. A run the check
-would not compare (rows of another code or of several runs, the committed rows' GPU) reads
-:data:`NOT_COMPARED` and why.
+its rows within the tolerance, its GPU factor with a 95 % interval and how many of the rows of 10 µs
+or more lie within the tolerance once it is divided out (:func:`kernels.paper.gpu_factor.study_factor`),
+and how many of its verdicts are the same. A run the check would not compare (rows of another code or
+of several runs, the committed rows' GPU) reads :data:`NOT_COMPARED` and why. Beside each run, what its
+GPU recorded (:func:`kernels.paper.gpu_factor.gpu_settings`).
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ ROLES = (COMMITTED, CHECKED, FURTHER, FAILED)
 #: The outcome of a committed run.
 PAPERS = "the paper's numbers"
 REPRODUCED, NOT_REPRODUCED, NOT_COMPARED, NOT_TIMED = "reproduced", "not reproduced", "not compared", "no row timed"
-COLUMNS = ["model", "study", "role", "folder", "commit", "gpu", "date", "rows_timed", "rows", "outcome",
-           "rows_within", "rows_compared", "within_pct", "factor", "low", "high", "claims_same", "claims",
-           "claims_on_line", "why"]
+COLUMNS = ["model", "study", "role", "folder", "commit", "gpu", "date", "settings", "rows_timed", "rows",
+           "outcome", "rows_within", "rows_compared", "within_pct", "factor", "low", "high", "rows_long",
+           "within_after", "rows_short", "within_short", "claims_same", "claims", "claims_on_line", "why"]
 
 
 def split_runs(rows_of: list[dict]) -> list[list[dict]]:
@@ -102,8 +103,9 @@ def check_outcome(run: list[dict], first: list[dict], first_macros: dict[str, st
     would not compare them (:func:`kernels.paper.reproduce.check_pair`, :func:`kernels.paper.reproduce.not_one_run`,
     :func:`kernels.paper.provenance.same_code`), else :data:`REPRODUCED` or :data:`NOT_REPRODUCED`
     (:func:`kernels.paper.reproduce.study_outcomes`, ``why``: its reasons) with the rows within ``tolerance``
-    of those timed in both, the GPU factor with its interval and the verdicts the same and on the line
-    (the fields of :data:`COLUMNS` from ``outcome``)."""
+    of those timed in both, the GPU factor with its interval, the rows of 10 µs or more within once it is
+    divided out, those under 10 µs within, and the verdicts the same and on the line (the fields of
+    :data:`COLUMNS` from ``outcome``)."""
     if not first:
         return {"outcome": NOT_COMPARED, "why": f"no committed rows of {study} on the {rows.model_label(model)}"}
     try:
@@ -123,15 +125,16 @@ def check_outcome(run: list[dict], first: list[dict], first_macros: dict[str, st
     why = judge.study_outcomes(table, claims, min_within, tolerance).get(study, ["no case of its study compared"])
     f = gpu_factor.study_factor(table, tolerance)
     return {"outcome": NOT_REPRODUCED if why else REPRODUCED, "why": "; ".join(why), "rows_within": f["within"],
-            "rows_compared": f["rows"], "within_pct": judge.percent(f["within"], f["rows"]), "factor": f["factor"],
-            "low": f["low"], "high": f["high"], "claims_same": int(claims["same"].sum()), "claims": len(claims),
-            "claims_on_line": int(claims["on_line"].sum())}
+            "rows_compared": f["rows"], "within_pct": judge.percent(f["within"], f["rows"]),
+            **{k: f[k] for k in ("factor", "low", "high", "rows_long", "within_after", "rows_short", "within_short")},
+            "claims_same": int(claims["same"].sum()), "claims": len(claims), "claims_on_line": int(claims["on_line"].sum())}
 
 
 def runs_table(found: list[dict], committed: dict[str, list[dict]], by_model: dict[str, dict[str, str]],
                sections: dict[str, dict], tolerance: float, min_within: float) -> pd.DataFrame:
     """Each run of ``found`` (:func:`roles`) with its outcome: :data:`COLUMNS` (``folder`` as given,
-    ``gpu``: :func:`kernels.paper.gpu_factor.run_gpu`, ``rows_timed`` of ``rows``: status ok); a committed
+    ``gpu``: :func:`kernels.paper.gpu_factor.run_gpu`, ``settings``: :func:`kernels.paper.gpu_factor.gpu_settings`,
+    ``rows_timed`` of ``rows``: status ok); a committed
     run's outcome is :data:`PAPERS` (of its model: the paper's, or that of the section on GPU models), a
     failed run's :data:`NOT_TIMED` (``why``: its statuses), any other's :func:`check_outcome` against ``committed``
     ({model: its rows}; ``by_model``: {model: their macros})."""
@@ -140,7 +143,8 @@ def runs_table(found: list[dict], committed: dict[str, list[dict]], by_model: di
         run, study, model = r["rows"], r["study"], r["model"]
         record = {"model": model, "study": study, "role": r["role"], "folder": str(r["folder"]),
                   "commit": run_commit(run), "gpu": gpu_factor.run_gpu(run, study), "date": run_dates(run),
-                  "rows_timed": sum(x["status"] == "ok" for x in run), "rows": len(run)}
+                  "settings": gpu_factor.gpu_settings(run, study), "rows_timed": sum(x["status"] == "ok" for x in run),
+                  "rows": len(run)}
         if r["role"] == FAILED:
             statuses = pd.Series([x["status"] for x in run]).value_counts()
             record |= {"outcome": NOT_TIMED, "why": ", ".join(f"{n} {s}" for s, n in statuses.items())}
@@ -154,7 +158,7 @@ def runs_table(found: list[dict], committed: dict[str, list[dict]], by_model: di
 
 
 def _factor(r) -> str:
-    return f"{r.factor:.2f} [{r.low:.2f}, {r.high:.2f}]" if pd.notna(r.factor) else ""
+    return f"{r.factor:.3f} [{r.low:.3f}, {r.high:.3f}]" if pd.notna(r.factor) else ""
 
 
 def _claims(r) -> str:
@@ -171,9 +175,10 @@ SHORT_ROLES = {COMMITTED: "committed", CHECKED: "2nd, checked", FURTHER: "furthe
 def runs_latex(table: pd.DataFrame, tolerance: float) -> pd.DataFrame:
     """:func:`runs_table` for the paper: GPU model (its first word), study, role (:data:`SHORT_ROLES`), commit,
     GPU (8 hex digits: the folder of a run in ``data/reproductions/`` is its model and these, as
-    ``results/runs.csv`` gives it), date, rows timed of all, outcome (but the committed run's, which gives the
-    paper's numbers), rows within ``tolerance`` (per cent, of those timed in both), GPU factor with its
-    interval, verdicts the same; empty cells where they do not apply."""
+    ``results/runs.csv`` gives it), date, what the GPU recorded (power limit and SM clock), rows timed of
+    all, outcome (but the committed run's, which gives the paper's numbers), rows within ``tolerance`` (per
+    cent, of those timed in both), GPU factor with its interval, the rows of 10 µs or more within once it
+    is divided out, verdicts the same; empty cells where they do not apply."""
     rs = list(table.itertuples())
     return pd.DataFrame({
         "GPU": [rows.model_short(r.model) for r in rs],
@@ -182,32 +187,40 @@ def runs_latex(table: pd.DataFrame, tolerance: float) -> pd.DataFrame:
         "commit": [r.commit for r in rs],
         "GPU UUID": [r.gpu.replace("GPU-", "") for r in rs],
         "date": [r.date for r in rs],
+        "power limit, SM clock": [r.settings.replace(" limit", "").replace("SM ", "") for r in rs],
         "rows timed": [f"{r.rows_timed} of {r.rows}" for r in rs],
         "outcome": ["" if r.role == COMMITTED else r.outcome for r in rs],
         f"within ±{100 * tolerance:g} %": [f"{r.within_pct} ({int(r.rows_within)} of {int(r.rows_compared)})"
                                            if pd.notna(r.rows_compared) else "" for r in rs],
         "GPU factor": [_factor(r) for r in rs],
+        "within after it": [f"{int(r.within_after)} of {int(r.rows_long)}" if pd.notna(r.rows_long) else ""
+                            for r in rs],
         "verdicts same": [_claims(r) for r in rs]})
 
 
 def runs_float(table: pd.DataFrame, tolerance: float) -> str:
-    """The runs (:func:`runs_table`) as a LaTeX table float, label ``tab:runs``."""
+    """The runs (:func:`runs_table`) as a LaTeX table float set sideways on a page of its own (package
+    rotating), label ``tab:runs``; its caption counts the failed runs ("none" without one)."""
     frame = runs_latex(table, tolerance)
     body = render.table_to_latex(frame)  # the one-cell "not measured" tabular without a run
-    if len(frame):  # the role wraps
-        body = with_columns(body, "l" * 11)
-    caption = (r"\caption{Every measuring run in \texttt{data/}: per GPU model and study, the committed run"
-               r" (folder \texttt{data/raw/<model>/}, every number of the paper), the second run that the"
-               r" reproduction check compares (\emph{2nd, checked}; config \texttt{reproduce.committed}), further runs"
-               r" outside the check and failed runs (no row timed), each in \texttt{data/reproductions/}, in a folder named"
-               r" by its model and GPU (\texttt{results/runs.csv} names each); a run is one commit, GPU and fingerprint. Beside each run but the committed one, the check's outcome against the"
-               r" committed rows: the rows within the tolerance of those timed in both (per cent), the GPU factor"
-               r" (second over committed device time, median over the rows of 10\,\textmu{}s or more, 95\,\%"
-               r" bootstrap interval) and how many of its verdicts of Table~\ref{tab:claims} are the same"
-               r" (\texttt{results/runs.csv} gives why a run is not reproduced). Earlier runs, whose rows were replaced, are in the"
-               r" repository's history.}")
-    return "\n".join([r"\begin{table}[tbp]", r"\centering", r"\scriptsize", r"\setlength{\tabcolsep}{3pt}", caption,
-                      r"\label{tab:runs}", r"\fitwidth{" + body.rstrip("\n") + "}", r"\end{table}"])
+    if len(frame):  # the verdicts wrap
+        body = with_columns(body, "l" * 12 + r">{\raggedright\arraybackslash}p{5.2em}")
+    failed = int((table["role"] == FAILED).sum())
+    caption = (r"\caption{Every measuring run in \texttt{data/}, per GPU model and study: the committed run (folder"
+               r" \texttt{data/raw/<model>/}, every number of the paper), the second run that the reproduction check"
+               r" compares (\emph{2nd, checked}) and further runs outside the check, each in \texttt{data/reproductions/}"
+               r" in a folder named by its model and GPU (\texttt{results/runs.csv} names each), and failed runs, none"
+               r" of whose rows was timed (" + (str(failed) if failed else "none") + r"); a run is one commit, GPU and"
+               r" fingerprint. Each with its GPU's power limit and median SM clock at the end of the timed repetitions"
+               r" (``not recorded'' for rows measured before the GPU's state was). Beside each run but the committed"
+               r" one, the check's outcome against the committed rows: the rows within the tolerance of those timed in"
+               r" both (per cent), the GPU factor (its device time over the committed one's, median over the rows of"
+               r" 10\,\textmu{}s or more, 95\,\% bootstrap interval), how many of those rows lie within the tolerance"
+               r" once it is divided out, and how many of its verdicts of Table~\ref{tab:claims} are the same"
+               r" (\texttt{results/runs.csv} gives why a run is not reproduced, and its rows under 10\,\textmu{}s"
+               r" within). Earlier runs, whose rows were replaced, are in the repository's history.}")
+    return "\n".join([r"\begin{sidewaystable}", r"\centering", r"\scriptsize", r"\setlength{\tabcolsep}{3pt}", caption,
+                      r"\label{tab:runs}", r"\fitwidth{" + body.rstrip("\n") + "}", r"\end{sidewaystable}"])
 
 
 def _place(rank: int, n: int) -> str:
@@ -300,8 +313,8 @@ def runs_macros(found: list[dict], table: pd.DataFrame, paper: str, sections: di
     paper's first, its checked second runs' verdicts the same as its committed rows': ``16 of 18 verdicts on the
     H200 and 15 of 18 on the H100``), ``RunsReproducedByModel`` (per model, the paper's first, how many
     of its studies' checked second runs the check judged reproduced: ``4 of 5 studies on the H200 and 4 of 5 on
-    the H100``), :func:`tensorcore_macros` and
-    ``RunsTable`` (:func:`runs_float`)."""
+    the H100``), ``RunsFactorRange`` (the lowest to the highest GPU factor of the runs but the committed ones:
+    ``0.99--1.01``), :func:`tensorcore_macros` and ``RunsTable`` (:func:`runs_float`)."""
     counts = table.groupby("model", sort=False).size()
     by_role = table["role"].value_counts()
     first = committed_first(found)
@@ -314,6 +327,7 @@ def runs_macros(found: list[dict], table: pd.DataFrame, paper: str, sections: di
             "RunsReproducedByModel": _per_model(reproduced, paper, "studies"),
             "RunsClaimsSameByModel": _per_model(same, paper, "verdicts"),
             "RunsCommittedFirst": f"{sum(first.values())} of {len(first)}",
+            "RunsFactorRange": kit.span(table.loc[table["role"] != COMMITTED, "factor"].tolist()),
             "RunsTensorcoreFirst": (style.MISSING if tensorcore is None
                                     else "the earliest" if tensorcore else "not the earliest"),
             "RunsByModel": kit.and_list([f"{n} on the {rows.model_label(m)}" for m, n in counts.items()]),

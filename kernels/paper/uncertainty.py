@@ -47,6 +47,7 @@ K = 1024
 _NUMBER = r"(-?\d+(?:\.\d+)?)(K?)"
 _VALUE = re.compile(rf"^{_NUMBER}(?:--{_NUMBER})?$")
 _INTERVAL = re.compile(rf"^\[{_NUMBER}, {_NUMBER}\]")
+#: The columns of :func:`uncertainty_table`; ``runs``: each GPU's reading with its interval.
 COLUMNS = ["model", "study", "value", "words", "gpu", "committed", "interval", "runs", "gpus", "low", "high",
            "across", "across_width", "within_width", "spread_pct", "dominates"]
 
@@ -167,7 +168,9 @@ def value_record(model: str, value: dict, committed: dict, others: list[dict]) -
     gpus = len({r["gpu"] for r in runs})
     record = {"model": model, "study": value["study"], "value": name, "words": value["words"],
               "gpu": committed["gpu"], "committed": text, "interval": interval or "",
-              "runs": "; ".join(f"{r['gpu']}: {r['macros'][name]}" for r in runs), "gpus": gpus,
+              "runs": "; ".join(" ".join(filter(None, (f"{r['gpu']}: {r['macros'][name]}",
+                                                       interval_text(r["macros"], name)))) for r in runs),
+              "gpus": gpus,
               "low": float("nan"), "high": float("nan"), "across": style.MISSING, "across_width": float("nan"),
               "within_width": float("nan"), "spread_pct": float("nan"), "dominates": style.MISSING}
     first = parse(text)
@@ -250,9 +253,9 @@ def uncertainty_float(table: pd.DataFrame, model: str, models: list[str]) -> str
                + ACROSS + r"} where the value moves further across the GPUs (of a range, either end) than its"
                r" interval is wide (less the range's own width) and one unit of its last printed digit, else \emph{"
                + WITHIN + r"}; \emph{" + NO_INTERVAL
-               + r"} where it has none; a value not measured there is left out."
-               + (f" {kit.escape_latex(said[:1].upper() + said[1:])}" + r" (\texttt{results/uncertainty.csv})."
-                  if said else "") + "}")
+               + r"} where it has none; a value not measured there is left out; each GPU's reading with its interval:"
+               + r" \texttt{results/uncertainty.csv}." + (f" {kit.escape_latex(said[:1].upper() + said[1:])}."
+                                                           if said else "") + "}")
     return "\n".join([r"\begin{table}[tbp]", r"\centering", r"\small", r"\setlength{\tabcolsep}{3pt}", caption,
                       r"\label{tab:uncertainty}", r"\fitwidth{" + tabular.rstrip("\n") + "}", r"\end{table}"])
 

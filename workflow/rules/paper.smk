@@ -40,11 +40,11 @@ if not SUBSET_LEFT_OUT:
             MODELS["figure"],
             MODELS["runs_tex"],
             MODELS["uncertainty_tex"],
-            # the appendix on a second run: its figure and table when there is one
+            # the appendix on a second run: its figure when there is one
             [
                 REPRO["snippet"],
                 REPRO["numbers"],
-                *([REPRO["figure"], REPRO["table"]] if CANDIDATE else []),
+                *([REPRO["figure"]] if CANDIDATE else []),
             ],
         output:
             f"{PAPER_DIR}/main.pdf",

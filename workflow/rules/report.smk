@@ -230,7 +230,6 @@ rule models:
         claims=MODELS["claims"],
         ratios=MODELS["ratios"],
         figure=MODELS["figure"],
-        spread=MODELS["spread"],
         runs=MODELS["runs"],
         runs_tex=MODELS["runs_tex"],
         uncertainty=MODELS["uncertainty"],

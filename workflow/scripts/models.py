@@ -1,6 +1,6 @@
 """Snakemake script of rule `models`: each claim on every committed GPU model, device time across models,
-the GPU factor of every second and third run against its model's committed rows, every measuring run with
-its role and outcome, and each quoted value across the GPUs of a model."""
+every measuring run with its role, outcome and GPU factor against its model's committed rows, and each
+quoted value across the GPUs of a model."""
 
 from kernels.core.logs import setup_logging
 from kernels.paper.models import render_models
@@ -9,6 +9,6 @@ setup_logging(snakemake.log[0])  # noqa: F821
 params, out = snakemake.params, snakemake.output  # noqa: F821
 render_models(params.raw, params.gpu, list(params.studies), {s: dict(v) for s, v in params.sections.items()},
               dict(params.timing), out.tex, out.claims, out.ratios, out.figure, reproductions=params.reproductions,
-              out_spread=out.spread, tolerance=float(params.tolerance), runs_out=(out.runs, out.runs_tex),
+              tolerance=float(params.tolerance), runs_out=(out.runs, out.runs_tex),
               checked=dict(params.checked), min_within=float(params.min_within),
               uncertainty_out=(out.uncertainty, out.uncertainty_tex))
