@@ -237,3 +237,11 @@ def test_the_claims_that_differ_are_named_with_both_verdicts_and_the_values_one_
         "H100 (1 value fewer); Gated DeltaNet's FlashQLA forward: holds on the H200 and exceeded on the H100")
     assert (models.same_count(table, "h200", "h100-80gb-hbm3"), models.on_line_count(table, "h200", "h100-80gb-hbm3")) \
         == ("1 of 4", "1")
+
+
+def test_under_each_verdict_another_model_reads_same_only_for_a_verdict_that_decides():
+    table = pd.DataFrame([{"macro": "AVerdict", "h200 verdict": "holds", "h100-80gb-hbm3 verdict": "holds"},
+                          {"macro": "BVerdict", "h200 verdict": "not tested (per clock)",
+                           "h100-80gb-hbm3 verdict": "not tested (per clock)"}])
+    assert models.other_verdicts(table, ["h200", "h100-80gb-hbm3"]) == {
+        "ModelsAVerdict": "H100: same", "ModelsBVerdict": "H100: not tested (per clock)"}

@@ -137,13 +137,14 @@ def claims_table(by_model: dict[str, dict[str, str]], states: dict[str, dict[str
 def other_verdicts(table: pd.DataFrame, models: list[str]) -> dict[str, str]:
     """The claims table's words under each verdict, macro ``Models<verdict macro>``: each model after
     the paper's (``models[0]``), by the first word of its name, with "same" or its own verdict ("H100:
-    partly holds (1 of 2)"), or :data:`NOT_MEASURED`; empty with one model."""
+    partly holds (1 of 2)"; a verdict that decides nothing, "not tested", is never "same":
+    :func:`kernels.paper.style.decided`), or :data:`NOT_MEASURED`; empty with one model."""
     out = {}
     for _, r in table.iterrows():
         parts = []
         for model in models[1:]:
             verdict = r[f"{model} verdict"]
-            same = verdict == r[f"{models[0]} verdict"] and verdict != NOT_MEASURED
+            same = verdict == r[f"{models[0]} verdict"] and verdict != NOT_MEASURED and style.decided(verdict)
             parts.append(f"{rows.model_short(model)}: {'same' if same else verdict}")
         out[f"Models{r['macro']}"] = kit.escape_latex("; ".join(parts))
     return out

@@ -16,11 +16,11 @@ each headline number (``HEADLINES``) is read on every one of them (:func:`quoted
 - the *within-run width*: the interval's width, less that of the range itself for a range (the
   interval runs from the lowest to the highest end of the range's values, and the range's own
   width is the spread over sizes, not noise);
-- which *dominates*: :data:`ACROSS` where the across-GPU width exceeds the within-run width by more
-  than one unit of the last printed digit (a move of one unit is the rounding's as much as the GPUs':
-  ``1.71--1.75`` on one GPU and ``1.72--1.75`` on another, with the interval ``[1.71, 1.75]``, is no
-  wider than one run), else :data:`WITHIN`; :data:`ONE_GPU` where one GPU measured the value,
-  :data:`NO_INTERVAL` where the value has no interval.
+- which *dominates*: :data:`ACROSS` where another GPU's reading (of a range, either end) lies outside
+  the committed run's interval by more than one unit of the last printed digit (a unit is the
+  rounding's as much as the GPUs': ``2.09`` against ``2.11 [2.11, 2.12]`` is outside, ``2.10`` is not),
+  so that the GPUs differ by more than one run's noise; else :data:`WITHIN`; :data:`ONE_GPU` where one
+  GPU measured the value, :data:`NO_INTERVAL` where the value has no interval.
 
 The values are read from the macros' text as the paper prints them (``2.11``, ``5.80--6.76``,
 ``8.2K`` tokens: :func:`parse`), so the widths are those of the printed digits; a value that is not a
@@ -29,7 +29,6 @@ number (``n/a``, a crossover beyond the lengths measured, ``above 512K``) takes 
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,8 +180,13 @@ def value_record(model: str, value: dict, committed: dict, others: list[dict]) -
     record.update(low=low, high=high, within_width=within)
     if gpus < 2:
         return {**record, "across": ONE_GPU, "dominates": ONE_GPU}
-    dominates = (NO_INTERVAL if math.isnan(within) else ACROSS if width > within + first.resolution + 1e-9
-                 else WITHIN)
+    bounds = parse_interval(interval)
+    if bounds is None:
+        dominates = NO_INTERVAL
+    else:
+        slack = first.resolution + 1e-9
+        outside = any(r.low < bounds[0] - slack or r.high > bounds[1] + slack for r in readings)
+        dominates = ACROSS if outside else WITHIN
     return {**record, "across": f"{first.text(low, high)} ({gpus} GPUs)", "across_width": width, "spread_pct": pct,
             "dominates": dominates}
 
@@ -206,8 +210,7 @@ def uncertainty_table(runs: list[dict], values: list[dict]) -> pd.DataFrame:
 
 def summary_macros(table: pd.DataFrame, model: str) -> dict[str, str]:
     """The text's numbers on ``model``'s values of ``table`` (:func:`uncertainty_table`):
-    ``AcrossWider`` (how many move across GPUs by more than their within-run width and the printing's
-    resolution: :data:`ACROSS`),
+    ``AcrossWider`` (how many another GPU reads outside their committed interval: :data:`ACROSS`),
     ``AcrossCompared`` (of how many: those measured on two or more GPUs with an interval),
     ``AcrossDominant`` (what is wider for most of them: "the range across GPUs", "the within-run
     interval", or "neither" on a tie or none),
@@ -250,8 +253,8 @@ def uncertainty_float(table: pd.DataFrame, model: str, models: list[str]) -> str
                rf" on the {kit.escape_latex(rows.model_label(model))}: on its study's committed GPU with its"
                r" within-run interval (as in the text), and its range over every GPU of the model that measured it"
                r" (the committed rows and each run in \texttt{data/reproductions/}). \emph{Dominates}: \emph{"
-               + ACROSS + r"} where the value moves further across the GPUs (of a range, either end) than its"
-               r" interval is wide (less the range's own width) and one unit of its last printed digit, else \emph{"
+               + ACROSS + r"} where another GPU's reading (of a range, either end) lies outside the committed"
+               r" interval by more than one unit of its last printed digit, else \emph{"
                + WITHIN + r"}; \emph{" + NO_INTERVAL
                + r"} where it has none; a value not measured there is left out; each GPU's reading with its interval:"
                + r" \texttt{results/uncertainty.csv}." + (f" {kit.escape_latex(said[:1].upper() + said[1:])}."
