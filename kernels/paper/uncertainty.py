@@ -176,11 +176,11 @@ def value_record(model: str, value: dict, committed: dict, others: list[dict]) -
     if first is None:
         return record
     low, high = min(r.low for r in readings), max(r.high for r in readings)
-    width, pct, within = _widths(first, parse_interval(interval), readings)
+    bounds = parse_interval(interval)
+    width, pct, within = _widths(first, bounds, readings)
     record.update(low=low, high=high, within_width=within)
     if gpus < 2:
         return {**record, "across": ONE_GPU, "dominates": ONE_GPU}
-    bounds = parse_interval(interval)
     if bounds is None:
         dominates = NO_INTERVAL
     else:
